@@ -1,0 +1,16 @@
+"""Errors that reach the user as one line and a distinct exit code."""
+
+from __future__ import annotations
+
+
+class ExitCode:
+    READY = 0
+    BLOCKED = 1
+    BAD_INPUT = 2
+    UNKNOWN = 3
+
+
+class SpecauditError(Exception):
+    """A problem with what the user gave us: printed as one line, exit code 2."""
+
+    exit_code = ExitCode.BAD_INPUT

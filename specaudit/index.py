@@ -1,0 +1,439 @@
+"""Stage 2: index the tree. One pass over each file extracts the facts later stages need, once.
+
+Per module: its classes (bases, decorators, class-level members), its imports (aliases, relative
+imports, star imports, ``__all__``), module-level aliases (``X = pkg.Y``) and module-level literals.
+The pass uses :mod:`ast` (fast); libcst is kept for the gate rules, which need concrete syntax.
+Facts are cached by file content, so a second scan of the same tree parses nothing.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import pickle
+import re
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .cache import cache_dir
+from .locate import EngineTree
+
+
+@dataclass(frozen=True)
+class LiteralRef:
+    """A module-level literal that refers to another name, e.g. the ``**_TEXT_MODELS`` in a merged dict."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Merge:
+    """A dict or list literal built from parts: literal pieces and ``**name`` / ``*name`` spreads."""
+
+    kind: str  # "dict" or "list"
+    parts: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ClassInfo:
+    module: str
+    name: str
+    line: int
+    bases: tuple[str | None, ...]  # dotted names; None where the base is not a name (a call, ...)
+    base_sources: tuple[str, ...]  # each base as written, for messages
+    decorators: tuple[str, ...]
+    bound: frozenset[str]  # names given a value in the class body: methods, assignments
+    annotated: frozenset[str]  # names only annotated in the class body (no value)
+
+    @property
+    def qualname(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # absolute module name
+    name: str | None  # None: the binding is the module itself
+
+
+@dataclass
+class ModuleInfo:
+    name: str
+    path: str  # relative to the tree root
+    is_package: bool
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    imports: dict[str, Import] = field(default_factory=dict)
+    star_imports: list[str] = field(default_factory=list)
+    aliases: dict[str, str] = field(default_factory=dict)  # X = some.dotted.name
+    literals: dict[str, Any] = field(default_factory=dict)
+    literal_lines: dict[str, int] = field(default_factory=dict)
+    functions: set[str] = field(default_factory=set)
+    all_names: tuple[str, ...] | None = None  # __all__, when it is a literal
+
+
+class SyntaxProblem(Exception):
+    pass
+
+
+def module_name_for(relpath: str) -> str:
+    parts = relpath[:-3].split("/")
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def index_source(source: bytes, relpath: str) -> ModuleInfo:
+    """Extract the module's facts from its source. Raises SyntaxProblem on unparsable source."""
+    try:
+        tree = ast.parse(source, filename=relpath)
+    except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
+        line = getattr(exc, "lineno", None)
+        raise SyntaxProblem(f"{type(exc).__name__} at line {line}: {getattr(exc, 'msg', exc)}") from None
+    name = module_name_for(relpath)
+    info = ModuleInfo(name=name, path=relpath, is_package=relpath.endswith("__init__.py"))
+    package = name if info.is_package else name.rpartition(".")[0]
+    for stmt in _flatten(tree.body):
+        _index_statement(stmt, info, package)
+    return info
+
+
+def _flatten(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
+    """Statements of a block, descending into if/try/with, where module-level names are often bound."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            yield from _flatten(stmt.body)
+            yield from _flatten(stmt.orelse)
+        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            yield from _flatten(stmt.body)
+            for handler in stmt.handlers:
+                yield from _flatten(handler.body)
+            yield from _flatten(stmt.orelse)
+            yield from _flatten(stmt.finalbody)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            yield from _flatten(stmt.body)
+        else:
+            yield stmt
+
+
+def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
+    if isinstance(stmt, ast.ClassDef):
+        info.classes.setdefault(stmt.name, _class_info(stmt, info.name))
+    elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        info.functions.add(stmt.name)
+    elif isinstance(stmt, ast.Import):
+        for alias in stmt.names:
+            if alias.asname:
+                info.imports.setdefault(alias.asname, Import(alias.name, None))
+            else:
+                top = alias.name.split(".")[0]
+                info.imports.setdefault(top, Import(top, None))
+    elif isinstance(stmt, ast.ImportFrom):
+        source = _absolute_module(stmt.module, stmt.level, package)
+        for alias in stmt.names:
+            if alias.name == "*":
+                info.star_imports.append(source)
+            else:
+                info.imports.setdefault(alias.asname or alias.name, Import(source, alias.name))
+    elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if stmt.value is None or len(targets) != 1 or not isinstance(targets[0], ast.Name):
+            return
+        target = targets[0].id
+        dotted = dotted_name(stmt.value)
+        if dotted is not None:
+            info.aliases[target] = dotted
+            return
+        value = literal_value(stmt.value)
+        if value is not _NOT_LITERAL:
+            info.literals[target] = value
+            info.literal_lines[target] = stmt.lineno
+            if target == "__all__" and isinstance(value, (list, tuple)):
+                info.all_names = tuple(v for v in value if isinstance(v, str))
+
+
+def _absolute_module(module: str | None, level: int, package: str) -> str:
+    if level == 0:
+        return module or ""
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - (level - 1)] if level > 1 else parts
+    return ".".join(base + ([module] if module else []))
+
+
+def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
+    bound: set[str] = set()
+    annotated: set[str] = set()
+    for stmt in _flatten(node.body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(stmt.name)
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        bound.add(name.id)
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            (bound if stmt.value is not None else annotated).add(stmt.target.id)
+        elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
+            bound.add(stmt.target.id)
+    bases = []
+    for base in node.bases:
+        # Generic[T] and Protocol[T] name their class through the subscript.
+        bases.append(dotted_name(base.value if isinstance(base, ast.Subscript) else base))
+    decorators = tuple(
+        d for d in (dotted_name(dec.func if isinstance(dec, ast.Call) else dec) for dec in node.decorator_list) if d
+    )
+    return ClassInfo(
+        module=module,
+        name=node.name,
+        line=node.lineno,
+        bases=tuple(bases),
+        base_sources=tuple(ast.unparse(b) for b in node.bases),
+        decorators=decorators,
+        bound=frozenset(bound),
+        annotated=frozenset(annotated - bound),
+    )
+
+
+def dotted_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = dotted_name(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+_NOT_LITERAL = object()
+
+
+def literal_value(node: ast.AST) -> Any:
+    """A literal's value; dict/list literals with ``**name``/``*name`` spreads become :class:`Merge`."""
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        pass
+    if isinstance(node, ast.Dict):
+        parts: list[Any] = []
+        for key, value in zip(node.keys, node.values):
+            if key is None:
+                name = dotted_name(value)
+                if name is not None:
+                    parts.append(LiteralRef(name))
+                continue  # a computed spread (a comprehension): the literal parts still say something
+            k, v = literal_value(key), literal_value(value)
+            if k is _NOT_LITERAL or v is _NOT_LITERAL:
+                continue  # a computed entry: the rest of the dict still says something
+            parts.append({k: v})
+        return Merge("dict", tuple(parts))
+    if isinstance(node, (ast.List, ast.Tuple)):
+        parts = []
+        for element in node.elts:
+            if isinstance(element, ast.Starred):
+                name = dotted_name(element.value)
+                if name is None:
+                    return _NOT_LITERAL
+                parts.append(LiteralRef(name))
+            else:
+                value = literal_value(element)
+                if value is _NOT_LITERAL:
+                    return _NOT_LITERAL
+                parts.append([value])
+        return Merge("list", tuple(parts))
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitOr, ast.Add)):
+        # {**a} | {...} and [..] + [..] merge the same way as spreads.
+        left, right = literal_value(node.left), literal_value(node.right)
+        if _NOT_LITERAL in (left, right):
+            left = LiteralRef(dotted_name(node.left)) if dotted_name(node.left) else left
+            right = LiteralRef(dotted_name(node.right)) if dotted_name(node.right) else right
+            if _NOT_LITERAL in (left, right):
+                return _NOT_LITERAL
+        kind = "dict" if isinstance(node.op, ast.BitOr) else "list"
+        return Merge(kind, (left, right))
+    return _NOT_LITERAL
+
+
+# ---------------------------------------------------------------------------------------------------
+# The tree index: which files are indexed, the cache, the process pool.
+
+
+@dataclass
+class TreeIndex:
+    tree: EngineTree
+    files: dict[str, str]  # module name -> path relative to the tree root
+    modules: dict[str, ModuleInfo]
+    skipped: dict[str, str]  # relpath -> why it could not be indexed
+    digests: dict[str, str]  # relpath -> content digest of indexed files
+    _store: "_CacheStore"
+
+    def module(self, name: str) -> ModuleInfo | None:
+        """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
+        info = self.modules.get(name)
+        if info is not None:
+            return info
+        relpath = self.files.get(name)
+        if relpath is None or relpath in self.skipped:
+            return None
+        self._index_paths([relpath])
+        return self.modules.get(name)
+
+    def has_module(self, name: str) -> bool:
+        return name in self.files
+
+    def source(self, relpath: str) -> bytes:
+        return (self.tree.root / relpath).read_bytes()
+
+    def _index_paths(self, relpaths: list[str]) -> None:
+        todo: list[tuple[str, str]] = []
+        for relpath in relpaths:
+            digest = self._store.digest(self.tree.root, relpath)
+            self.digests[relpath] = digest
+            cached = self._store.modules.get((relpath, digest))
+            if cached is not None:
+                self._accept(relpath, cached)
+            else:
+                todo.append((relpath, digest))
+        for relpath, digest, result in _parse_many(self.tree.root, todo):
+            self._store.modules[(relpath, digest)] = result
+            self._store.dirty = True
+            self._accept(relpath, result)
+
+    def _accept(self, relpath: str, result: ModuleInfo | str) -> None:
+        if isinstance(result, str):
+            self.skipped[relpath] = result
+        else:
+            self.modules[result.name] = result
+
+    def save(self) -> None:
+        self._store.save()
+
+
+def _parse_one(job: tuple[str, str, str]) -> tuple[str, str, ModuleInfo | str]:
+    root, relpath, digest = job
+    try:
+        return relpath, digest, index_source(Path(root, relpath).read_bytes(), relpath)
+    except SyntaxProblem as exc:
+        return relpath, digest, str(exc)
+    except OSError as exc:
+        return relpath, digest, f"unreadable: {exc.strerror}"
+
+
+def _parse_many(root: Path, todo: list[tuple[str, str]]) -> Iterable[tuple[str, str, ModuleInfo | str]]:
+    jobs = [(str(root), relpath, digest) for relpath, digest in todo]
+    workers = min(os.cpu_count() or 1, 8)
+    if len(jobs) < 64 or workers < 2:
+        return [_parse_one(job) for job in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_parse_one, jobs, chunksize=max(8, len(jobs) // (workers * 4))))
+
+
+class _CacheStore:
+    """One pickle per tree: file stat -> content digest, and (path, content digest) -> indexed facts."""
+
+    def __init__(self, root: Path, salt: str):
+        self.path = cache_dir("index") / (hashlib.sha1(str(root.resolve()).encode()).hexdigest() + ".pickle")
+        self.salt = salt
+        self.stats: dict[str, tuple[int, int, str]] = {}
+        self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
+        self.extras: dict[str, Any] = {}  # later stages keep their own content-keyed results here
+        self.dirty = False
+        try:
+            with self.path.open("rb") as fh:
+                data = pickle.load(fh)
+            if data.get("salt") == salt:
+                self.stats, self.modules, self.extras = data["stats"], data["modules"], data["extras"]
+        except (OSError, pickle.UnpicklingError, EOFError, KeyError, AttributeError, TypeError):
+            pass
+
+    def digest(self, root: Path, relpath: str) -> str:
+        path = root / relpath
+        st = path.stat()
+        known = self.stats.get(relpath)
+        if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
+            return known[2]
+        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        self.stats[relpath] = (st.st_size, st.st_mtime_ns, digest)
+        self.dirty = True
+        return digest
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        with tmp.open("wb") as fh:
+            pickle.dump({"salt": self.salt, "stats": self.stats, "modules": self.modules, "extras": self.extras},
+                        fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, self.path)
+        self.dirty = False
+
+
+def _code_salt() -> str:
+    """Cached facts are only valid for the code that extracted them."""
+    here = Path(__file__).parent
+    digest = hashlib.blake2b(digest_size=8)
+    for name in ("index.py", "gates.py"):
+        path = here / name
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+# A class statement and the text of its bases, for the cheap pass that finds subclasses outside the models package.
+_CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+
+
+def build_index(tree: EngineTree, eager_modules: Iterable[str] = ()) -> TreeIndex:
+    """Index the engine's models package, the named modules, and every module that subclasses a model class."""
+    files = _python_files(tree)
+    store = _CacheStore(tree.root, _code_salt())
+    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, _store=store)
+    prefix = tree.engine.models_package + "."
+    wanted = [rel for name, rel in files.items() if name.startswith(prefix) or name == tree.engine.models_package]
+    wanted += [files[name] for name in eager_modules if name in files]
+    index._index_paths(sorted(set(wanted)))
+    model_class_names = {c.encode() for m in index.modules.values() for c in m.classes}
+    index._index_paths(_subclassing_files(tree, files, set(wanted), model_class_names, store))
+    return index
+
+
+def _python_files(tree: EngineTree) -> dict[str, str]:
+    files: dict[str, str] = {}
+    root_len = len(str(tree.root)) + 1
+    for dirpath, dirnames, filenames in os.walk(tree.package_dir):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
+        for filename in filenames:
+            if filename.endswith(".py"):
+                relpath = os.path.join(dirpath, filename)[root_len:].replace(os.sep, "/")
+                files[module_name_for(relpath)] = relpath
+    return files
+
+
+def _subclassing_files(tree: EngineTree, files: dict[str, str], done: set[str], class_names: set[bytes],
+                       store: _CacheStore) -> list[str]:
+    """Files outside the indexed set with a class statement whose bases name a model class.
+
+    A regex over raw bytes, cached by tree fingerprint: parsing every file would cost seconds.
+    """
+    others = sorted(rel for rel in files.values() if rel not in done)
+    fingerprint = hashlib.blake2b(digest_size=16)
+    for rel in others:
+        st = (tree.root / rel).stat()
+        fingerprint.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+    for name in sorted(class_names):
+        fingerprint.update(name)
+    key = "subclassing:" + fingerprint.hexdigest()
+    if key in store.extras:
+        return store.extras[key]
+    found = []
+    for rel in others:
+        data = (tree.root / rel).read_bytes()
+        for bases in _CLASS_BASES.findall(data):
+            if class_names.intersection(_IDENTIFIER.findall(bases)):
+                found.append(rel)
+                break
+    store.extras = {k: v for k, v in store.extras.items() if not k.startswith("subclassing:")}
+    store.extras[key] = found
+    store.dirty = True
+    return found

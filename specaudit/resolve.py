@@ -1,0 +1,327 @@
+"""Stage 3: resolve names across modules, build each class's MRO (C3), and decide Protocol conformance
+the way ``isinstance`` decides it for a ``@runtime_checkable`` Protocol.
+
+A name resolves to a class of the tree, to something outside the tree (torch, typing, transformers...),
+or to nothing, with the reason. Answers that depend on a name that resolves to nothing are "unknown",
+never a silent no.
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Any
+
+from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, TreeIndex
+
+# Names typing's own _get_protocol_attrs leaves out of a protocol's members (CPython 3.10-3.13).
+_NOT_PROTOCOL_MEMBERS = frozenset({
+    "__abstractmethods__", "__annotations__", "__weakref__", "_is_protocol", "_is_runtime_protocol",
+    "__dict__", "__args__", "__slots__", "__next_in_mro__", "__parameters__", "__origin__",
+    "__orig_bases__", "__extra__", "__tree_hash__", "__doc__", "__subclasshook__", "__init__",
+    "__new__", "__module__", "_MutableMapping__marker", "__class_getitem__", "__match_args__",
+    "__protocol_attrs__", "__non_callable_proto_members__", "__type_params__", "__static_attributes__",
+    "__firstlineno__", "__qualname__", "__annotate__", "__annotations_cache__",
+})
+_TYPING_MODULES = ("typing", "typing_extensions")
+_OBJECT_ATTRIBUTES = frozenset(dir(object))  # every class has these, whatever its bases
+
+
+@dataclass(frozen=True)
+class External:
+    """A name bound outside the engine tree (``torch.nn.Module``, ``typing.Protocol``...)."""
+
+    qualname: str
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    name: str
+    reason: str
+
+
+Resolved = ClassInfo | ModuleInfo | External | Unresolved
+
+
+@dataclass(frozen=True)
+class Hierarchy:
+    """A class's linearization. ``unknown`` holds why it is incomplete (a base that did not resolve)."""
+
+    cls: ClassInfo
+    # not called `mro`: dataclasses would take type.mro for a default
+    linear: tuple[ClassInfo | External, ...]
+    unknown: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    cls: ClassInfo
+    members: tuple[str, ...]
+    runtime_checkable: bool
+
+
+@dataclass(frozen=True)
+class Conformance:
+    """Whether a class satisfies a protocol: True, False, or None (unknown, see ``reason``)."""
+
+    protocol: str
+    conforms: bool | None
+    missing: tuple[str, ...]
+    provided_by: dict[str, str]  # member -> qualname of the class in the MRO that defines it
+    reason: str
+
+
+class Resolver:
+    def __init__(self, index: TreeIndex):
+        self.index = index
+        self.package = index.tree.engine.package
+        self._hierarchies: dict[str, Hierarchy] = {}
+
+    # -- names ---------------------------------------------------------------------------------------
+
+    def resolve(self, module: ModuleInfo, dotted: str) -> Resolved:
+        head, _, rest = dotted.partition(".")
+        target = self._lookup(module, head, set())
+        for attr in rest.split(".") if rest else ():
+            target = self._attribute(target, attr)
+        return target
+
+    def resolve_module(self, name: str) -> ModuleInfo | External | Unresolved:
+        if not self._inside(name):
+            return External(name)
+        info = self.index.module(name)
+        if info is not None:
+            return info
+        if self.index.has_module(name):
+            return Unresolved(name, f"{self.index.files[name]} could not be parsed")
+        return Unresolved(name, f"no module {name} in this tree")
+
+    def _inside(self, module: str) -> bool:
+        return module == self.package or module.startswith(self.package + ".")
+
+    def _lookup(self, module: ModuleInfo, name: str, seen: set[tuple[str, str]]) -> Resolved:
+        key = (module.name, name)
+        if key in seen:
+            return Unresolved(name, f"import cycle through {module.name}")
+        seen.add(key)
+        if name in module.classes:
+            return module.classes[name]
+        if name in module.aliases:
+            head, _, rest = module.aliases[name].partition(".")
+            target = self._lookup(module, head, seen) if head != name else Unresolved(name, "self-alias")
+            for attr in rest.split(".") if rest else ():
+                target = self._attribute(target, attr)
+            return target
+        if name in module.imports:
+            imp = module.imports[name]
+            if imp.name is None:
+                return self.resolve_module(imp.module)
+            source = self.resolve_module(imp.module)
+            if isinstance(source, ModuleInfo):
+                found = self._lookup(source, imp.name, seen)
+                if isinstance(found, Unresolved) and self.index.has_module(f"{imp.module}.{imp.name}"):
+                    return self.resolve_module(f"{imp.module}.{imp.name}")  # from pkg import submodule
+                return found
+            if isinstance(source, External):
+                return External(f"{imp.module}.{imp.name}")
+            if self.index.has_module(f"{imp.module}.{imp.name}"):
+                return self.resolve_module(f"{imp.module}.{imp.name}")
+            return source
+        if name in module.functions or name in module.literals:
+            return External(f"{module.name}.{name}")  # not a class: nothing to linearize
+        for star in module.star_imports:
+            source = self.resolve_module(star)
+            if isinstance(source, ModuleInfo):
+                if source.all_names is not None and name not in source.all_names:
+                    continue
+                found = self._lookup(source, name, seen)
+                if not isinstance(found, Unresolved):
+                    return found
+            elif isinstance(source, External):
+                return Unresolved(name, f"may come from 'from {star} import *', outside the tree")
+        if hasattr(builtins, name):
+            return External(f"builtins.{name}")
+        return Unresolved(name, f"{name} is not defined or imported in {module.name}")
+
+    def _attribute(self, target: Resolved, attr: str) -> Resolved:
+        if isinstance(target, ModuleInfo):
+            found = self._lookup(target, attr, set())
+            if isinstance(found, Unresolved) and self.index.has_module(f"{target.name}.{attr}"):
+                return self.resolve_module(f"{target.name}.{attr}")
+            return found
+        if isinstance(target, External):
+            return External(f"{target.qualname}.{attr}")
+        if isinstance(target, ClassInfo):
+            return External(f"{target.qualname}.{attr}")  # a nested name: not followed
+        return target
+
+    def find_class(self, module: str, name: str) -> ClassInfo | Unresolved:
+        info = self.resolve_module(module)
+        if not isinstance(info, ModuleInfo):
+            return info if isinstance(info, Unresolved) else Unresolved(name, f"{module} is outside the tree")
+        found = self.resolve(info, name)
+        if isinstance(found, ClassInfo):
+            return found
+        if isinstance(found, Unresolved):
+            return found
+        return Unresolved(name, f"{module}.{name} is not a class of the tree")
+
+    # -- hierarchy -----------------------------------------------------------------------------------
+
+    def hierarchy(self, cls: ClassInfo) -> Hierarchy:
+        cached = self._hierarchies.get(cls.qualname)
+        if cached is None:
+            self._hierarchies[cls.qualname] = Hierarchy(cls, (cls,), ("inheritance cycle",))  # cycle guard
+            cached = self._linearize(cls)
+            self._hierarchies[cls.qualname] = cached
+        return cached
+
+    def _linearize(self, cls: ClassInfo) -> Hierarchy:
+        module = self.index.module(cls.module)
+        unknown: list[str] = []
+        base_mros: list[list[ClassInfo | External]] = []
+        direct: list[ClassInfo | External] = []
+        for dotted, written in zip(cls.bases, cls.base_sources):
+            if dotted is None:
+                unknown.append(f"base {written} of {cls.qualname} is not a plain name")
+                continue
+            target = self.resolve(module, dotted) if module else Unresolved(dotted, "module not indexed")
+            if target is cls:
+                # `class X(X)` subclasses the X bound before this statement: an import or alias.
+                target = self._shadowed(module, dotted)
+            if isinstance(target, ClassInfo):
+                base = self.hierarchy(target)
+                unknown.extend(base.unknown)
+                direct.append(target)
+                base_mros.append(list(base.linear))
+            elif isinstance(target, External):
+                direct.append(target)
+                base_mros.append([target])
+            elif isinstance(target, ModuleInfo):
+                unknown.append(f"base {written} of {cls.qualname} is a module")
+            else:
+                unknown.append(f"base {written} of {cls.qualname}: {target.reason}")
+        merged = _c3_merge(base_mros + [list(direct)])
+        if merged is None:
+            unknown.append(f"no consistent MRO for {cls.qualname}")
+            merged = _dedupe([c for mro in base_mros for c in mro])
+        return Hierarchy(cls, (cls, *merged), tuple(dict.fromkeys(unknown)))
+
+    def _shadowed(self, module: ModuleInfo, dotted: str) -> Resolved:
+        head, _, rest = dotted.partition(".")
+        if head not in module.imports and head not in module.aliases:
+            return Unresolved(dotted, f"class {dotted} names itself as a base")
+        without = ModuleInfo(**{**module.__dict__, "classes": {k: v for k, v in module.classes.items() if k != head}})
+        return self.resolve(without, dotted)
+
+    # -- protocols -----------------------------------------------------------------------------------
+
+    def protocols(self, module_name: str) -> dict[str, Protocol]:
+        """Every Protocol class defined in a module, with its members as typing computes them."""
+        module = self.index.module(module_name)
+        if module is None:
+            return {}
+        found: dict[str, Protocol] = {}
+        for cls in module.classes.values():
+            if not self._is_protocol(cls):
+                continue
+            members: set[str] = set()
+            for base in self.hierarchy(cls).linear:
+                if isinstance(base, ClassInfo) and (base is cls or self._is_protocol(base)):
+                    members |= base.bound | base.annotated
+            runtime = any(d.rsplit(".", 1)[-1] == "runtime_checkable" for d in cls.decorators)
+            found[cls.name] = Protocol(cls, tuple(sorted(m for m in members if _is_member(m))), runtime)
+        return found
+
+    def _is_protocol(self, cls: ClassInfo) -> bool:
+        module = self.index.module(cls.module)
+        for dotted in cls.bases:
+            if dotted is None or module is None:
+                continue
+            target = self.resolve(module, dotted)
+            if isinstance(target, External) and target.qualname in {f"{m}.Protocol" for m in _TYPING_MODULES}:
+                return True
+        return False
+
+    def conformance(self, cls: ClassInfo, protocol: Protocol) -> Conformance:
+        """``isinstance(cls, protocol)``: every member is an attribute somewhere in the MRO."""
+        hierarchy = self.hierarchy(cls)
+        provided: dict[str, str] = {}
+        for member in protocol.members:
+            if member in _OBJECT_ATTRIBUTES:
+                provided[member] = "builtins.object"
+                continue
+            for base in hierarchy.linear:
+                # typing's isinstance uses hasattr: an annotation without a value binds nothing,
+                # except on the protocol itself, which typing fills in.
+                if isinstance(base, ClassInfo) and (member in base.bound or
+                                                    (base is protocol.cls and member in base.annotated)):
+                    provided[member] = base.qualname
+                    break
+        missing = tuple(m for m in protocol.members if m not in provided)
+        name = protocol.cls.name
+        if not missing:
+            return Conformance(name, True, (), provided, f"all of {', '.join(protocol.members)} found in its MRO")
+        if hierarchy.unknown:
+            return Conformance(name, None, missing, provided,
+                               f"{', '.join(missing)} not found, but the MRO is incomplete: {hierarchy.unknown[0]}")
+        externals = [b.qualname for b in hierarchy.linear if isinstance(b, External) and not b.qualname.startswith("builtins.")]
+        note = f" (external bases {', '.join(externals)} taken to add none)" if externals else ""
+        return Conformance(name, False, missing, provided, f"missing {', '.join(missing)}{note}")
+
+    # -- literals ------------------------------------------------------------------------------------
+
+    def literal(self, module: ModuleInfo, name: str, _depth: int = 0) -> Any:
+        """A module-level literal with its spreads and aliases followed across modules; None if unknown."""
+        if _depth > 20:
+            return None
+        if name in module.literals:
+            return self._expand(module, module.literals[name], _depth)
+        if name in module.imports and module.imports[name].name:
+            imp = module.imports[name]
+            source = self.resolve_module(imp.module)
+            if isinstance(source, ModuleInfo):
+                return self.literal(source, imp.name, _depth + 1)
+        return None
+
+    def _expand(self, module: ModuleInfo, value: Any, depth: int) -> Any:
+        if isinstance(value, LiteralRef):
+            return self.literal(module, value.name, depth + 1)
+        if not isinstance(value, Merge):
+            return value
+        parts = [self._expand(module, part, depth + 1) for part in value.parts]
+        if value.kind == "dict":
+            merged: dict = {}
+            for part in parts:
+                if isinstance(part, dict):
+                    merged.update(part)
+            return merged
+        return [item for part in parts if isinstance(part, (list, tuple)) for item in part]
+
+
+def _is_member(name: str) -> bool:
+    return name not in _NOT_PROTOCOL_MEMBERS and not name.startswith("_abc_")
+
+
+def _c3_merge(sequences: list[list]) -> list | None:
+    sequences = [list(s) for s in sequences if s]
+    result: list = []
+    while sequences:
+        for seq in sequences:
+            head = seq[0]
+            if not any(head in other[1:] for other in sequences):
+                break
+        else:
+            return None
+        result.append(head)
+        sequences = [[c for c in s if c != head] for s in sequences]
+        sequences = [s for s in sequences if s]
+    return result
+
+
+def _dedupe(items: list) -> list:
+    seen: list = []
+    for item in items:
+        if item not in seen:
+            seen.append(item)
+    return seen

@@ -1,0 +1,109 @@
+"""The scan result: plain typed data that flows to every report format."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import ExitCode
+from .gates import Finding
+from .target import Launch
+
+
+class Verdict:
+    READY = "READY"
+    BLOCKED = "BLOCKED"
+    UNKNOWN = "UNKNOWN"
+    LANDSCAPE = "LANDSCAPE"  # no target: the engine's EAGLE-3 landscape only
+
+    EXIT_CODES = {READY: ExitCode.READY, BLOCKED: ExitCode.BLOCKED, UNKNOWN: ExitCode.UNKNOWN,
+                  LANDSCAPE: ExitCode.READY}
+
+
+@dataclass(frozen=True)
+class TreeSummary:
+    engine: str
+    version: str
+    root: str
+    origin: str
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    target: str
+    source: str
+    architectures: list[str]
+    model_type: str
+    text_model_type: str
+    method: str
+    draft: str | None
+
+    @classmethod
+    def of(cls, launch: Launch) -> "LaunchSummary | None":
+        t = launch.target
+        if t is None:
+            return None
+        return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft)
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    id: str
+    title: str
+    kind: str
+    phase: str
+    sites: int  # 0: the gate is not in this release (or changed shape)
+
+
+@dataclass(frozen=True)
+class ArchitectureRow:
+    architecture: str
+    module: str
+    class_name: str
+    declared_in: str
+    file: str | None
+    line: int | None
+    interfaces: dict[str, bool | None]  # protocol -> conforms (None: unknown)
+    eagle3_reason: str
+
+    @property
+    def eagle3(self) -> bool | None:
+        return self.interfaces.get("SupportsEagle3")
+
+
+@dataclass(frozen=True)
+class Landscape:
+    protocols: dict[str, list[str]]  # every Protocol of the interfaces module -> its members
+    eagle3_members: list[str]
+    architectures: list[ArchitectureRow]
+    eagle3_classes: list[str]  # every indexed class that satisfies SupportsEagle3
+    eagle3_unknown: list[str]
+    grep_classes: list[str]  # classes whose class statement names SupportsEagle3: what grep finds
+
+
+@dataclass
+class ScanResult:
+    tree: TreeSummary
+    launch: LaunchSummary | None
+    verdict: str
+    findings: list[Finding]
+    candidates: list[Finding]
+    rules: list[RuleStatus]
+    landscape: Landscape
+    skipped: dict[str, str]
+    files_indexed: int
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return Verdict.EXIT_CODES[self.verdict]
+
+    @property
+    def blocking(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == "blocks"]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data

@@ -1,0 +1,107 @@
+"""What is being launched: the target model's config, the drafter, and the speculative method.
+
+A target comes from a checkpoint directory's ``config.json`` (``--model``), from a bundled preset
+(``--target``: a small snapshot of the keys gates read), or from a launch command (see launch.py).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecauditError
+
+DEFAULT_METHOD = "eagle3"
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # the preset name or the checkpoint directory
+    source: str  # where the config was read from
+    config: dict[str, Any]  # the whole config.json
+
+    @property
+    def text_config(self) -> dict[str, Any]:
+        """The language model's config, as vLLM's get_hf_text_config picks it."""
+        nested = self.config.get("text_config")
+        return nested if isinstance(nested, dict) else self.config
+
+    @property
+    def architectures(self) -> list[str]:
+        return list(self.config.get("architectures") or [])
+
+    @property
+    def model_type(self) -> str:
+        return str(self.config.get("model_type", ""))
+
+    @property
+    def text_model_type(self) -> str:
+        return str(self.text_config.get("model_type", ""))
+
+    def config_value(self, path: str) -> tuple[bool, Any]:
+        """Whether ``config.<path>`` exists (dotted path through nested configs), and its value."""
+        node: Any = self.config
+        for part in path.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return False, None
+            node = node[part]
+        return True, node
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the launch asks for: the target, the speculative method, and the drafter."""
+
+    target: Target | None
+    method: str = DEFAULT_METHOD
+    draft: str | None = None
+    num_speculative_tokens: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
+
+
+def presets() -> list[str]:
+    return sorted(p.name[:-5] for p in resources.files("specaudit.presets").iterdir() if p.name.endswith(".json"))
+
+
+def load_preset(name: str) -> Target:
+    wanted = name.lower().replace("_", "-")
+    known = presets()
+    if wanted not in known:
+        close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {' or '.join(close)}?" if close else f"; known presets: {', '.join(known)}"
+        raise SpecauditError(f"unknown target preset {name!r}{hint}")
+    text = resources.files("specaudit.presets").joinpath(f"{wanted}.json").read_text()
+    return Target(name=wanted, source=f"preset {wanted}", config=json.loads(text))
+
+
+def load_model_dir(path: str) -> Target:
+    return Target(name=path, source=str(Path(path) / "config.json"), config=read_config(path))
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """A checkpoint's config.json, with one clear error for each way it can be wrong."""
+    directory = Path(path).expanduser()
+    config_file = directory / "config.json" if directory.is_dir() or not directory.suffix else directory
+    if not config_file.is_file():
+        raise SpecauditError(f"{config_file}: no config.json (is {path} a model checkpoint directory?)")
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecauditError(f"{config_file}: malformed JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{config_file}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+def parse_speculative_config(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecauditError(f"--speculative-config is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(value, dict):
+        raise SpecauditError("--speculative-config must be a JSON object, like '{\"method\": \"eagle3\", ...}'")
+    return value
