@@ -15,7 +15,7 @@ from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
 from .result import (ArchitectureRow, Landscape, LaunchSummary, RuleStatus, ScanResult, TreeSummary, Verdict)
-from .rules import Rule, load_rules, rules_digest
+from .ruleset import Rule, load_rules, rules_digest
 from .target import Launch
 
 EAGLE3_PROTOCOL = "SupportsEagle3"

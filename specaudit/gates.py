@@ -27,7 +27,7 @@ from .index import ModuleInfo
 
 if TYPE_CHECKING:
     from .evaluate import Judge
-    from .rules import Rule
+    from .ruleset import Rule
 
 MAX_EXCERPT_LINES = 16
 
@@ -87,12 +87,12 @@ class Segment:
         return self.positions[node].end.line + self.offset
 
     def excerpt(self, node: cst.CSTNode) -> str:
-        lines = self.module.code_for_node(node).splitlines()
+        """The node's source lines as the file has them (from its first line, without leading comments)."""
+        start = self.positions[node].start
+        lines = self.module.code.splitlines()[start.line - 1: self.positions[node].end.line]
         if len(lines) > MAX_EXCERPT_LINES:
-            lines = lines[:MAX_EXCERPT_LINES] + ["    ..."]
-        indent = min((len(x) - len(x.lstrip()) for x in lines[1:] if x.strip()), default=0)
-        body = [lines[0].strip()] + [x[indent:] if len(x) > indent else x.strip() for x in lines[1:]]
-        return "\n".join(body)
+            lines = lines[:MAX_EXCERPT_LINES] + [" " * start.column + "..."]
+        return "\n".join(x[start.column:] if x[:start.column].isspace() else x.lstrip() for x in lines)
 
 
 def segments(source: str, needles: list[str], info: ModuleInfo, path: str) -> Iterator[Segment]:

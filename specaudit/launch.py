@@ -50,7 +50,7 @@ def parse_vllm_command(argv: list[str]) -> dict[str, Any]:
                 raise SpecauditError(f"--{head} is given both as JSON and as --{key}")
             nested[rest.replace("-", "_")] = _scalar(value)
         elif key in _JSON_OPTIONS:
-            options[key] = {**options.get(key, {}), **_json_option(key, value)}
+            options[key] = {**options.get(key, {}), **json_option(key, value)}
         else:
             options[key] = value
     return options
@@ -73,7 +73,8 @@ def _strip_program(args: list[str]) -> list[str]:
     )
 
 
-def _json_option(key: str, value: str) -> dict[str, Any]:
+def json_option(key: str, value: str) -> dict[str, Any]:
+    """A JSON-object option, as vLLM's json.loads type reads it."""
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:

@@ -265,7 +265,8 @@ class Resolver:
         if hierarchy.unknown:
             return Conformance(name, None, missing, provided,
                                f"{', '.join(missing)} not found, but the MRO is incomplete: {hierarchy.unknown[0]}")
-        externals = [b.qualname for b in hierarchy.linear if isinstance(b, External) and not b.qualname.startswith("builtins.")]
+        externals = [b.qualname for b in hierarchy.linear
+                     if isinstance(b, External) and b.qualname.split(".")[0] not in ("builtins", *_TYPING_MODULES)]
         note = f" (external bases {', '.join(externals)} taken to add none)" if externals else ""
         return Conformance(name, False, missing, provided, f"missing {', '.join(missing)}{note}")
 

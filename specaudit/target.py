@@ -98,10 +98,6 @@ def read_config(path: str) -> dict[str, Any]:
 
 
 def parse_speculative_config(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SpecauditError(f"--speculative-config is not valid JSON: {exc.msg} at column {exc.colno}") from None
-    if not isinstance(value, dict):
-        raise SpecauditError("--speculative-config must be a JSON object, like '{\"method\": \"eagle3\", ...}'")
-    return value
+    from .launch import json_option
+
+    return json_option("speculative-config", text)

@@ -11,6 +11,15 @@
 #    wheel METADATA minus torch/torchvision/torchaudio/torchcodec (and extras).
 #  * torchvision/torchaudio/torchcodec pulled in transitively are CUDA builds
 #    that break `import vllm`; they are uninstalled at the end.
+#  * Optional extras that make more model modules importable (set
+#    WITH_EXTRAS=0 to skip): torchvision of the release paired with the
+#    installed torch (0.(minor+15)), installed --no-deps. With a +cpu torch the
+#    PyPI (CUDA) torchvision's _C.so cannot load, and `import torchvision` then
+#    dies on two unguarded fake-op registrations; validation/runtime_eagle3.py
+#    works around that by defining the two op schemas first (see there).
+#    Without torchvision ~90 multimodal model modules fail to import.
+#    torchaudio of the same version as torch, --no-deps, kept only if
+#    `import torchaudio` works. timm, --no-deps (pure Python).
 #  * TORCH_SPEC env var overrides the torch requirement (default: derived
 #    from the wheel's `torch==X+cpu` pin with the local tag stripped).
 set -euo pipefail
@@ -89,5 +98,34 @@ for p in torchvision torchaudio torchcodec; do
     "$VPY" -m pip uninstall -y "$p" >&2
   fi
 done
+if [ "${WITH_EXTRAS:-1}" = 1 ]; then
+  TV=$("$VPY" -c 'import torch; M=torch.__version__.split("+")[0].split("."); print(f"0.{int(M[1])+15}")')
+  TB=$("$VPY" -c 'import torch; print(torch.__version__.split("+")[0])')
+  log "extras: torchvision==$TV.* (no deps)"
+  if "$VPY" -m pip install --no-deps "torchvision==$TV.*" >&2; then
+    # must be built for exactly this torch, else drop it
+    if ! "$VPY" - "$TB" <<'PYEOF'
+import sys, importlib.metadata as md
+reqs = md.requires("torchvision") or []
+ok = any(r.replace(" ", "").replace("(", "").replace(")", "").startswith("torch==" + sys.argv[1]) for r in reqs)
+sys.exit(0 if ok else 1)
+PYEOF
+    then
+      log "torchvision does not pin torch==$TB; uninstalling"; "$VPY" -m pip uninstall -y torchvision >&2
+    fi
+  else
+    log "no torchvision==$TV.* available"
+  fi
+  log "extras: torchaudio==$TB (no deps), kept only if it imports"
+  if "$VPY" -m pip install --no-deps "torchaudio==$TB" >&2; then
+    if ! "$VPY" -c 'import torchaudio' >/dev/null 2>&1; then
+      log "torchaudio does not import; uninstalling"; "$VPY" -m pip uninstall -y torchaudio >&2
+    fi
+  else
+    log "no torchaudio==$TB available"
+  fi
+  log "extras: timm (no deps)"
+  "$VPY" -m pip install --no-deps timm >&2 || log "timm install failed (ignored)"
+fi
 "$VPY" -c 'import torch, vllm; print("torch", torch.__version__, "vllm", vllm.__version__, vllm.__file__)' >&2
 log "done: $VENV"

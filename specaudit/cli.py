@@ -1,0 +1,112 @@
+"""The command line: parses arguments and calls the stages. Nothing else happens here."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from . import __version__
+from .errors import ExitCode, SpecauditError
+from .evaluate import scan as run_scan
+from .launch import parse_vllm_command
+from .locate import locate
+from .report import FORMATS, print_terminal, write_report
+from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config, read_config
+
+
+class _WithLaunchCommand(click.Command):
+    """Everything after ``--`` is the launch command, kept apart from the scan's own arguments."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            cut = args.index("--")
+            ctx.meta["launch_command"] = args[cut + 1:]
+            args = args[:cut]
+        return super().parse_args(ctx, args)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="specaudit")
+def main() -> None:
+    """Audit speculative-decoding (EAGLE-3) integrations of vLLM before launch."""
+
+
+@main.command(cls=_WithLaunchCommand)
+@click.argument("tree", required=False)
+@click.option("--path", "path", type=click.Path(), help="An engine tree: site-packages, a source checkout, or the package dir.")
+@click.option("--engine", default=None, help="Engine of the tree (default: detected).")
+@click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3).")
+@click.option("--model", "model_dir", type=click.Path(), help="A checkpoint directory with config.json.")
+@click.option("--draft", "draft_dir", type=click.Path(), help="The drafter checkpoint directory.")
+@click.option("--speculative-config", "spec_json", help="vLLM's --speculative-config JSON.")
+@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report in this format.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+@click.pass_context
+def scan(ctx: click.Context, tree: str | None, path: str | None, engine: str | None, preset: str | None,
+         model_dir: str | None, draft_dir: str | None, spec_json: str | None, formats: tuple[str, ...],
+         out_dir: str) -> None:
+    """Audit an engine TREE (vllm==X, a wheel, a directory; default: the installed engine) for a launch.
+
+    \b
+    specaudit scan vllm==0.17.0 --target kimi-k2.5
+    specaudit scan --path /opt/venv/lib/python3.12/site-packages --model /shared/kimi-k2.5-int4
+    specaudit scan -- vllm serve /shared/kimi-k2.5-int4 --speculative-config '{"method": "eagle3", ...}'
+    """
+    console = Console()
+    try:
+        if tree and path:
+            raise SpecauditError("name the tree once: either TREE or --path")
+        launch = _launch(ctx.meta.get("launch_command"), preset, model_dir, draft_dir, spec_json)
+        result = run_scan(locate(tree or path, engine), launch)
+        print_terminal(result, console)
+        for fmt in formats:
+            written = write_report(result, fmt, Path(out_dir))
+            console.print(f"report written to {written}")
+    except SpecauditError as exc:
+        click.echo(f"specaudit: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("specaudit: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(result.exit_code)
+
+
+def _launch(command: list[str] | None, preset: str | None, model_dir: str | None, draft_dir: str | None,
+            spec_json: str | None) -> Launch | None:
+    """The launch to judge, from the options and/or a launch command; None for a landscape scan."""
+    speculative = parse_speculative_config(spec_json) if spec_json else {}
+    options: dict = {}
+    if command is not None:
+        options = parse_vllm_command(command)
+        speculative = {**options.get("speculative-config", {}), **speculative}
+        model_dir = model_dir or options.get("model")
+    if preset and model_dir and command is None:
+        raise SpecauditError("give --target or --model, not both")
+    target = load_preset(preset) if preset else load_model_dir(model_dir) if model_dir else None
+    draft = draft_dir or speculative.get("model")
+    if draft_dir:
+        read_config(draft_dir)  # fail early on a drafter that is not a checkpoint
+    if target is None:
+        if command is not None or speculative or draft:
+            raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
+        return None
+    method = speculative.get("method") or _method_from_draft_path(draft)
+    return Launch(target=target, method=method, draft=draft,
+                  num_speculative_tokens=speculative.get("num_speculative_tokens"), options=options)
+
+
+def _method_from_draft_path(draft: str | None) -> str:
+    # vLLM's SpeculativeConfig infers the method from the drafter's path when none is given.
+    name = (draft or "").lower()
+    if "eagle3" in name:
+        return "eagle3"
+    if "eagle-" in name:
+        return "eagle"
+    return DEFAULT_METHOD
+
+
+if __name__ == "__main__":
+    main()
