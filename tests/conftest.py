@@ -1,0 +1,71 @@
+"""Shared fixtures: real vLLM trees fetched from PyPI (cached across runs) and small hand-written trees."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specaudit.evaluate import scan
+from specaudit.locate import EngineTree, locate
+from specaudit.result import ScanResult
+from specaudit.target import Launch, load_preset
+
+RELEASES = ("0.11.0", "0.14.0", "0.17.0", "0.33.0")
+_trees: dict[str, EngineTree] = {}
+_scans: dict[tuple[str, str | None], ScanResult] = {}
+
+
+def vllm_tree(version: str) -> EngineTree:
+    """A real vLLM release tree: `specaudit` downloads the wheel and extracts its .py files into the cache."""
+    if version not in _trees:
+        _trees[version] = locate(f"vllm=={version}")
+    return _trees[version]
+
+
+def vllm_scan(version: str, preset: str | None) -> ScanResult:
+    key = (version, preset)
+    if key not in _scans:
+        launch = Launch(load_preset(preset)) if preset else None
+        _scans[key] = scan(vllm_tree(version), launch)
+    return _scans[key]
+
+
+@pytest.fixture
+def make_tree(tmp_path: Path):
+    """Write a small engine tree: {relative path: source} under tmp_path, with a vllm dist-info."""
+
+    def write(files: dict[str, str], version: str = "0.0.1") -> Path:
+        for relpath, source in files.items():
+            path = tmp_path / relpath
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(textwrap.dedent(source))
+        for package_init in {Path(p).parents[i] for p in files for i in range(len(Path(p).parents) - 1)}:
+            init = tmp_path / package_init / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+        info = tmp_path / f"vllm-{version}.dist-info"
+        info.mkdir(exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
+        return tmp_path
+
+    return write
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(monkeypatch, tmp_path_factory):
+    """Index caches go to a per-session directory; downloaded trees stay in the shared user cache."""
+    import specaudit.cache as cache
+
+    shared = cache.cache_dir()
+    index_root = tmp_path_factory.getbasetemp() / "specaudit-cache"
+
+    def cache_dir(*parts: str) -> Path:
+        base = shared if parts[:1] == ("trees",) else index_root
+        path = base.joinpath(*parts)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate"):
+        monkeypatch.setattr(f"{module}.cache_dir", cache_dir)

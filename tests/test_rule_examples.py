@@ -1,0 +1,54 @@
+"""Every rule's own code examples, run as tests (as Fixit runs VALID/INVALID cases).
+
+An example gives `code`; it expects `sites` (default 1) and, for the first site, the `details` it lists.
+`judged` cases evaluate that site against a target's text model type (for kinds that judge from the
+site alone).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from specaudit.gates import KINDS, segments
+from specaudit.index import index_source
+from specaudit.ruleset import load_rules, rules_dir
+from specaudit.target import Launch, Target
+
+ENGINES = sorted(p.name for p in rules_dir().iterdir() if p.is_dir())
+CASES = [(rule, example) for engine in ENGINES for rule in load_rules(engine) for example in rule.examples]
+
+
+def test_every_rule_has_positive_and_negative_examples():
+    for engine in ENGINES:
+        for rule in load_rules(engine):
+            expected = [example.get("sites", 1) for example in rule.examples]
+            assert any(n >= 1 for n in expected), f"{rule.id} has no example the rule finds"
+            assert 0 in expected, f"{rule.id} has no example the rule must not find"
+
+
+@pytest.mark.parametrize("rule,example", CASES, ids=[f"{r.id}:{e['name']}" for r, e in CASES])
+def test_rule_example(rule, example):
+    source = textwrap.dedent(example["code"])
+    info = index_source(source.encode(), "example.py")
+    kind = KINDS[rule.kind]
+    sites = [s for seg in segments(source, kind.needles(rule), info, "example.py") for s in kind.find(rule, seg)]
+    assert len(sites) == example.get("sites", 1), [s.code for s in sites]
+    if not sites:
+        return
+    for key, value in (example.get("details") or {}).items():
+        assert sites[0].details[key] == value, key
+    for case in example.get("judged", ()):
+        target = Target("example", "example", {"model_type": case["target"]["model_type"]})
+        finding = kind.judge(rule, sites[0], _SiteOnlyJudge(Launch(target)))
+        assert finding.status == case["status"], finding.why
+        if "error" in case:
+            assert finding.error == case["error"]
+
+
+class _SiteOnlyJudge:
+    """Kinds judged here read only the launch."""
+
+    def __init__(self, launch):
+        self.launch = launch

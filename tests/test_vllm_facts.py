@@ -1,0 +1,154 @@
+"""Facts about real vLLM releases, each verified by reading the release's source (paths given per test).
+
+The trees are the wheels from PyPI, fetched by specaudit itself into the cache on first use.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from specaudit.index import ClassInfo
+from specaudit.resolve import Resolver
+from specaudit.index import build_index
+from conftest import vllm_scan, vllm_tree
+
+ALLOWLIST = "vllm-eagle3-model-type-allowlist"
+IMAGE_TOKEN = "vllm-eagle3-image-token-read"
+INTERFACE = "vllm-eagle3-interface"
+REGISTRY = "vllm-architecture-registered"
+
+
+def blocking(result):
+    return [(f.rule_id, f.file) for f in result.blocking]
+
+
+def test_017_kimi_k25_blocked_by_three_gates_in_launch_order():
+    # vllm/config/speculative.py: `aux_hidden_states_supported = ["llama", "qwen", "minicpm", "gpt_oss",
+    #   "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h"]` tested with `any(s in model_type ...)`;
+    # vllm/v1/spec_decode/eagle.py load_model: KimiK25ForConditionalGeneration is in no branch of the
+    #   get_model_name dispatch, so the else branch reads target_model.config.image_token_index;
+    # vllm/model_executor/models/kimi_k25.py: `class KimiK25ForConditionalGeneration(nn.Module,
+    #   SupportsMultiModal, SupportsPP, SupportsQuant)`: no SupportsEagle3 members anywhere in its MRO.
+    result = vllm_scan("0.17.0", "kimi-k2.5")
+    assert result.verdict == "BLOCKED" and result.exit_code == 1
+    assert blocking(result) == [
+        (ALLOWLIST, "vllm/config/speculative.py"),
+        (IMAGE_TOKEN, "vllm/v1/spec_decode/eagle.py"),
+        (INTERFACE, "vllm/v1/worker/gpu_model_runner.py"),
+    ]
+    allowlist, image, interface = result.blocking
+    assert "substring" in allowlist.why and "'kimi_k2'" in allowlist.why
+    assert allowlist.error.startswith("ValueError: eagle3 is only supported for ['llama', 'qwen', 'minicpm', 'gpt_oss'")
+    assert allowlist.error.endswith("Got self.target_model_config.hf_text_config.model_type='kimi_k2'")
+    assert "fallback branch" in image.why and "media_placeholder_token_id" in image.why
+    assert image.error == "AttributeError: 'KimiK25Config' object has no attribute 'image_token_index'"
+    assert interface.error == ("RuntimeError: Model does not support EAGLE3 interface but "
+                               "aux_hidden_state_outputs was requested")
+    assert "KimiK25ForConditionalGeneration" in interface.why
+    registry = next(f for f in result.findings if f.rule_id == REGISTRY)
+    assert registry.status == "passes" and "_MULTIMODAL_MODELS" in registry.why
+    for finding in result.blocking:  # the evidence is the engine's own code at that line
+        source = (vllm_tree("0.17.0").root / finding.file).read_text().splitlines()
+        assert source[finding.line - 1].strip() == finding.code.splitlines()[0].strip()
+
+
+def test_014_kimi_k2_blocked_by_allowlist_and_interface():
+    # vllm/config/speculative.py: eagle3_target_supported = ["llama", "qwen", "minicpm", "gpt_oss"] (substring);
+    # vllm/model_executor/models/deepseek_v2.py: DeepseekV2ForCausalLM(nn.Module, SupportsPP,
+    #   DeepseekV2MixtureOfExperts, SupportsLoRA, SupportsEagle): SupportsEagle only; DeepseekV3ForCausalLM
+    #   subclasses it with `pass`.
+    result = vllm_scan("0.14.0", "kimi-k2")
+    assert [rule for rule, _ in blocking(result)] == [ALLOWLIST, INTERFACE]
+    interface = result.blocking[1]
+    assert "DeepseekV3ForCausalLM" in interface.why
+    assert "set_aux_hidden_state_layers" in interface.why and "supports_eagle3" in interface.why
+
+
+def test_014_kimi_k25_blocked_first_by_its_unregistered_architecture():
+    # vllm 0.14.0 has no kimi_k25.py and no KimiK25ForConditionalGeneration in registry.py's dicts.
+    result = vllm_scan("0.14.0", "kimi-k2.5")
+    assert result.verdict == "BLOCKED"
+    assert result.blocking[0].rule_id == REGISTRY
+    assert "Model architectures ['KimiK25ForConditionalGeneration'] are not supported for now" in result.blocking[0].error
+    assert ALLOWLIST in [f.rule_id for f in result.blocking]
+
+
+@pytest.mark.parametrize("preset", ["llama3", "qwen3"])
+def test_014_llama3_and_qwen3_ready(preset):
+    # llama.py / qwen3.py: LlamaForCausalLM and Qwen3ForCausalLM list SupportsEagle3 and define both methods;
+    # 'llama' and 'qwen' are substrings of their text model types.
+    result = vllm_scan("0.14.0", preset)
+    assert result.verdict == "READY" and result.exit_code == 0
+    assert {f.status for f in result.findings} <= {"passes", "not applicable"}
+
+
+def test_033_kimi_k25_ready():
+    # 0.33.0: no allowlist in SpeculativeConfig; llm_base_proposer.py dispatches KimiK25ForConditionalGeneration
+    # to config.media_placeholder_token_id; kimi_k25.py lists SupportsEagle3 and delegates its methods.
+    result = vllm_scan("0.33.0", "kimi-k2.5")
+    assert result.verdict == "READY"
+    rules = {r.id: r.sites for r in result.rules}
+    assert rules[ALLOWLIST] == 0  # the gate is gone from this release
+    image = next(f for f in result.findings if f.rule_id == IMAGE_TOKEN)
+    assert image.file == "vllm/v1/spec_decode/llm_base_proposer.py" and "media_placeholder_token_id" in image.why
+
+
+@pytest.mark.parametrize("version,gates", [
+    ("0.11.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
+    ("0.14.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
+    ("0.17.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
+    ("0.33.0", {IMAGE_TOKEN, INTERFACE, REGISTRY}),
+])
+def test_each_rule_finds_its_gate_across_releases(version, gates):
+    # The same rule finds the same gate though it moved: the allowlist was renamed in 0.17
+    # (eagle3_target_supported -> aux_hidden_states_supported), the proposer moved to llm_base_proposer.py
+    # in 0.33, the runner's check moved into _setup_eagle3_aux_hidden_state_outputs in 0.33.
+    result = vllm_scan(version, None)
+    found = {r.id for r in result.rules if r.sites == 1 and r.kind != "candidate"}
+    assert found == gates
+
+
+def test_protocol_members_are_read_from_each_release():
+    # interfaces.py: 0.11 SupportsEagle3(Protocol) has 3 members; 0.14 adds SupportsEagleBase's
+    # has_own_embed_tokens / has_own_lm_head; 0.33 renames get_eagle3_aux_hidden_state_layers to
+    # get_eagle3_default_aux_hidden_state_layers.
+    assert vllm_scan("0.11.0", None).landscape.eagle3_members == [
+        "get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers", "supports_eagle3"]
+    assert vllm_scan("0.14.0", None).landscape.eagle3_members == [
+        "get_eagle3_aux_hidden_state_layers", "has_own_embed_tokens", "has_own_lm_head",
+        "set_aux_hidden_state_layers", "supports_eagle3"]
+    assert "get_eagle3_default_aux_hidden_state_layers" in vllm_scan("0.33.0", None).landscape.eagle3_members
+    protocols = vllm_scan("0.14.0", None).landscape.protocols
+    assert {"SupportsEagle3", "SupportsEagle", "SupportsMultiModal", "SupportsPP", "SupportsLoRA"} <= set(protocols)
+
+
+def test_011_conforming_set_includes_every_subclass_and_beats_grep():
+    # 0.11.0: llama.py, qwen2.py, qwen3.py, minicpm.py and gpt_oss.py declare SupportsEagle3; classes such as
+    # fairseq2_llama.Fairseq2LlamaForCausalLM(LlamaForCausalLM) conform through inheritance alone.
+    land = vllm_scan("0.11.0", None).landscape
+    roots = ["llama.LlamaForCausalLM", "qwen2.Qwen2ForCausalLM", "qwen3.Qwen3ForCausalLM",
+             "minicpm.MiniCPMForCausalLM", "gpt_oss.GptOssForCausalLM"]
+    conforming = set(land.eagle3_classes)
+    assert {f"vllm.model_executor.models.{r}" for r in roots} <= conforming
+    assert "vllm.model_executor.models.fairseq2_llama.Fairseq2LlamaForCausalLM" in conforming
+
+    index = build_index(vllm_tree("0.11.0"))
+    resolver = Resolver(index)
+    subclasses = set()
+    for module in list(index.modules.values()):
+        for cls in module.classes.values():
+            chain = {c.qualname for c in resolver.hierarchy(cls).linear if isinstance(c, ClassInfo)}
+            if chain & {f"vllm.model_executor.models.{r}" for r in roots}:
+                subclasses.add(cls.qualname)
+    assert subclasses <= conforming
+    assert len(land.grep_classes) < len(conforming)
+    assert len(conforming) >= 20
+
+
+def test_landscape_registry_rows_name_real_classes():
+    land = vllm_scan("0.14.0", None).landscape
+    rows = {row.architecture: row for row in land.architectures}
+    assert rows["LlamaForCausalLM"].eagle3 is True
+    assert rows["DeepseekV3ForCausalLM"].eagle3 is False
+    assert rows["DeepseekV3ForCausalLM"].interfaces["SupportsEagle"] is True
+    assert "KimiK25ForConditionalGeneration" not in rows
