@@ -133,9 +133,12 @@ def _download_wheel(dist: str, version: str, dest: Path) -> Path:
     for platform in WHEEL_PLATFORMS:
         command += ["--platform", platform]
     command.append(f"{dist}=={version}")
-    print(f"downloading {dist}=={version} (wheel only, no dependencies)...", file=sys.stderr)
-    # pip draws its own download progress bar on stderr when attached to a terminal.
-    proc = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    interactive = sys.stderr.isatty()
+    if interactive:
+        print(f"downloading {dist}=={version} (wheel only, no dependencies)...", file=sys.stderr)
+    # pip draws its download progress bar on its stdout, shown when we are on a terminal.
+    proc = subprocess.run(command, stdout=None if interactive else subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
     if proc.returncode != 0:
         raise SpecauditError(_pip_failure(dist, version, proc.stderr))
     wheels = sorted(dest.glob("*.whl"))
