@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 
 from . import __version__
-from .errors import ExitCode, SpecauditError
+from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import parse_vllm_command
 from .locate import locate

@@ -9,7 +9,7 @@ import fnmatch
 import re
 import time
 
-from .gates import KINDS, Finding, Site, Status, segments
+from .gates import KINDS, Finding, Site, Status
 from .index import ClassInfo, TreeIndex, build_index, module_name_for
 from .locate import EngineTree
 from .registry import Registry, read_registry
@@ -74,7 +74,6 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module)
     sites = {rule.id: find_sites(rule, index) for rule in rules}
-    index.save()
 
     findings: list[Finding] = []
     candidates: list[Finding] = []
@@ -89,7 +88,8 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
             candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]
                            if (site.file, site.line) not in claimed]
 
-    landscape = _landscape(index, resolver, registry, protocols)
+    landscape = index.memo("landscape", lambda: _landscape(index, resolver, registry, protocols))
+    index.save()
     return ScanResult(
         tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin),
         launch=LaunchSummary.of(launch) if launch else None,
@@ -106,7 +106,6 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
 
 def find_sites(rule: Rule, index: TreeIndex) -> list[Site]:
     """Every site of a rule in the tree, cached by (rule, file content)."""
-    kind = KINDS[rule.kind]
     key_prefix = f"sites:{rules_digest([rule])}:"
     sites: list[Site] = []
     for relpath in sorted(p for p in index.files.values() if any(fnmatch.fnmatch(p, g) for g in rule.files)):
@@ -116,9 +115,12 @@ def find_sites(rule: Rule, index: TreeIndex) -> list[Site]:
         key = key_prefix + relpath + ":" + index.digests[relpath]
         cached = index._store.extras.get(key)
         if cached is None:
+            from .match import SHAPES, segments  # libcst is only loaded when a file's sites are not cached
+
+            shape = SHAPES[rule.kind]
             source = index.source(relpath).decode("utf-8", errors="replace")
-            cached = [site for segment in segments(source, kind.needles(rule), module, relpath)
-                      for site in kind.find(rule, segment)]
+            cached = [site for segment in segments(source, shape.needles(rule), module, relpath)
+                      for site in shape.find(rule, segment)]
             index._store.extras[key] = cached
             index._store.dirty = True
         sites += cached

@@ -16,7 +16,7 @@ import re
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .cache import cache_dir
 from .locate import EngineTree
@@ -305,6 +305,24 @@ class TreeIndex:
         else:
             self.modules[result.name] = result
 
+    def memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A result derived from the indexed files, reused while none of the files it read has changed.
+
+        Its inputs are every module indexed by the time it is computed, so on-demand indexing done
+        by ``compute`` itself is covered.
+        """
+        key = f"memo:{name}:" + hashlib.blake2b(repr(sorted(self.digests.items())).encode(), digest_size=16).hexdigest()
+        entry = self._store.extras.get(key)
+        if entry is not None:
+            inputs, value = entry
+            if all(self._store.digest(self.tree.root, rel) == digest for rel, digest in inputs.items()):
+                return value
+        value = compute()
+        self._store.extras = {k: v for k, v in self._store.extras.items() if not k.startswith(f"memo:{name}:")}
+        self._store.extras[key] = (dict(self.digests), value)
+        self._store.dirty = True
+        return value
+
     def save(self) -> None:
         self._store.save()
 
@@ -372,7 +390,7 @@ def _code_salt() -> str:
     """Cached facts are only valid for the code that extracted them."""
     here = Path(__file__).parent
     digest = hashlib.blake2b(digest_size=8)
-    for name in ("index.py", "gates.py"):
+    for name in ("index.py", "match.py"):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())

@@ -6,7 +6,6 @@ import json
 import re
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
 from rich.console import Console, Group
 from rich.panel import Panel
 from rich.syntax import Syntax
@@ -190,6 +189,8 @@ def _cell(text: str) -> str:
 
 
 def to_html(result: ScanResult) -> str:
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
     template = env.get_template("scan.html")
     return template.render(r=result, marks=_MARK, summary=_summary(result), Status=Status)

@@ -11,13 +11,18 @@ import textwrap
 
 import pytest
 
-from specaudit.gates import KINDS, segments
+from specaudit.gates import KINDS
+from specaudit.match import SHAPES, segments
 from specaudit.index import index_source
 from specaudit.ruleset import load_rules, rules_dir
 from specaudit.target import Launch, Target
 
 ENGINES = sorted(p.name for p in rules_dir().iterdir() if p.is_dir())
 CASES = [(rule, example) for engine in ENGINES for rule in load_rules(engine) for example in rule.examples]
+
+
+def test_every_kind_has_a_shape_and_a_judge():
+    assert set(SHAPES) == set(KINDS)
 
 
 def test_every_rule_has_positive_and_negative_examples():
@@ -32,8 +37,8 @@ def test_every_rule_has_positive_and_negative_examples():
 def test_rule_example(rule, example):
     source = textwrap.dedent(example["code"])
     info = index_source(source.encode(), "example.py")
-    kind = KINDS[rule.kind]
-    sites = [s for seg in segments(source, kind.needles(rule), info, "example.py") for s in kind.find(rule, seg)]
+    shape, kind = SHAPES[rule.kind], KINDS[rule.kind]
+    sites = [s for seg in segments(source, shape.needles(rule), info, "example.py") for s in shape.find(rule, seg)]
     assert len(sites) == example.get("sites", 1), [s.code for s in sites]
     if not sites:
         return
