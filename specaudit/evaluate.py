@@ -5,17 +5,16 @@ The result is plain data (result.py); every report format renders it and compute
 
 from __future__ import annotations
 
-import fnmatch
 import re
 import time
 
-from .gates import KINDS, Finding, Site, Status
-from .index import ClassInfo, TreeIndex, build_index, module_name_for
+from .gates import KINDS, Finding, Status
+from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
 from .result import (ArchitectureRow, Landscape, LaunchSummary, RuleStatus, ScanResult, TreeSummary, Verdict)
-from .ruleset import Rule, load_rules, rules_digest
+from .ruleset import Rule, load_rules
 from .target import Launch
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
@@ -69,11 +68,11 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
     gate_rules = [r for r in rules if r.kind != "candidate"]
-    index = build_index(tree, eager_modules=[tree.engine.interfaces_module, tree.engine.registry_module])
+    index = build_index(tree, eager_modules=[tree.engine.interfaces_module, tree.engine.registry_module], rules=rules)
     resolver = Resolver(index)
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module)
-    sites = {rule.id: find_sites(rule, index) for rule in rules}
+    sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in rules}
 
     findings: list[Finding] = []
     candidates: list[Finding] = []
@@ -102,29 +101,6 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         files_indexed=len(index.modules),
         seconds=round(time.perf_counter() - started, 3),
     )
-
-
-def find_sites(rule: Rule, index: TreeIndex) -> list[Site]:
-    """Every site of a rule in the tree, cached by (rule, file content)."""
-    key_prefix = f"sites:{rules_digest([rule])}:"
-    sites: list[Site] = []
-    for relpath in sorted(p for p in index.files.values() if any(fnmatch.fnmatch(p, g) for g in rule.files)):
-        module = index.module(module_name_for(relpath))
-        if module is None:
-            continue
-        key = key_prefix + relpath + ":" + index.digests[relpath]
-        cached = index._store.extras.get(key)
-        if cached is None:
-            from .match import SHAPES, segments  # libcst is only loaded when a file's sites are not cached
-
-            shape = SHAPES[rule.kind]
-            source = index.source(relpath).decode("utf-8", errors="replace")
-            cached = [site for segment in segments(source, shape.needles(rule), module, relpath)
-                      for site in shape.find(rule, segment)]
-            index._store.extras[key] = cached
-            index._store.dirty = True
-        sites += cached
-    return sites
 
 
 def _phase(rules: list[Rule], rule_id: str) -> int:

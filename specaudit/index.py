@@ -9,6 +9,7 @@ Facts are cached by file content, so a second scan of the same tree parses nothi
 from __future__ import annotations
 
 import ast
+import fnmatch
 import hashlib
 import os
 import pickle
@@ -87,11 +88,18 @@ def module_name_for(relpath: str) -> str:
 
 def index_source(source: bytes, relpath: str) -> ModuleInfo:
     """Extract the module's facts from its source. Raises SyntaxProblem on unparsable source."""
+    return module_info(parse(source, relpath), relpath)
+
+
+def parse(source: bytes, relpath: str) -> ast.Module:
     try:
-        tree = ast.parse(source, filename=relpath)
+        return ast.parse(source, filename=relpath)
     except (SyntaxError, ValueError) as exc:  # ValueError: null bytes
         line = getattr(exc, "lineno", None)
         raise SyntaxProblem(f"{type(exc).__name__} at line {line}: {getattr(exc, 'msg', exc)}") from None
+
+
+def module_info(tree: ast.Module, relpath: str) -> ModuleInfo:
     name = module_name_for(relpath)
     info = ModuleInfo(name=name, path=relpath, is_package=relpath.endswith("__init__.py"))
     package = name if info.is_package else name.rpartition(".")[0]
@@ -265,6 +273,7 @@ class TreeIndex:
     modules: dict[str, ModuleInfo]
     skipped: dict[str, str]  # relpath -> why it could not be indexed
     digests: dict[str, str]  # relpath -> content digest of indexed files
+    sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
     _store: "_CacheStore"
 
     def module(self, name: str) -> ModuleInfo | None:
@@ -284,26 +293,36 @@ class TreeIndex:
     def source(self, relpath: str) -> bytes:
         return (self.tree.root / relpath).read_bytes()
 
-    def _index_paths(self, relpaths: list[str]) -> None:
-        todo: list[tuple[str, str]] = []
+    def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None) -> None:
+        """Index files (and find the given rules' sites in them): from the cache, else in a process pool."""
+        rules = rules or {}
+        todo: list[tuple[str, str, tuple]] = []
         for relpath in relpaths:
             digest = self._store.digest(self.tree.root, relpath)
             self.digests[relpath] = digest
+            file_rules = rules.get(relpath, ())
             cached = self._store.modules.get((relpath, digest))
-            if cached is not None:
-                self._accept(relpath, cached)
+            cached_sites = self._store.sites.get((relpath, digest, _rules_key(file_rules))) if file_rules else {}
+            if cached is not None and cached_sites is not None:
+                self._accept(relpath, cached, cached_sites)
             else:
-                todo.append((relpath, digest))
-        for relpath, digest, result in _parse_many(self.tree.root, todo):
+                todo.append((relpath, digest, file_rules))
+        # Largest first: the big engine files then overlap with the many small model files.
+        todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
+        for relpath, digest, file_rules, result, sites in _parse_many(self.tree.root, todo):
             self._store.modules[(relpath, digest)] = result
+            if file_rules:
+                self._store.sites[(relpath, digest, _rules_key(file_rules))] = sites
             self._store.dirty = True
-            self._accept(relpath, result)
+            self._accept(relpath, result, sites)
 
-    def _accept(self, relpath: str, result: ModuleInfo | str) -> None:
+    def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
         if isinstance(result, str):
             self.skipped[relpath] = result
         else:
             self.modules[result.name] = result
+        for rule_id, found in sites.items():
+            self.sites.setdefault(rule_id, []).extend(found)
 
     def memo(self, name: str, compute: Callable[[], Any]) -> Any:
         """A result derived from the indexed files, reused while none of the files it read has changed.
@@ -327,40 +346,56 @@ class TreeIndex:
         self._store.save()
 
 
-def _parse_one(job: tuple[str, str, str]) -> tuple[str, str, ModuleInfo | str]:
-    root, relpath, digest = job
+def _parse_one(job: tuple[str, str, str, tuple]) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list]]:
+    root, relpath, digest, rules = job
     try:
-        return relpath, digest, index_source(Path(root, relpath).read_bytes(), relpath)
+        source = Path(root, relpath).read_bytes()
+        tree = parse(source, relpath)
     except SyntaxProblem as exc:
-        return relpath, digest, str(exc)
+        return relpath, digest, rules, str(exc), {}
     except OSError as exc:
-        return relpath, digest, f"unreadable: {exc.strerror}"
+        return relpath, digest, rules, f"unreadable: {exc.strerror}", {}
+    info = module_info(tree, relpath)
+    sites: dict[str, list] = {}
+    if rules:
+        from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
+
+        sites = find_sites(tree, source.decode("utf-8", errors="replace"), info, relpath, rules)
+    return relpath, digest, rules, info, sites
 
 
-def _parse_many(root: Path, todo: list[tuple[str, str]]) -> Iterable[tuple[str, str, ModuleInfo | str]]:
-    jobs = [(str(root), relpath, digest) for relpath, digest in todo]
+def _parse_many(root: Path, todo: list[tuple[str, str, tuple]]) -> list:
+    jobs = [(str(root), relpath, digest, rules) for relpath, digest, rules in todo]
     workers = min(os.cpu_count() or 1, 8)
-    if len(jobs) < 64 or workers < 2:
+    if len(jobs) < 32 or workers < 2:
         return [_parse_one(job) for job in jobs]
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_parse_one, jobs, chunksize=max(8, len(jobs) // (workers * 4))))
+        return list(pool.map(_parse_one, jobs, chunksize=4))
+
+
+def _rules_key(rules: tuple) -> str:
+    from .ruleset import rules_digest
+
+    return rules_digest(list(rules))
 
 
 class _CacheStore:
-    """One pickle per tree: file stat -> content digest, and (path, content digest) -> indexed facts."""
+    """One pickle per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites."""
 
     def __init__(self, root: Path, salt: str):
         self.path = cache_dir("index") / (hashlib.sha1(str(root.resolve()).encode()).hexdigest() + ".pickle")
         self.salt = salt
         self.stats: dict[str, tuple[int, int, str]] = {}
         self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
+        self.sites: dict[tuple[str, str, str], dict[str, list]] = {}  # (relpath, digest, rules) -> rule id -> sites
         self.extras: dict[str, Any] = {}  # later stages keep their own content-keyed results here
         self.dirty = False
         try:
             with self.path.open("rb") as fh:
                 data = pickle.load(fh)
             if data.get("salt") == salt:
-                self.stats, self.modules, self.extras = data["stats"], data["modules"], data["extras"]
+                self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],
+                                                                     data["extras"])
         except (OSError, pickle.UnpicklingError, EOFError, KeyError, AttributeError, TypeError):
             pass
 
@@ -380,7 +415,8 @@ class _CacheStore:
             return
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         with tmp.open("wb") as fh:
-            pickle.dump({"salt": self.salt, "stats": self.stats, "modules": self.modules, "extras": self.extras},
+            pickle.dump({"salt": self.salt, "stats": self.stats, "modules": self.modules, "sites": self.sites,
+                         "extras": self.extras},
                         fh, protocol=pickle.HIGHEST_PROTOCOL)
         os.replace(tmp, self.path)
         self.dirty = False
@@ -402,18 +438,54 @@ _CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
-def build_index(tree: EngineTree, eager_modules: Iterable[str] = ()) -> TreeIndex:
-    """Index the engine's models package, the named modules, and every module that subclasses a model class."""
+def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = ()) -> TreeIndex:
+    """Index the engine's models package, the named modules, the files the rules look in (finding their
+    sites), the modules their classes' bases come from, and every module that subclasses a model class.
+
+    ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match.
+    """
     files = _python_files(tree)
     store = _CacheStore(tree.root, _code_salt())
-    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, _store=store)
+    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, sites={}, _store=store)
+    rules = list(rules)
+    for rule in rules:
+        index.sites[rule.id] = []
+    by_path: dict[str, tuple] = {}
+    for relpath in sorted(files.values()):
+        matching = tuple(r for r in rules if any(fnmatch.fnmatch(relpath, g) for g in r.files))
+        if matching:
+            by_path[relpath] = matching
     prefix = tree.engine.models_package + "."
     wanted = [rel for name, rel in files.items() if name.startswith(prefix) or name == tree.engine.models_package]
     wanted += [files[name] for name in eager_modules if name in files]
-    index._index_paths(sorted(set(wanted)))
+    wanted += list(by_path)
+    index._index_paths(sorted(set(wanted)), by_path)
     model_class_names = {c.encode() for m in index.modules.values() for c in m.classes}
     index._index_paths(_subclassing_files(tree, files, set(wanted), model_class_names, store))
+    _index_base_modules(index)
     return index
+
+
+def _index_base_modules(index: TreeIndex) -> None:
+    """Index, in batches, the modules that the indexed classes' bases are imported from.
+
+    Resolution would index them one by one on demand; doing it up front lets the pool parse them.
+    """
+    for _ in range(8):  # a few hops of base-of-base imports; the rest stays on demand
+        wanted = set()
+        for module in list(index.modules.values()):
+            for cls in module.classes.values():
+                for base in cls.bases:
+                    imported = module.imports.get(base.split(".")[0]) if base else None
+                    if imported is None:
+                        continue
+                    for candidate in (imported.module, f"{imported.module}.{imported.name}"):
+                        relpath = index.files.get(candidate)
+                        if relpath and candidate not in index.modules and relpath not in index.skipped:
+                            wanted.add(relpath)
+        if not wanted:
+            return
+        index._index_paths(sorted(wanted))
 
 
 def _python_files(tree: EngineTree) -> dict[str, str]:

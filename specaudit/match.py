@@ -56,17 +56,23 @@ class Segment:
         return "\n".join(x[start.column:] if x[:start.column].isspace() else x.lstrip() for x in lines)
 
 
-def segments(source: str, needles: list[str], info: ModuleInfo, path: str) -> Iterator[Segment]:
+def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules: tuple["Rule", ...]) -> dict[str, list[Site]]:
+    """The sites of each rule's shape in one file."""
+    found = {}
+    for rule in rules:
+        shape = SHAPES[rule.kind]
+        found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path)
+                          for site in shape.find(rule, segment)]
+    return found
+
+
+def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo, path: str) -> Iterator[Segment]:
     """The statements of ``source`` that can be gates, each parsed by libcst on its own.
 
     A gate is an ``if`` or ``assert`` whose test, or a ``raise`` whose text, contains a needle; the
     outermost such statement is taken (a whole if/elif chain), with the string lists its function
     binds before it, which an ``if`` may name.
     """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return
     lines = source.splitlines(keepends=True)
     for node, local_lists in _anchors(tree, lines, needles):
         text = "".join(lines[node.lineno - 1: node.end_lineno])

@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from specaudit.gates import KINDS
-from specaudit.match import SHAPES, segments
-from specaudit.index import index_source
+from specaudit.match import SHAPES, find_sites
+from specaudit.index import module_info, parse
 from specaudit.ruleset import load_rules, rules_dir
 from specaudit.target import Launch, Target
 
@@ -36,9 +36,9 @@ def test_every_rule_has_positive_and_negative_examples():
 @pytest.mark.parametrize("rule,example", CASES, ids=[f"{r.id}:{e['name']}" for r, e in CASES])
 def test_rule_example(rule, example):
     source = textwrap.dedent(example["code"])
-    info = index_source(source.encode(), "example.py")
-    shape, kind = SHAPES[rule.kind], KINDS[rule.kind]
-    sites = [s for seg in segments(source, shape.needles(rule), info, "example.py") for s in shape.find(rule, seg)]
+    tree = parse(source.encode(), "example.py")
+    kind = KINDS[rule.kind]
+    sites = find_sites(tree, source, module_info(tree, "example.py"), "example.py", (rule,))[rule.id]
     assert len(sites) == example.get("sites", 1), [s.code for s in sites]
     if not sites:
         return
