@@ -72,6 +72,8 @@ class ModuleInfo:
     literals: dict[str, Any] = field(default_factory=dict)
     literal_lines: dict[str, int] = field(default_factory=dict)
     functions: set[str] = field(default_factory=set)
+    computed: dict[str, int] = field(default_factory=dict)  # names bound to a value computed at import: line
+    declared_imports: dict[str, Import] = field(default_factory=dict)  # TYPE_CHECKING imports of a __getattr__ module
     all_names: tuple[str, ...] | None = None  # __all__, when it is a literal
 
 
@@ -105,6 +107,15 @@ def module_info(tree: ast.Module, relpath: str) -> ModuleInfo:
     package = name if info.is_package else name.rpartition(".")[0]
     for stmt in _flatten(tree.body):
         _index_statement(stmt, info, package)
+    if "__getattr__" in info.functions:
+        # A module __getattr__ (PEP 562) picks classes at run time, often per platform; the imports it
+        # declares to type checkers say which ones it means.
+        declared = ModuleInfo(name=info.name, path=relpath, is_package=info.is_package)
+        for stmt in tree.body:
+            if isinstance(stmt, ast.If) and dotted_name(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                for inner in _flatten(stmt.body):
+                    _index_statement(inner, declared, package)
+        info.declared_imports = declared.imports
     return info
 
 
@@ -112,8 +123,12 @@ def _flatten(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
     """Statements of a block, descending into if/try/with, where module-level names are often bound."""
     for stmt in body:
         if isinstance(stmt, ast.If):
-            yield from _flatten(stmt.body)
+            # A name bound in several branches keeps its first binding: the else branch goes first, as
+            # it is the default path of a platform dispatch (CUDA in vLLM's `if is_rocm(): ... else:`).
             yield from _flatten(stmt.orelse)
+            # `if TYPE_CHECKING:` never runs: its names would shadow the ones the engine really binds.
+            if dotted_name(stmt.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                yield from _flatten(stmt.body)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
             yield from _flatten(stmt.body)
             for handler in stmt.handlers:
@@ -160,6 +175,8 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
             info.literal_lines[target] = stmt.lineno
             if target == "__all__" and isinstance(value, (list, tuple)):
                 info.all_names = tuple(v for v in value if isinstance(v, str))
+        else:
+            info.computed.setdefault(target, stmt.lineno)
 
 
 def _absolute_module(module: str | None, level: int, package: str) -> str:

@@ -112,8 +112,8 @@ class Resolver:
             for attr in rest.split(".") if rest else ():
                 target = self._attribute(target, attr)
             return target
-        if name in module.imports:
-            imp = module.imports[name]
+        if name in module.imports or name in module.declared_imports:
+            imp = module.imports.get(name) or module.declared_imports[name]
             if imp.name is None:
                 return self.resolve_module(imp.module)
             source = self.resolve_module(imp.module)
@@ -129,6 +129,8 @@ class Resolver:
             return source
         if name in module.functions or name in module.literals:
             return External(f"{module.name}.{name}")  # not a class: nothing to linearize
+        if name in module.computed:
+            return Unresolved(name, f"{name} is computed at import time ({module.path}:{module.computed[name]})")
         for star in module.star_imports:
             source = self.resolve_module(star)
             if isinstance(source, ModuleInfo):

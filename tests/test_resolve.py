@@ -127,3 +127,47 @@ def test_c3_order_matches_python(make_tree):
     cls = resolver.find_class("vllm.model_executor.models.d", "C")
     names = [c.name for c in resolver.hierarchy(cls).linear if hasattr(c, "name")]
     assert names == ["C", "A", "B", "O"]  # as C.__mro__ orders them
+
+
+def test_platform_dispatch_takes_the_default_branch_and_type_checking_is_skipped(make_tree):
+    # Shapes from vLLM 0.32: vllm/models/kimi_k3/__init__.py (if TYPE_CHECKING / elif is_rocm() / else),
+    # llama_eagle3.py (`if TYPE_CHECKING: class _Base(nn.Module) ... else: _Base = LlamaForCausalLM`), and
+    # qwen4_exp/__init__.py (a module __getattr__ with the classes declared under TYPE_CHECKING).
+    resolver, protocol = resolver_for(make_tree, {
+        "vllm/model_executor/models/llama.py": """
+            from .interfaces import SupportsEagle3
+            class LlamaForCausalLM(SupportsEagle3): ...
+        """,
+        "vllm/model_executor/models/plain.py": "class Plain: ...\n",
+        "vllm/model_executor/models/dispatch.py": """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from .plain import Plain as Chosen
+                class _Base: ...
+            elif current_platform.is_rocm():
+                from .plain import Plain as Chosen
+                _Base = Chosen
+            else:
+                from .llama import LlamaForCausalLM as Chosen
+                _Base = Chosen
+            class Derived(_Base): ...
+        """,
+        "vllm/model_executor/models/lazy.py": """
+            from typing import TYPE_CHECKING
+            if TYPE_CHECKING:
+                from .llama import LlamaForCausalLM as Lazy
+            def __getattr__(name):
+                ...
+        """,
+    })
+    for module, name in (("dispatch", "Chosen"), ("dispatch", "Derived"), ("lazy", "Lazy")):
+        assert conforms(resolver, protocol, f"vllm.model_executor.models.{module}", name).conforms is True, name
+
+
+def test_a_name_computed_at_import_is_unknown_with_its_line(make_tree):
+    resolver, protocol = resolver_for(make_tree, {"vllm/model_executor/models/a.py": """
+        RMSNorm = _resolve("layernorm", "RMSNorm")
+        class TPAwareRMSNorm(RMSNorm): ...
+    """})
+    result = conforms(resolver, protocol, "vllm.model_executor.models.a", "TPAwareRMSNorm")
+    assert result.conforms is None and "computed at import time (vllm/model_executor/models/a.py:2)" in result.reason
