@@ -292,6 +292,7 @@ class TreeIndex:
     digests: dict[str, str]  # relpath -> content digest of indexed files
     sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
     _store: "_CacheStore"
+    _pool: ProcessPoolExecutor | None = None  # only while build_index runs
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -310,8 +311,10 @@ class TreeIndex:
     def source(self, relpath: str) -> bytes:
         return (self.tree.root / relpath).read_bytes()
 
-    def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None) -> None:
-        """Index files (and find the given rules' sites in them): from the cache, else in a process pool."""
+    def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None,
+                     meanwhile: Callable[[], None] | None = None) -> None:
+        """Index files (and find the given rules' sites in them): from the cache, else parsed, in the
+        build's process pool when there is one; ``meanwhile`` runs here while the pool works."""
         rules = rules or {}
         todo: list[tuple[str, str, tuple]] = []
         for relpath in relpaths:
@@ -326,7 +329,7 @@ class TreeIndex:
                 todo.append((relpath, digest, file_rules))
         # Largest first: the big engine files then overlap with the many small model files.
         todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
-        for relpath, digest, file_rules, result, sites in _parse_many(self.tree.root, todo):
+        for relpath, digest, file_rules, result, sites in _parse_many(self.tree.root, todo, self._pool, meanwhile):
             self._store.modules[(relpath, digest)] = result
             if file_rules:
                 self._store.sites[(relpath, digest, _rules_key(file_rules))] = sites
@@ -381,13 +384,18 @@ def _parse_one(job: tuple[str, str, str, tuple]) -> tuple[str, str, tuple, Modul
     return relpath, digest, rules, info, sites
 
 
-def _parse_many(root: Path, todo: list[tuple[str, str, tuple]]) -> list:
+def _parse_many(root: Path, todo: list[tuple[str, str, tuple]], pool: ProcessPoolExecutor | None,
+                meanwhile: Callable[[], None] | None) -> list:
     jobs = [(str(root), relpath, digest, rules) for relpath, digest, rules in todo]
-    workers = min(os.cpu_count() or 1, 8)
-    if len(jobs) < 32 or workers < 2:
-        return [_parse_one(job) for job in jobs]
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(_parse_one, jobs, chunksize=4))
+    if pool is None or len(jobs) < 16:
+        results = [_parse_one(job) for job in jobs]
+        if meanwhile:
+            meanwhile()
+        return results
+    pending = pool.map(_parse_one, jobs, chunksize=4)  # submitted now, collected below
+    if meanwhile:
+        meanwhile()
+    return list(pending)
 
 
 def _rules_key(rules: tuple) -> str:
@@ -417,12 +425,13 @@ class _CacheStore:
             pass
 
     def digest(self, root: Path, relpath: str) -> str:
-        path = root / relpath
-        st = path.stat()
+        path = os.path.join(root, relpath)
+        st = os.stat(path)
         known = self.stats.get(relpath)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
             return known[2]
-        digest = hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+        with open(path, "rb") as fh:
+            digest = hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
         self.stats[relpath] = (st.st_size, st.st_mtime_ns, digest)
         self.dirty = True
         return digest
@@ -450,7 +459,7 @@ def _code_salt() -> str:
     return digest.hexdigest()
 
 
-# A class statement and the text of its bases, for the cheap pass that finds subclasses outside the models package.
+# A class statement and the text of its bases, for the cheap pass over the files not indexed.
 _CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
@@ -467,20 +476,40 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     rules = list(rules)
     for rule in rules:
         index.sites[rule.id] = []
+    patterns = [(rule, re.compile("|".join(fnmatch.translate(g) for g in rule.files))) for rule in rules]
     by_path: dict[str, tuple] = {}
     for relpath in sorted(files.values()):
-        matching = tuple(r for r in rules if any(fnmatch.fnmatch(relpath, g) for g in r.files))
+        matching = tuple(rule for rule, pattern in patterns if pattern.match(relpath))
         if matching:
             by_path[relpath] = matching
     prefix = tree.engine.models_package + "."
     wanted = [rel for name, rel in files.items() if name.startswith(prefix) or name == tree.engine.models_package]
     wanted += [files[name] for name in eager_modules if name in files]
-    wanted += list(by_path)
-    index._index_paths(sorted(set(wanted)), by_path)
-    model_class_names = {c.encode() for m in index.modules.values() for c in m.classes}
-    index._index_paths(_subclassing_files(tree, files, set(wanted), model_class_names, store))
-    _index_base_modules(index)
+    wanted = sorted(set(wanted + list(by_path)))
+    bases: dict[str, frozenset[bytes]] = {}
+
+    def read_bases() -> None:
+        indexed = set(wanted)
+        bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], store))
+
+    workers = min(os.cpu_count() or 1, 8)
+    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else _no_pool() as pool:
+        index._pool = pool
+        index._index_paths(wanted, by_path, meanwhile=read_bases)
+        model_classes = {c.encode() for m in index.modules.values() for c in m.classes}
+        subclassing = sorted(rel for rel, names in bases.items() if names & model_classes)
+        index._index_paths(subclassing)
+        _index_base_modules(index)
+    index._pool = None
     return index
+
+
+class _no_pool:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _index_base_modules(index: TreeIndex) -> None:
@@ -488,9 +517,10 @@ def _index_base_modules(index: TreeIndex) -> None:
 
     Resolution would index them one by one on demand; doing it up front lets the pool parse them.
     """
+    frontier = list(index.modules.values())
     for _ in range(8):  # a few hops of base-of-base imports; the rest stays on demand
         wanted = set()
-        for module in list(index.modules.values()):
+        for module in frontier:
             for cls in module.classes.values():
                 for base in cls.bases:
                     imported = module.imports.get(base.split(".")[0]) if base else None
@@ -502,7 +532,9 @@ def _index_base_modules(index: TreeIndex) -> None:
                             wanted.add(relpath)
         if not wanted:
             return
+        before = set(index.modules)
         index._index_paths(sorted(wanted))
+        frontier = [m for name, m in index.modules.items() if name not in before]
 
 
 def _python_files(tree: EngineTree) -> dict[str, str]:
@@ -517,30 +549,24 @@ def _python_files(tree: EngineTree) -> dict[str, str]:
     return files
 
 
-def _subclassing_files(tree: EngineTree, files: dict[str, str], done: set[str], class_names: set[bytes],
-                       store: _CacheStore) -> list[str]:
-    """Files outside the indexed set with a class statement whose bases name a model class.
-
-    A regex over raw bytes, cached by tree fingerprint: parsing every file would cost seconds.
-    """
-    others = sorted(rel for rel in files.values() if rel not in done)
+def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore) -> dict[str, frozenset[bytes]]:
+    """For files not indexed, the identifiers their class statements' bases name (a regex over raw bytes,
+    far cheaper than parsing), to find the classes outside the models package that subclass a model
+    class. Cached by the files' stat fingerprint."""
     fingerprint = hashlib.blake2b(digest_size=16)
-    for rel in others:
-        st = (tree.root / rel).stat()
+    root = str(tree.root)
+    for rel in sorted(relpaths):
+        st = os.stat(os.path.join(root, rel))
         fingerprint.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
-    for name in sorted(class_names):
-        fingerprint.update(name)
-    key = "subclassing:" + fingerprint.hexdigest()
-    if key in store.extras:
-        return store.extras[key]
-    found = []
-    for rel in others:
-        data = (tree.root / rel).read_bytes()
-        for bases in _CLASS_BASES.findall(data):
-            if class_names.intersection(_IDENTIFIER.findall(bases)):
-                found.append(rel)
-                break
-    store.extras = {k: v for k, v in store.extras.items() if not k.startswith("subclassing:")}
-    store.extras[key] = found
-    store.dirty = True
-    return found
+    key = "bases:" + fingerprint.hexdigest()
+    if key not in store.extras:
+        found = {}
+        for rel in relpaths:
+            names = frozenset(n for bases in _CLASS_BASES.findall((tree.root / rel).read_bytes())
+                              for n in _IDENTIFIER.findall(bases))
+            if names:
+                found[rel] = names
+        store.extras = {k: v for k, v in store.extras.items() if not k.startswith("bases:")}
+        store.extras[key] = found
+        store.dirty = True
+    return store.extras[key]
