@@ -148,13 +148,16 @@ def _download_wheel(dist: str, version: str, dest: Path) -> Path:
 
 
 def _pip_failure(dist: str, version: str, stderr: str) -> str:
-    known = re.search(r"\(from versions: ([^)]*)\)", stderr)
-    if "No matching distribution" in stderr or known:
-        versions = known[1].split(", ") if known and known[1] != "none" else []
-        tail = f"; known releases end with {', '.join(versions[-6:])}" if versions else ""
-        return f"{dist}=={version}: no such release on the package index{tail}"
     if re.search(r"NewConnectionError|Max retries|Could not fetch URL|Temporary failure|Network is unreachable", stderr):
         return f"{dist}=={version}: cannot reach the package index (no network?)"
+    known = re.search(r"\(from versions: ([^)]*)\)", stderr)
+    if known and known[1] == "none":
+        # pip lists no release at all for an engine that has many: the index did not answer.
+        return f"{dist}=={version}: the package index lists no release of {dist} (no network, or no such package?)"
+    if known or "No matching distribution" in stderr:
+        versions = known[1].split(", ") if known else []
+        tail = f"; known releases end with {', '.join(versions[-6:])}" if versions else ""
+        return f"{dist}=={version}: no such release on the package index{tail}"
     last = [line for line in stderr.strip().splitlines() if line.strip()]
     return f"{dist}=={version}: pip download failed: {last[-1] if last else 'no output'}"
 

@@ -152,3 +152,17 @@ def test_landscape_registry_rows_name_real_classes():
     assert rows["DeepseekV3ForCausalLM"].eagle3 is False
     assert rows["DeepseekV3ForCausalLM"].interfaces["SupportsEagle"] is True
     assert "KimiK25ForConditionalGeneration" not in rows
+
+
+def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tmp_path):
+    # A Kimi-K2.5 checkpoint's config.json nests the language model's config in text_config; vLLM's
+    # hf_text_config (and so the allowlist) reads text_config.model_type = kimi_k2.
+    import json
+    from specaudit.evaluate import scan
+    from specaudit.target import Launch, load_model_dir, load_preset
+
+    (tmp_path / "config.json").write_text(json.dumps(load_preset("kimi-k2.5").config))
+    target = load_model_dir(str(tmp_path))
+    assert target.text_model_type == "kimi_k2" and target.model_type == "kimi_k25"
+    result = scan(vllm_tree("0.17.0"), Launch(target))
+    assert [f.rule_id for f in result.blocking] == [ALLOWLIST, IMAGE_TOKEN, INTERFACE]
