@@ -14,7 +14,8 @@ from .evaluate import scan as run_scan
 from .launch import parse_vllm_command
 from .locate import locate
 from .report import FORMATS, print_terminal, write_report
-from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config, read_config
+from .checkpoint import read_checkpoint
+from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
 
 
 class _WithLaunchCommand(click.Command):
@@ -87,15 +88,17 @@ def _launch(command: list[str] | None, preset: str | None, model_dir: str | None
         raise SpecauditError("give --target or --model, not both")
     target = load_preset(preset) if preset else load_model_dir(model_dir) if model_dir else None
     draft = draft_dir or speculative.get("model")
-    if draft_dir:
-        read_config(draft_dir)  # fail early on a drafter that is not a checkpoint
+    # A drafter named with --draft must be readable; one named by a launch command may live on another
+    # machine, and is checked only when its directory is here.
+    drafter = read_checkpoint(draft) if draft and (draft_dir or Path(draft).is_dir()) else None
     if target is None:
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
     method = speculative.get("method") or _method_from_draft_path(draft)
-    return Launch(target=target, method=method, draft=draft,
-                  num_speculative_tokens=speculative.get("num_speculative_tokens"), options=options)
+    return Launch(target=target, method=method, draft=draft, drafter=drafter,
+                  num_speculative_tokens=speculative.get("num_speculative_tokens"), speculative=speculative,
+                  options=options)
 
 
 def _method_from_draft_path(draft: str | None) -> str:

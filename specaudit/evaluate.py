@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import time
 
-from .gates import KINDS, Finding, Status
+from .gates import KINDS, SITELESS_KINDS, Finding, Status
 from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
@@ -67,12 +67,14 @@ class Judge:
 def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None) -> ScanResult:
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
-    gate_rules = [r for r in rules if r.kind != "candidate"]
-    index = build_index(tree, eager_modules=[tree.engine.interfaces_module, tree.engine.registry_module], rules=rules)
+    code_rules = [r for r in rules if r.kind not in SITELESS_KINDS]
+    gate_rules = [r for r in code_rules if r.kind != "candidate"]
+    index = build_index(tree, eager_modules=[tree.engine.interfaces_module, tree.engine.registry_module],
+                        rules=code_rules)
     resolver = Resolver(index)
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module)
-    sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in rules}
+    sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in code_rules}
 
     findings: list[Finding] = []
     candidates: list[Finding] = []
@@ -80,9 +82,13 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         judge = Judge(launch, resolver, registry, protocols)
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
+        for rule in rules:
+            if rule.kind in SITELESS_KINDS:
+                finding = KINDS[rule.kind].judge(rule, None, judge)
+                findings += [finding] if finding else []
         findings.sort(key=lambda f: (_phase(rules, f.rule_id), f.file, f.line))
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
-    for rule in rules:
+    for rule in code_rules:
         if rule.kind == "candidate":
             candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]
                            if (site.file, site.line) not in claimed]
@@ -95,7 +101,7 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         verdict=_verdict(findings, launch),
         findings=findings,
         candidates=candidates,
-        rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in rules],
+        rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in code_rules],
         landscape=landscape,
         skipped=dict(sorted(index.skipped.items())),
         files_indexed=len(index.modules),

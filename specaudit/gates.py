@@ -53,6 +53,11 @@ class Finding:
     why: str
     hint: str
 
+    @property
+    def location(self) -> str:
+        """file:line in the engine, or the checkpoint file a finding about a drafter comes from."""
+        return f"{self.file}:{self.line}" if self.line else self.file
+
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
     """Fill a message template with the values the engine would format in; unknown ones stay ``{expr}``."""
@@ -76,6 +81,10 @@ class Kind:
 
     def judge(self, rule: "Rule", site: Site, judge: "Judge") -> Finding:
         raise NotImplementedError
+
+    def validate(self, rule: "Rule") -> str | None:
+        """What is wrong with a rule's parameters for this kind, if anything."""
+        return None
 
     @staticmethod
     def finding(rule: "Rule", site: Site, status: str, why: str, error: str | None = None) -> Finding:
@@ -219,5 +228,57 @@ class CandidateGate(Kind):
                             f"{site.exception}: {site.message}" if site.message else site.exception)
 
 
+class DraftClassCheck(Kind):
+    """Judges the sites of DraftClassShape (match.py) against the drafter's architecture."""
+
+    name = "draft_class_check"
+
+    def judge(self, rule, site, judge):
+        draft = judge.launch.drafter
+        if judge.launch.method not in site.details["methods"]:
+            return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(site.details['methods'])} only")
+        if draft is None:
+            return self.finding(rule, site, Status.NOT_APPLICABLE, "no drafter checkpoint to check")
+        # vLLM's EAGLEConfig renames a drafter's architectures for eagle3 (transformers_utils/configs/eagle.py).
+        archs = [a if a.startswith("Eagle3") or a.endswith("Eagle3") else f"Eagle3{a}"
+                 for a in draft.config.get("architectures") or []]
+        entry = judge.registry.lookup(archs) if judge.registry else None
+        if entry is None:
+            return self.finding(rule, site, Status.BLOCKS,
+                                f"the drafter's architectures become {archs}, which this release does not register",
+                                f"ValueError: Model architectures {archs} are not supported for now.")
+        found = judge.resolver.find_class(entry.module, entry.class_name)
+        lineage = [c.name for c in judge.resolver.hierarchy(found).linear if hasattr(c, "name")] \
+            if not hasattr(found, "reason") else [entry.class_name]
+        accepted = site.details["accepted"]
+        if any(name.rsplit(".", 1)[-1] in lineage for name in accepted):
+            return self.finding(rule, site, Status.PASSES,
+                                f"{archs[0]} loads {entry.class_name}, which the proposer accepts ({', '.join(accepted)})")
+        return self.finding(rule, site, Status.BLOCKS,
+                            f"{archs[0]} loads {entry.class_name}; the proposer accepts only {', '.join(accepted)}",
+                            "AssertionError")
+
+
+class DrafterContract(Kind):
+    """Checks of the drafter checkpoint against the target (drafter.py); no code site."""
+
+    name = "drafter_contract"
+
+    def judge(self, rule, site, judge):
+        from .drafter import CHECKS, DraftContext
+
+        if judge.launch.drafter is None:
+            return None
+        return CHECKS[rule.params["check"]](rule, DraftContext(judge.launch, judge.launch.drafter))
+
+    def validate(self, rule):
+        from .drafter import CHECKS
+
+        if rule.params.get("check") not in CHECKS:
+            return f"params.check must be one of {', '.join(CHECKS)}"
+        return None
+
+
 KINDS: dict[str, Kind] = {k.name: k for k in (ModelTypeAllowlist(), InterfaceCheck(), ConfigAttributeDispatch(),
-                                              RegistryLookup(), CandidateGate())}
+                                              RegistryLookup(), CandidateGate(), DraftClassCheck(), DrafterContract())}
+SITELESS_KINDS = {DrafterContract.name}  # judged once per launch, with no place in the engine's code

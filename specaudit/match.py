@@ -498,4 +498,37 @@ class CandidateShape(Shape):
         return sites
 
 
-SHAPES: dict[str, Shape] = {s.kind: s for s in (AllowlistShape(), InterfaceCheckShape(), DispatchShape(), RegistryRaiseShape(), CandidateShape())}
+
+
+class DraftClassShape(Shape):
+    """``if self.method == "eagle3": assert isinstance(self.model, (DraftA, DraftB))``: the draft classes
+    the proposer accepts for a method.
+
+    params: ``methods`` (the method names whose branch is read).
+    """
+
+    kind = "draft_class_check"
+
+    def needles(self, rule):
+        return list(rule.params["methods"])
+
+    def find(self, rule, segment):
+        wanted = set(rule.params["methods"])
+        sites = []
+        for node in m.findall(segment.module, m.If()):
+            methods = AllowlistShape._methods(node.test, "method")
+            if not wanted & set(methods):
+                continue
+            for check in m.findall(node.body, m.Assert(test=m.Call(func=m.Name("isinstance")))):
+                classes = check.test.args[1].value if len(check.test.args) > 1 else None
+                names = [dotted(e.value) for e in classes.elements] if isinstance(classes, cst.Tuple) else [dotted(classes)]
+                if not all(names):
+                    continue
+                sites.append(Site(rule.id, segment.path, segment.line(check), segment.end_line(check),
+                                  segment.excerpt(check), "AssertionError", None,
+                                  {"methods": methods, "accepted": names}))
+        return sites
+
+
+SHAPES: dict[str, Shape] = {s.kind: s for s in (AllowlistShape(), InterfaceCheckShape(), DispatchShape(),
+                                               RegistryRaiseShape(), CandidateShape(), DraftClassShape())}

@@ -61,7 +61,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
             for column in ("", "gate", "where", "why"):
                 table.add_column(column, overflow="fold")
             for f in others:
-                table.add_row(_MARK[f.status], f.title, f"{f.file}:{f.line}", f"[{f.status}] {f.why}")
+                table.add_row(_MARK[f.status], f.title, f.location, f"[{f.status}] {f.why}")
             console.print(table)
     _print_rules_absent(result, console)
     _print_candidates(result, console)
@@ -74,8 +74,8 @@ def print_terminal(result: ScanResult, console: Console) -> None:
 
 def _finding_panel(f: Finding, number: int) -> Panel:
     body = Group(
-        Text.assemble(("where  ", "bold"), f"{f.file}:{f.line}  ", ("(" + f.phase.replace("_", " ") + ")", "dim")),
-        Syntax(f.code, "python", line_numbers=True, start_line=f.line, word_wrap=True),
+        Text.assemble(("where  ", "bold"), f"{f.location}  ", ("(" + f.phase.replace("_", " ") + ")", "dim")),
+        Syntax(f.code, "python", line_numbers=True, start_line=f.line, word_wrap=True) if f.line else Text(f.code),
         Text.assemble(("error  ", "bold"), (f.error or "-", "red")),
         Text.assemble(("why    ", "bold"), f.why),
         Text.assemble(("hint   ", "bold"), (f.hint, "green")),
@@ -97,7 +97,7 @@ def _print_candidates(result: ScanResult, console: Console) -> None:
     for column in ("where", "raises", "why"):
         table.add_column(column, overflow="fold")
     for c in result.candidates:
-        table.add_row(f"{c.file}:{c.line}", c.error or "-", c.why)
+        table.add_row(c.location, c.error or "-", c.why)
     console.print(table)
 
 
@@ -148,20 +148,20 @@ def to_markdown(result: ScanResult) -> str:
                 "", f"## Verdict: {result.verdict}", "", _summary(result), ""]
         for number, f in enumerate(result.blocking, 1):
             out += [f"### {number}. {f.title} (`{f.rule_id}`)", "",
-                    f"- where: `{f.file}:{f.line}` ({f.phase.replace('_', ' ')})",
+                    f"- where: `{f.location}` ({f.phase.replace('_', ' ')})",
                     f"- error: `{f.error}`" if f.error else "- error: -",
                     f"- why: {f.why}", f"- hint: {f.hint}", "", "```python", f.code, "```", ""]
         others = [f for f in result.findings if f.status != Status.BLOCKS]
         if others:
             out += ["## Other gates on the path", "", "| | gate | where | status | why |", "|---|---|---|---|---|"]
-            out += [f"| {_MARK[f.status]} | {f.title} | `{f.file}:{f.line}` | {f.status} | {_cell(f.why)} |" for f in others]
+            out += [f"| {_MARK[f.status]} | {f.title} | `{f.location}` | {f.status} | {_cell(f.why)} |" for f in others]
             out.append("")
     absent = [r for r in result.rules if r.sites == 0 and r.phase != "candidate"]
     if absent:
         out += ["Not in this release (no code of that shape): " + ", ".join(f"{r.title} (`{r.id}`)" for r in absent), ""]
     if result.candidates:
         out += ["## Unclassified candidate gates", "", "| where | raises | why |", "|---|---|---|"]
-        out += [f"| `{c.file}:{c.line}` | {_cell(c.error or '-')} | {_cell(c.why)} |" for c in result.candidates]
+        out += [f"| `{c.location}` | {_cell(c.error or '-')} | {_cell(c.why)} |" for c in result.candidates]
         out.append("")
     registered = [a for a in land.architectures if a.eagle3]
     out += ["## EAGLE-3 landscape", "",

@@ -62,6 +62,9 @@ def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
         rule = _rule_from(data, path)
         if rule.kind not in KINDS:
             raise SpecauditError(f"{path}: unknown kind {rule.kind!r} (known: {', '.join(sorted(KINDS))})")
+        problem = KINDS[rule.kind].validate(rule)
+        if problem:
+            raise SpecauditError(f"{path}: {problem}")
         rules.append(rule)
     ids = [r.id for r in rules]
     duplicate = next((i for i in ids if ids.count(i) > 1), None)

@@ -11,9 +11,12 @@ import json
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import SpecauditError
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
 
 DEFAULT_METHOD = "eagle3"
 
@@ -58,8 +61,10 @@ class Launch:
 
     target: Target | None
     method: str = DEFAULT_METHOD
-    draft: str | None = None
+    draft: str | None = None  # the drafter's path, as named
+    drafter: "Checkpoint | None" = None  # the drafter checkpoint, when it could be read here
     num_speculative_tokens: int | None = None
+    speculative: dict[str, Any] = field(default_factory=dict)  # the speculative config, as given
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
 
 

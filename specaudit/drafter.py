@@ -1,0 +1,190 @@
+"""The drafter checkpoint against its target and the engine: checks made from two config.json files and the
+safetensors headers, before any launch.
+
+Each check is one function named by a rule of kind ``drafter_contract`` (``params.check``) and returns a
+Finding with the numbers on both sides, or None when it has nothing to say (e.g. no d2t tensor). What the
+engine does with a drafter is read from vLLM's EAGLE-3 drafter (``model_executor/models/llama_eagle3.py``,
+0.11 to 0.33): ``fc`` takes ``target_hidden_size`` (else ``hidden_size``) times 3 inputs; ``lm_head`` has
+``draft_vocab_size`` rows (else ``vocab_size``); ``d2t`` maps draft id i to target id ``i + d2t[i]``; without
+``d2t`` the logits must have the target's vocab; ``t2d`` is not loaded. The aux layers are
+``eagle_aux_hidden_state_layer_ids`` of the drafter config, else the target model's default
+``(2, L // 2, L - 3)`` (LlamaForCausalLM.get_eagle3_aux_hidden_state_layers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from .checkpoint import Checkpoint
+from .gates import Finding, Status
+
+if TYPE_CHECKING:
+    from .ruleset import Rule
+    from .target import Launch
+
+DEFAULT_AUX_LAYERS = "(2, L // 2, L - 3)"
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    launch: "Launch"
+    draft: Checkpoint
+
+    @property
+    def target_text(self) -> dict:
+        return self.launch.target.text_config
+
+    @property
+    def draft_config(self) -> dict:
+        return self.draft.config
+
+    def aux_layers(self) -> tuple[list[int], str]:
+        declared = self.draft_config.get("eagle_aux_hidden_state_layer_ids")
+        if declared is None:
+            declared = (self.draft_config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        if declared is not None:
+            return list(declared), "eagle_aux_hidden_state_layer_ids of the drafter config"
+        layers = self.target_text.get("num_hidden_layers")
+        if not isinstance(layers, int):
+            return [], "the target config has no num_hidden_layers"
+        return [2, layers // 2, layers - 3], f"the default {DEFAULT_AUX_LAYERS} for L = {layers}"
+
+
+def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
+             error: str | None = None) -> Finding:
+    return Finding(rule.id, rule.title, rule.phase, status, file or f"{ctx.draft.path}/config.json", 0, evidence,
+                   error, why, rule.hint)
+
+
+def check_fc_input_width(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    fc = ctx.draft.tensor("fc.weight")
+    hidden = ctx.target_text.get("hidden_size")
+    if fc is None or len(fc.shape) != 2 or not isinstance(hidden, int):
+        return None
+    layers, source = ctx.aux_layers()
+    expected = len(layers) * hidden
+    evidence = fc.describe()
+    built = (ctx.draft_config.get("target_hidden_size") or ctx.draft_config.get("hidden_size") or 0) * 3
+    if built and built != fc.shape[1]:
+        # The engine builds fc first and fails loading the checkpoint's weight into it
+        # (model_loader/weight_utils.py default_weight_loader).
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"the engine builds fc with (target_hidden_size or hidden_size) x 3 = {built} inputs, the "
+                        f"checkpoint's fc.weight has {fc.shape[1]}; the target returns {len(layers)} aux hidden "
+                        f"states ({source}) of hidden size {hidden}: {expected}", evidence, fc.file,
+                        f"AssertionError: Attempted to load weight (torch.Size({list(fc.shape)})) into parameter "
+                        f"(torch.Size([{fc.shape[0]}, {built}]))")
+    if fc.shape[1] != expected:
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"fc takes {fc.shape[1]} inputs; the target returns {len(layers)} aux hidden states "
+                        f"({source}) of hidden size {hidden}: {expected}", evidence, fc.file,
+                        f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (Nx{expected} and {fc.shape[1]}x{fc.shape[0]})")
+    return _finding(rule, ctx, Status.PASSES, f"fc takes {len(layers)} x {hidden} = {expected} inputs", evidence, fc.file)
+
+
+def check_target_hidden_size(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    hidden = ctx.target_text.get("hidden_size")
+    declared = ctx.draft_config.get("target_hidden_size")
+    key = "target_hidden_size"
+    if declared is None:
+        declared, key = ctx.draft_config.get("hidden_size"), "hidden_size (no target_hidden_size)"
+    if not isinstance(hidden, int) or declared is None:
+        return None
+    evidence = f"drafter {key} = {declared}; target hidden_size = {hidden}"
+    if declared != hidden:
+        return _finding(rule, ctx, Status.BLOCKS, f"the drafter declares {key} {declared}, the target's is {hidden}",
+                        evidence)
+    return _finding(rule, ctx, Status.PASSES, f"{key} {declared} equals the target's hidden size", evidence)
+
+
+def check_aux_layer_ids(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    layers, source = ctx.aux_layers()
+    count = ctx.target_text.get("num_hidden_layers")
+    if not isinstance(count, int):
+        return None
+    evidence = f"aux layers {layers} from {source}; target num_hidden_layers = {count}"
+    outside = [i for i in layers if not (isinstance(i, int) and 0 <= i < count)]
+    if outside:
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"aux layer ids {outside} are outside the target's {count} layers: those hidden states are "
+                        f"never collected, and fc gets fewer inputs than it was trained on", evidence)
+    return _finding(rule, ctx, Status.PASSES, f"aux layers {layers} lie inside the target's {count} layers", evidence)
+
+
+def check_vocab_maps(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    target_vocab = ctx.target_text.get("vocab_size")
+    draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
+    d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
+    lm_head = ctx.draft.tensor("lm_head.weight")
+    if not isinstance(target_vocab, int):
+        return None
+    problems, evidence = [], []
+    if lm_head is not None:
+        evidence.append(lm_head.describe())
+        if draft_vocab and lm_head.shape[0] != draft_vocab:
+            problems.append(f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}")
+    declared_vocab = ctx.draft_config.get("vocab_size")
+    if declared_vocab is not None and declared_vocab != target_vocab:
+        problems.append(f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}")
+    if d2t is None:
+        if draft_vocab and draft_vocab != target_vocab:
+            problems.append(f"no d2t map, so the draft vocab ({draft_vocab}) must be the target's ({target_vocab})")
+    else:
+        evidence.append(d2t.describe())
+        if d2t.numel != draft_vocab:
+            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}")
+        else:
+            offsets = ctx.draft.integers(d2t)
+            bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
+            if bad:
+                problems.append(f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
+                                f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})")
+    if t2d is not None:
+        evidence.append(t2d.describe())
+        if t2d.numel != target_vocab:
+            problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
+    text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
+    if problems:
+        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, (d2t or lm_head).file if (d2t or lm_head) else None,
+                        f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b "
+                        f"({d2t.numel if d2t else target_vocab})")
+    return _finding(rule, ctx, Status.PASSES,
+                    f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
+
+
+def check_max_positions(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    positions = ctx.draft_config.get("max_position_embeddings")
+    requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
+    if positions is None or requested is None:
+        return None
+    requested = int(requested)
+    evidence = f"drafter max_position_embeddings = {positions}; max model len = {requested}"
+    if positions < requested:
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"the drafter's rotary cache covers {positions} positions, the launch serves up to {requested}: "
+                        f"positions past {positions} index out of bounds", evidence)
+    return _finding(rule, ctx, Status.PASSES, f"{positions} positions cover the max model len {requested}", evidence)
+
+
+def check_draft_tensor_parallel(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    draft_tp = ctx.launch.speculative.get("draft_tensor_parallel_size")
+    target_tp = int(ctx.launch.options.get("tensor-parallel-size") or 1)
+    if draft_tp is None:
+        return None
+    evidence = f"draft_tensor_parallel_size = {draft_tp}; tensor_parallel_size = {target_tp}"
+    if draft_tp not in (1, target_tp):
+        return _finding(rule, ctx, Status.BLOCKS, f"the draft TP size must be 1 or the target's ({target_tp})", evidence,
+                        error=f"ValueError: speculative_draft_tensor_parallel_size={draft_tp} cannot be other value "
+                              "than 1 or target model tensor_parallel_size")
+    return _finding(rule, ctx, Status.PASSES, "the draft TP size is 1 or the target's", evidence)
+
+
+CHECKS: dict[str, Callable[["Rule", DraftContext], Finding | None]] = {
+    "fc_input_width": check_fc_input_width,
+    "target_hidden_size": check_target_hidden_size,
+    "aux_layer_ids": check_aux_layer_ids,
+    "vocab_maps": check_vocab_maps,
+    "max_positions": check_max_positions,
+    "draft_tensor_parallel": check_draft_tensor_parallel,
+}
