@@ -90,6 +90,8 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
 
 @pytest.mark.parametrize("case,config,tensors,speculative,rule,numbers", [
     ("fc concatenates two layers", {}, {"fc_inputs": 128}, {}, "drafter-fc-input-width", ["128", "192"]),
+    ("four aux layers declared, fc built for three", {"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, {}, {},
+     "drafter-fc-input-width", ["Nx256 and 192x32"]),
     ("trained for another target", {"target_hidden_size": 48}, {"fc_inputs": 144}, {},
      "drafter-target-hidden-size", ["48", "64"]),
     ("aux layer past the target's last", {"eagle_aux_hidden_state_layer_ids": [2, 4, 9]}, {}, {},
