@@ -16,6 +16,7 @@ ALLOWLIST = "vllm-eagle3-model-type-allowlist"
 IMAGE_TOKEN = "vllm-eagle3-image-token-read"
 INTERFACE = "vllm-eagle3-interface"
 REGISTRY = "vllm-architecture-registered"
+DRAFT_CLASS = "vllm-eagle3-draft-class"
 
 
 def blocking(result):
@@ -94,15 +95,16 @@ def test_033_kimi_k25_ready():
 
 
 @pytest.mark.parametrize("version,gates", [
-    ("0.11.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
-    ("0.14.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
-    ("0.17.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY}),
-    ("0.33.0", {IMAGE_TOKEN, INTERFACE, REGISTRY}),
+    ("0.11.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
+    ("0.14.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
+    ("0.17.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
+    ("0.33.0", {IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
 ])
 def test_each_rule_finds_its_gate_across_releases(version, gates):
     # The same rule finds the same gate though it moved: the allowlist was renamed in 0.17
     # (eagle3_target_supported -> aux_hidden_states_supported), the proposer moved to llm_base_proposer.py
-    # in 0.33, the runner's check moved into _setup_eagle3_aux_hidden_state_outputs in 0.33.
+    # in 0.33, the runner's check moved into _setup_eagle3_aux_hidden_state_outputs in 0.33; the proposer's
+    # draft-class assert became a tuple in 0.33.
     result = vllm_scan(version, None)
     found = {r.id for r in result.rules if r.sites == 1 and r.kind != "candidate"}
     assert found == gates
