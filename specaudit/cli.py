@@ -9,12 +9,14 @@ import click
 from rich.console import Console
 
 from . import __version__
+from .checkpoint import read_checkpoint
+from .engines import ENGINES
 from .errors import SpecauditError
 from .evaluate import scan as run_scan
-from .launch import parse_vllm_command
+from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
-from .report import FORMATS, print_terminal, write_report
-from .checkpoint import read_checkpoint
+from .report import FORMATS, print_report, write_report
+from .result import Comparison
 from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
 
 
@@ -36,9 +38,10 @@ def main() -> None:
 
 
 @main.command(cls=_WithLaunchCommand)
-@click.argument("tree", required=False)
+@click.argument("trees", nargs=-1)
 @click.option("--path", "path", type=click.Path(), help="An engine tree: site-packages, a source checkout, or the package dir.")
-@click.option("--engine", default=None, help="Engine of the tree (default: detected).")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
+              help="Engine of the tree (default: detected, or the launch command's).")
 @click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3).")
 @click.option("--model", "model_dir", type=click.Path(), help="A checkpoint directory with config.json.")
 @click.option("--draft", "draft_dir", type=click.Path(), help="The drafter checkpoint directory.")
@@ -46,44 +49,54 @@ def main() -> None:
 @click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report in this format.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
-def scan(ctx: click.Context, tree: str | None, path: str | None, engine: str | None, preset: str | None,
+def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: str | None, preset: str | None,
          model_dir: str | None, draft_dir: str | None, spec_json: str | None, formats: tuple[str, ...],
          out_dir: str) -> None:
-    """Audit an engine TREE (vllm==X, a wheel, a directory; default: the installed engine) for a launch.
+    """Audit engine TREES (vllm==X, sglang==X, a wheel, a directory; default: the installed engine) for a
+    launch. Several trees give one report with a column per engine release.
 
     \b
     specaudit scan vllm==0.17.0 --target kimi-k2.5
+    specaudit scan vllm==0.17.0 sglang==0.5.23 --target kimi-k2.5
     specaudit scan --path /opt/venv/lib/python3.12/site-packages --model /shared/kimi-k2.5-int4
     specaudit scan -- vllm serve /shared/kimi-k2.5-int4 --speculative-config '{"method": "eagle3", ...}'
+    specaudit scan -- python3 -m sglang.launch_server --model-path /shared/kimi-k2.5-int4 --speculative-algorithm EAGLE3 ...
     """
     console = Console()
     try:
-        if tree and path:
-            raise SpecauditError("name the tree once: either TREE or --path")
-        launch = _launch(ctx.meta.get("launch_command"), preset, model_dir, draft_dir, spec_json)
-        result = run_scan(locate(tree or path, engine), launch)
-        print_terminal(result, console)
+        if trees and path:
+            raise SpecauditError("name the trees once: either TREES or --path")
+        command = parse_launch_command(ctx.meta["launch_command"]) if "launch_command" in ctx.meta else None
+        # The launch command names the engine to find when no tree is named; a named tree says its own.
+        located = [locate(spec, engine or (command.engine if command and spec is None else None))
+                   for spec in (trees or (path,))]
+        if command is not None and any(t.engine.name != command.engine for t in located):
+            raise SpecauditError(f"the launch command is {command.engine}'s, the tree is "
+                                 f"{', '.join(t.label for t in located if t.engine.name != command.engine)}")
+        launch = _launch(command, preset, model_dir, draft_dir, spec_json)
+        results = [run_scan(tree, launch) for tree in located]
+        report = results[0] if len(results) == 1 else Comparison(results)
+        print_report(report, console)
         for fmt in formats:
-            written = write_report(result, fmt, Path(out_dir))
-            console.print(f"report written to {written}")
+            console.print(f"report written to {write_report(report, fmt, Path(out_dir))}")
     except SpecauditError as exc:
         click.echo(f"specaudit: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("specaudit: interrupted", err=True)
         sys.exit(130)
-    sys.exit(result.exit_code)
+    sys.exit(report.exit_code)
 
 
-def _launch(command: list[str] | None, preset: str | None, model_dir: str | None, draft_dir: str | None,
+def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | None, draft_dir: str | None,
             spec_json: str | None) -> Launch | None:
     """The launch to judge, from the options and/or a launch command; None for a landscape scan."""
     speculative = parse_speculative_config(spec_json) if spec_json else {}
     options: dict = {}
     if command is not None:
-        options = parse_vllm_command(command)
-        speculative = {**options.get("speculative-config", {}), **speculative}
-        model_dir = model_dir or options.get("model")
+        options = command.options
+        speculative = {**command.speculative, **speculative}
+        model_dir = model_dir or command.model
     if preset and model_dir and command is None:
         raise SpecauditError("give --target or --model, not both")
     target = load_preset(preset) if preset else load_model_dir(model_dir) if model_dir else None
@@ -95,7 +108,7 @@ def _launch(command: list[str] | None, preset: str | None, model_dir: str | None
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
-    method = speculative.get("method") or _method_from_draft_path(draft)
+    method = str(speculative.get("method") or _method_from_draft_path(draft)).lower()
     return Launch(target=target, method=method, draft=draft, drafter=drafter,
                   num_speculative_tokens=speculative.get("num_speculative_tokens"), speculative=speculative,
                   options=options)

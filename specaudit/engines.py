@@ -14,8 +14,13 @@ class EngineProfile:
     package: str  # the import package, e.g. ``vllm``
     distributions: tuple[str, ...]  # PyPI names whose wheels carry the package
     models_package: str  # where model classes live: every module under it is indexed
-    interfaces_module: str  # the module whose Protocols define model capabilities
-    registry_module: str  # the module mapping architecture names to model classes
+    interfaces_module: str | None  # the module whose Protocols define model capabilities (vLLM)
+    registry_module: str  # the module that maps architecture names to model classes
+    # How architectures map to classes: "dicts" (vLLM's {"Arch": ("module", "Class")} literals in
+    # registry_module) or "entry_class" (SGLang: each models module's EntryClass, keyed by class name).
+    registry_style: str
+    launch_modules: tuple[str, ...]  # `python -m` entry points of a launch command
+    launch_program: str  # the console script, used as `<program> serve MODEL`
 
 
 VLLM = EngineProfile(
@@ -25,9 +30,24 @@ VLLM = EngineProfile(
     models_package="vllm.model_executor.models",
     interfaces_module="vllm.model_executor.models.interfaces",
     registry_module="vllm.model_executor.models.registry",
+    registry_style="dicts",
+    launch_modules=("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server", "vllm.entrypoints.cli.main"),
+    launch_program="vllm",
 )
 
-ENGINES: dict[str, EngineProfile] = {VLLM.name: VLLM}
+SGLANG = EngineProfile(
+    name="sglang",
+    package="sglang",
+    distributions=("sglang",),
+    models_package="sglang.srt.models",
+    interfaces_module=None,  # SGLang's EAGLE-3 contract is methods the engine calls, not a Protocol
+    registry_module="sglang.srt.models.registry",
+    registry_style="entry_class",
+    launch_modules=("sglang.launch_server",),
+    launch_program="sglang",
+)
+
+ENGINES: dict[str, EngineProfile] = {VLLM.name: VLLM, SGLANG.name: SGLANG}
 
 
 def engine_for_distribution(dist: str) -> EngineProfile | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass, replace
 
 from .gates import KINDS, SITELESS_KINDS, Finding, Status
 from .index import ClassInfo, TreeIndex, build_index
@@ -18,6 +19,14 @@ from .ruleset import Rule, load_rules
 from .target import Launch
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
+
+
+@dataclass(frozen=True)
+class Contract:
+    name: str
+    members: tuple[str, ...]
+    protocol: Protocol | None
+    grep: str  # the text a grep for it would look for
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
 
@@ -69,11 +78,11 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
     rules = rules if rules is not None else load_rules(tree.engine.name)
     code_rules = [r for r in rules if r.kind not in SITELESS_KINDS]
     gate_rules = [r for r in code_rules if r.kind != "candidate"]
-    index = build_index(tree, eager_modules=[tree.engine.interfaces_module, tree.engine.registry_module],
-                        rules=code_rules)
+    eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
+    index = build_index(tree, eager_modules=eager, rules=code_rules)
     resolver = Resolver(index)
     registry = read_registry(resolver)
-    protocols = resolver.protocols(tree.engine.interfaces_module)
+    protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
     sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in code_rules}
 
     findings: list[Finding] = []
@@ -86,6 +95,7 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
             if rule.kind in SITELESS_KINDS:
                 finding = KINDS[rule.kind].judge(rule, None, judge)
                 findings += [finding] if finding else []
+        findings = _merge_repeats(findings)
         findings.sort(key=lambda f: (_phase(rules, f.rule_id), f.file, f.line))
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in code_rules:
@@ -93,7 +103,8 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
             candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]
                            if (site.file, site.line) not in claimed]
 
-    landscape = index.memo("landscape", lambda: _landscape(index, resolver, registry, protocols))
+    contract = _contract(code_rules, sites, protocols)
+    landscape = index.memo("landscape", lambda: _landscape(index, resolver, registry, protocols, contract))
     index.save()
     return ScanResult(
         tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin),
@@ -107,6 +118,17 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         files_indexed=len(index.modules),
         seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def _merge_repeats(findings: list[Finding]) -> list[Finding]:
+    """One finding per rule and outcome: an engine that calls the same method from three places has one
+    gate, met first at the first place; the others are listed with it."""
+    merged: dict[tuple, Finding] = {}
+    for finding in sorted(findings, key=lambda f: (f.file, f.line)):
+        key = (finding.rule_id, finding.status, finding.error)
+        first = merged.get(key)
+        merged[key] = replace(first, also=first.also + (finding.location,)) if first else finding
+    return list(merged.values())
 
 
 def _phase(rules: list[Rule], rule_id: str) -> int:
@@ -124,39 +146,61 @@ def _verdict(findings: list[Finding], launch: Launch | None) -> str:
     return Verdict.READY
 
 
+def _contract(rules: list[Rule], sites: dict[str, list], protocols: dict[str, Protocol]) -> Contract:
+    """What a target class must have for EAGLE-3 in this release: vLLM's SupportsEagle3 protocol, or the
+    methods SGLang calls on the target (the sites of its required_method rules)."""
+    protocol = protocols.get(EAGLE3_PROTOCOL)
+    if protocol is not None:
+        return Contract(EAGLE3_PROTOCOL, protocol.members, protocol, EAGLE3_PROTOCOL)
+    methods = tuple(sorted({site.details["method"] for rule in rules if rule.kind == "required_method"
+                            and "eagle3" in [m.lower() for m in rule.params.get("methods", [])]
+                            for site in sites[rule.id]}))
+    if methods:
+        return Contract("EAGLE-3 target methods", methods, None, " and ".join(f"def {m}" for m in methods))
+    return Contract("SupportsEagle3", (), None, EAGLE3_PROTOCOL)
+
+
 def _landscape(index: TreeIndex, resolver: Resolver, registry: Registry | None,
-               protocols: dict[str, Protocol]) -> Landscape:
-    eagle3 = protocols.get(EAGLE3_PROTOCOL)
+               protocols: dict[str, Protocol], contract: Contract) -> Landscape:
+    def check(cls: ClassInfo):
+        return resolver.has_members(cls, contract.members, contract.name, contract.protocol.cls if contract.protocol else None)
+
     rows: list[ArchitectureRow] = []
     for arch, entry in sorted((registry.entries if registry else {}).items()):
         found = resolver.find_class(entry.module, entry.class_name)
         if not isinstance(found, ClassInfo):
             rows.append(ArchitectureRow(arch, entry.module, entry.class_name, entry.declared_in, None, None,
-                                        {}, found.reason))
+                                        {}, None, found.reason))
             continue
         module = index.module(found.module)
         interfaces = {name: resolver.conformance(found, p).conforms for name, p in protocols.items()}
-        reason = resolver.conformance(found, eagle3).reason if eagle3 else "no SupportsEagle3 in this release"
+        verdict = check(found) if contract.members else None
         rows.append(ArchitectureRow(arch, found.module, found.name, entry.declared_in, module.path if module else None,
-                                    found.line, interfaces, reason))
+                                    found.line, interfaces, verdict.conforms if verdict else None,
+                                    verdict.reason if verdict else f"no {contract.name} in this release"))
     conforming, unknown, grep_classes = [], [], []
     protocol_classes = {p.cls.qualname for p in protocols.values()}
     for module in list(index.modules.values()):
         for cls in module.classes.values():
-            if cls.qualname in protocol_classes:
+            if cls.qualname in protocol_classes or not contract.members:
                 continue
-            if any(EAGLE3_PROTOCOL in base for base in cls.base_sources):
+            # What a grep finds: the protocol named in the class statement, or the methods defined in its body.
+            if contract.protocol is not None:
+                grepped = any(contract.name in base for base in cls.base_sources)
+            else:
+                grepped = all(member in cls.bound for member in contract.members)
+            if grepped:
                 grep_classes.append(cls.qualname)
-            if eagle3 is None:
-                continue
-            verdict = resolver.conformance(cls, eagle3).conforms
+            verdict = check(cls).conforms
             if verdict:
                 conforming.append(cls.qualname)
             elif verdict is None:
                 unknown.append(cls.qualname)
     return Landscape(
         protocols={name: list(p.members) for name, p in sorted(protocols.items())},
-        eagle3_members=list(eagle3.members) if eagle3 else [],
+        contract=contract.name,
+        contract_members=list(contract.members),
+        grep_pattern=contract.grep,
         architectures=rows,
         eagle3_classes=sorted(conforming),
         eagle3_unknown=sorted(unknown),

@@ -52,6 +52,7 @@ class Finding:
     error: str | None  # the error text the engine would print, as far as it can be rendered
     why: str
     hint: str
+    also: tuple[str, ...] = ()  # other places where the engine meets the same gate with the same outcome
 
     @property
     def location(self) -> str:
@@ -259,6 +260,32 @@ class DraftClassCheck(Kind):
                             "AssertionError")
 
 
+class RequiredMethod(Kind):
+    """Judges the sites of RequiredMethodShape (match.py): does the target class have the method?"""
+
+    name = "required_method"
+
+    def judge(self, rule, site, judge):
+        methods = [m.lower() for m in rule.params.get("methods", [])]
+        if methods and judge.launch.method.lower() not in methods:
+            return self.finding(rule, site, Status.NOT_APPLICABLE, f"called for {', '.join(methods)} only")
+        target_class = judge.target_class()
+        if target_class is None:
+            return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
+        method = site.details["method"]
+        found = judge.resolver.has_members(target_class, (method,), method)
+        if found.conforms:
+            return self.finding(rule, site, Status.PASSES,
+                                f"{target_class.name} has {method} (from {found.provided_by[method]})")
+        if found.conforms is None:
+            return self.finding(rule, site, Status.UNKNOWN, f"{target_class.name}: {found.reason}")
+        message = render_message(site.message, {"model.__class__.__name__": target_class.name,
+                                                "type(model).__name__": target_class.name})
+        return self.finding(rule, site, Status.BLOCKS,
+                            f"{target_class.name} ({target_class.module}) has no {method} anywhere in its MRO: "
+                            f"{found.reason}", f"{site.exception}: {message}")
+
+
 class DrafterContract(Kind):
     """Checks of the drafter checkpoint against the target (drafter.py); no code site."""
 
@@ -280,5 +307,6 @@ class DrafterContract(Kind):
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (ModelTypeAllowlist(), InterfaceCheck(), ConfigAttributeDispatch(),
-                                              RegistryLookup(), CandidateGate(), DraftClassCheck(), DrafterContract())}
+                                              RegistryLookup(), CandidateGate(), DraftClassCheck(), DrafterContract(),
+                                              RequiredMethod())}
 SITELESS_KINDS = {DrafterContract.name}  # judged once per launch, with no place in the engine's code

@@ -69,8 +69,9 @@ class ModuleInfo:
     imports: dict[str, Import] = field(default_factory=dict)
     star_imports: list[str] = field(default_factory=list)
     aliases: dict[str, str] = field(default_factory=dict)  # X = some.dotted.name
+    name_lists: dict[str, tuple[str, ...]] = field(default_factory=dict)  # X = [A, pkg.B] (SGLang's EntryClass)
     literals: dict[str, Any] = field(default_factory=dict)
-    literal_lines: dict[str, int] = field(default_factory=dict)
+    literal_lines: dict[str, int] = field(default_factory=dict)  # line of each literal, alias and name list
     functions: set[str] = field(default_factory=set)
     computed: dict[str, int] = field(default_factory=dict)  # names bound to a value computed at import: line
     declared_imports: dict[str, Import] = field(default_factory=dict)  # TYPE_CHECKING imports of a __getattr__ module
@@ -168,7 +169,14 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
         dotted = dotted_name(stmt.value)
         if dotted is not None:
             info.aliases[target] = dotted
+            info.literal_lines[target] = stmt.lineno
             return
+        if isinstance(stmt.value, (ast.List, ast.Tuple)) and stmt.value.elts:
+            names = [dotted_name(e) for e in stmt.value.elts]
+            if all(names):
+                info.name_lists[target] = tuple(names)
+                info.literal_lines[target] = stmt.lineno
+                return
         value = literal_value(stmt.value)
         if value is not _NOT_LITERAL:
             info.literals[target] = value

@@ -1,8 +1,15 @@
-"""Read a vLLM launch command the way vLLM's FlexibleArgumentParser reads it.
+"""Read a launch command the way the engine reads it.
 
-Accepted forms: ``vllm serve MODEL ...`` and ``python3 -m vllm.entrypoints.openai.api_server --model MODEL ...``,
-optionally preceded by ``VAR=value`` assignments. Option names take ``_`` or ``-``; ``--opt=value`` and
-``--opt value``; a dotted option (``--speculative-config.method eagle3``) sets one key of a JSON option.
+vLLM: ``vllm serve MODEL ...`` or ``python3 -m vllm.entrypoints.openai.api_server --model MODEL ...``, read as
+its FlexibleArgumentParser does: option names take ``_`` or ``-``; ``--opt=value`` and ``--opt value``; a
+dotted option (``--speculative-config.method eagle3``) sets one key of a JSON option.
+
+SGLang: ``python3 -m sglang.launch_server --model-path MODEL ...`` or ``sglang serve ...``, read as its
+argparse parser does: dashed names, the aliases it declares (``--model``, ``--tensor-parallel-size``,
+``--speculative-draft-model``), ``--tp`` by argparse's prefix matching, and the algorithm upper-cased with
+``NEXTN`` an alias of ``EAGLE``.
+
+Either may follow ``VAR=value`` assignments.
 """
 
 from __future__ import annotations
@@ -10,11 +17,12 @@ from __future__ import annotations
 import json
 import os
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
+from .engines import ENGINES
 from .errors import SpecauditError
 
-_ENTRYPOINTS = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server", "vllm.entrypoints.cli.main")
 _FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-auto-tool-choice", "--disable-log-requests",
           "--disable-log-stats", "--enable-prefix-caching", "--no-enable-prefix-caching"}
 _SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
@@ -23,9 +31,24 @@ _JSON_OPTIONS = {"speculative-config", "hf-overrides", "compilation-config", "kv
 _NAME = re.compile(r"(?<=--)[^.=]*")
 
 
-def parse_vllm_command(argv: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class LaunchCommand:
+    engine: str
+    model: str | None
+    speculative: dict[str, Any]  # method (lower case, as vLLM spells it), model (the drafter), and the rest
+    options: dict[str, Any] = field(default_factory=dict)  # every option, as the engine names it
+
+
+def parse_launch_command(argv: list[str]) -> LaunchCommand:
+    engine, args = _strip_program(list(argv))
+    if engine == "sglang":
+        return _sglang_command(args)
+    options = _vllm_options(args)
+    return LaunchCommand("vllm", options.get("model"), dict(options.get("speculative-config", {})), options)
+
+
+def _vllm_options(args: list[str]) -> dict[str, Any]:
     """The options of a vLLM launch command, keyed by dashed option name (``model``, ``speculative-config``...)."""
-    args = _strip_program(list(argv))
     options: dict[str, Any] = {}
     if args and not args[0].startswith("-"):
         options["model"] = args.pop(0)  # `vllm serve MODEL`
@@ -56,20 +79,54 @@ def parse_vllm_command(argv: list[str]) -> dict[str, Any]:
     return options
 
 
-def _strip_program(args: list[str]) -> list[str]:
+# SGLang's declared aliases, and `--tp`, which argparse takes as the unique prefix of --tp-size.
+_SGLANG_ALIASES = {"model": "model_path", "tensor_parallel_size": "tp_size", "tp": "tp_size",
+                   "speculative_draft_model": "speculative_draft_model_path"}
+_SGLANG_FLAGS = {"trust_remote_code", "enable_dp_attention", "disable_overlap_schedule", "enable_mixed_chunk",
+                 "skip_server_warmup", "enable_multi_layer_eagle", "disable_cuda_graph", "enable_torch_compile"}
+_SGLANG_PATHS = {"model_path", "speculative_draft_model_path", "tokenizer_path"}
+
+
+def _sglang_command(args: list[str]) -> LaunchCommand:
+    options: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("--"):
+            continue
+        key, has_value, value = arg[2:].partition("=")
+        key = key.replace("-", "_")
+        key = _SGLANG_ALIASES.get(key, key)
+        if not has_value:
+            if key in _SGLANG_FLAGS or i >= len(args) or args[i].startswith("--"):
+                options[key] = True
+                continue
+            value = args[i]
+            i += 1
+        options[key] = value if key in _SGLANG_PATHS else _scalar(value)
+    algorithm = str(options.get("speculative_algorithm") or "").upper()
+    method = "eagle" if algorithm == "NEXTN" else algorithm.lower() or None
+    speculative = {"method": method, "model": options.get("speculative_draft_model_path"),
+                   "num_speculative_tokens": options.get("speculative_num_draft_tokens")}
+    return LaunchCommand("sglang", options.get("model_path"), {k: v for k, v in speculative.items() if v}, options)
+
+
+def _strip_program(args: list[str]) -> tuple[str, list[str]]:
     while args and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", args[0]):
         args.pop(0)  # VAR=value before the program
     if not args:
         raise SpecauditError("empty launch command after --")
     program = os.path.basename(args[0])
-    if program == "vllm" and len(args) > 1 and args[1] == "serve":
-        return args[2:]
-    if re.match(r"^python[0-9.]*$", program) and len(args) > 2 and args[1] == "-m" and args[2] in _ENTRYPOINTS:
-        rest = args[3:]
-        return rest[1:] if args[2] == "vllm.entrypoints.cli.main" and rest[:1] == ["serve"] else rest
+    for engine in ENGINES.values():
+        if program == engine.launch_program and len(args) > 1 and args[1] == "serve":
+            return engine.name, args[2:]
+        if re.match(r"^python[0-9.]*$", program) and len(args) > 2 and args[1] == "-m" and args[2] in engine.launch_modules:
+            rest = args[3:]
+            return engine.name, rest[1:] if args[2].endswith("cli.main") and rest[:1] == ["serve"] else rest
     raise SpecauditError(
-        f"not a vLLM launch command: {' '.join(args[:3])} "
-        "(expected `vllm serve MODEL ...` or `python3 -m vllm.entrypoints.openai.api_server ...`)"
+        f"not a launch command specaudit knows: {' '.join(args[:3])} (expected `vllm serve MODEL ...`, "
+        "`python3 -m vllm.entrypoints.openai.api_server ...` or `python3 -m sglang.launch_server ...`)"
     )
 
 

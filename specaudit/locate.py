@@ -26,6 +26,7 @@ from .errors import SpecauditError
 
 # Engine wheels are abi3 builds tagged for one of these manylinux baselines, which moved between releases.
 WHEEL_PLATFORMS = (
+    "manylinux_2_34_x86_64",
     "manylinux_2_28_x86_64",
     "manylinux_2_31_x86_64",
     "manylinux_2_17_x86_64",

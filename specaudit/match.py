@@ -61,12 +61,14 @@ def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules
     found = {}
     for rule in rules:
         shape = SHAPES[rule.kind]
-        found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path)
+        found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path,
+                                                        shape.whole_functions)
                           for site in shape.find(rule, segment)]
     return found
 
 
-def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo, path: str) -> Iterator[Segment]:
+def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo, path: str,
+             whole_functions: bool = False) -> Iterator[Segment]:
     """The statements of ``source`` that can be gates, each parsed by libcst on its own.
 
     A gate is an ``if`` or ``assert`` whose test, or a ``raise`` whose text, contains a needle; the
@@ -74,7 +76,7 @@ def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo
     binds before it, which an ``if`` may name.
     """
     lines = source.splitlines(keepends=True)
-    for node, local_lists in _anchors(tree, lines, needles):
+    for node, local_lists in _anchors(tree, lines, needles, whole_functions):
         text = "".join(lines[node.lineno - 1: node.end_lineno])
         indented = bool(text[:1].isspace())
         # An indented statement parses inside `if 1:`, which accepts any block indentation.
@@ -88,7 +90,9 @@ def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo
                       local_lists)
 
 
-def _anchors(tree: ast.Module, lines: list[str], needles: list[str]) -> Iterator[tuple[ast.stmt, dict]]:
+def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
+             functions: bool = False) -> Iterator[tuple[ast.stmt, dict]]:
+    """The statements to parse: gate-like statements, or (``functions``) whole functions with a needle."""
     def text(node: ast.AST) -> str:
         return "".join(lines[node.lineno - 1: node.end_lineno])  # whole lines: enough to find a needle
 
@@ -99,7 +103,10 @@ def _anchors(tree: ast.Module, lines: list[str], needles: list[str]) -> Iterator
     def walk(body: list[ast.stmt], local_lists: dict) -> Iterator[tuple[ast.stmt, dict]]:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                yield from walk(node.body, {})
+                if not functions:
+                    yield from walk(node.body, {})
+                elif any(n in text(node) for n in needles):
+                    yield node, {}
                 continue
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 value = _string_list(node.value)
@@ -227,6 +234,7 @@ class Shape:
     """The matching half of a gate kind: ``needles`` pick the functions worth parsing, ``find`` the sites."""
 
     kind = ""
+    whole_functions = False  # parse whole functions that contain a needle, not just gate-like statements
 
     def needles(self, rule: "Rule") -> list[str]:
         return []
@@ -530,5 +538,54 @@ class DraftClassShape(Shape):
         return sites
 
 
+
+class RequiredMethodShape(Shape):
+    """``<receiver>.method(...)``: a method the engine calls on the target model, so the target class must
+    have it; with the guard that turns its absence into a clear error, when the engine has one::
+
+        if not hasattr(model, "set_eagle3_layers_to_capture"):
+            raise ValueError(f"Model {model.__class__.__name__} does not implement ...")
+        model.set_eagle3_layers_to_capture(layer_ids)
+
+    params: ``method``; ``receivers`` (dotted tails naming the target model at the call, e.g.
+    ``model_runner.model``: matched by whole components, so ``draft_model_runner.model`` is not one; a
+    bare name, e.g. a ``model`` parameter, matches only itself);
+    ``methods`` (the speculative methods the call is made for).
+    """
+
+    kind = "required_method"
+    whole_functions = True
+
+    def needles(self, rule):
+        return [rule.params["method"]]
+
+    def find(self, rule, segment):
+        method = rule.params["method"]
+        receivers = [r.split(".") for r in rule.params["receivers"]]
+        guard = self._guard(segment.module, method)
+        sites = []
+        for call in m.findall(segment.module, m.Call(func=m.Attribute(attr=m.Name(method)))):
+            receiver = (dotted(call.func.value) or "").split(".")
+            # Whole trailing components; a bare name (a parameter) matches only itself.
+            if not any(receiver == r if len(r) == 1 else receiver[-len(r):] == r for r in receivers):
+                continue
+            exception, message = guard or ("AttributeError", "'{model.__class__.__name__}' object has no attribute "
+                                                             f"'{method}'")
+            sites.append(Site(rule.id, segment.path, segment.line(call), segment.end_line(call),
+                              segment.excerpt(call), exception, message,
+                              {"method": method, "receiver": ".".join(receiver), "guarded": guard is not None}))
+        return sites
+
+    @staticmethod
+    def _guard(module, method):
+        for node in m.findall(module, m.If(test=m.UnaryOperation(operator=m.Not(), expression=m.Call(func=m.Name("hasattr"))))):
+            args = node.test.expression.args
+            raised = raise_in(node.body)
+            if raised and len(args) == 2 and strings(args[1].value) == [method]:
+                return message_template(raised)
+        return None
+
+
 SHAPES: dict[str, Shape] = {s.kind: s for s in (AllowlistShape(), InterfaceCheckShape(), DispatchShape(),
-                                               RegistryRaiseShape(), CandidateShape(), DraftClassShape())}
+                                               RegistryRaiseShape(), CandidateShape(), DraftClassShape(),
+                                               RequiredMethodShape())}

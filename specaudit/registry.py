@@ -1,15 +1,18 @@
-"""Stage 3b: the engine's model registry, architecture name -> module and class, read from its literals.
+"""Stage 3b: the engine's model registry, architecture name -> module and class, read from source.
 
 vLLM keeps ``"Arch": ("module", "Class")`` dicts in ``model_executor/models/registry.py`` and merges them
 with ``**`` spreads; which dicts exist and how they merge changes between releases, so every
 module-level dict of that shape is read, and each architecture remembers the dict that declares it.
+
+SGLang imports every plain module of ``srt/models`` (not its subpackages) and registers each class its
+``EntryClass`` names (one class or a list), under the class's ``__name__``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .index import LiteralRef, Merge
+from .index import ClassInfo, LiteralRef, Merge
 from .resolve import Resolver
 
 
@@ -36,6 +39,35 @@ class Registry:
 
 
 def read_registry(resolver: Resolver) -> Registry | None:
+    if resolver.index.tree.engine.registry_style == "entry_class":
+        return _entry_class_registry(resolver)
+    return _dict_registry(resolver)
+
+
+def _entry_class_registry(resolver: Resolver) -> Registry | None:
+    index = resolver.index
+    package = index.tree.engine.models_package
+    entries: dict[str, RegistryEntry] = {}
+    for name, relpath in sorted(index.files.items()):
+        # pkgutil.iter_modules over the package, `if not ispkg`: its plain modules only.
+        if name.rpartition(".")[0] != package or relpath.endswith("__init__.py"):
+            continue
+        module = index.module(name)
+        if module is None:
+            continue
+        declared = module.name_lists.get("EntryClass") or (
+            (module.aliases["EntryClass"],) if "EntryClass" in module.aliases else ())
+        for dotted in declared:
+            found = resolver.resolve(module, dotted)
+            if isinstance(found, ClassInfo):
+                entries.setdefault(found.name, RegistryEntry(found.name, found.module, found.name,
+                                                             f"{module.name}.EntryClass",
+                                                             module.literal_lines.get("EntryClass", 0)))
+    registry_module = index.files.get(index.tree.engine.registry_module)
+    return Registry(file=registry_module or package.replace(".", "/"), entries=entries) if entries else None
+
+
+def _dict_registry(resolver: Resolver) -> Registry | None:
     profile = resolver.index.tree.engine
     module = resolver.index.module(profile.registry_module)
     if module is None:

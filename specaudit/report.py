@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .gates import Finding, Status
-from .result import ScanResult, Verdict
+from .result import Comparison, ScanResult, Verdict
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -23,22 +23,43 @@ _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 
-def report_name(result: ScanResult) -> str:
-    target = result.launch.target if result.launch else "landscape"
+def report_name(report: ScanResult | Comparison) -> str:
+    results = report.results if isinstance(report, Comparison) else [report]
+    launch = results[0].launch
+    target = launch.target if launch else "landscape"
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(target).name or target).strip("-")
-    return f"scan-{result.tree.engine}-{result.tree.version}-{slug}"
+    trees = "-".join(f"{r.tree.engine}-{r.tree.version}" for r in results)
+    return f"scan-{trees}-{slug}"
 
 
-def write_report(result: ScanResult, fmt: str, out_dir: Path) -> Path:
+def write_report(report: ScanResult | Comparison, fmt: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"{report_name(result)}.{fmt}"
+    path = out_dir / f"{report_name(report)}.{fmt}"
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
-    path.write_text(render(result), encoding="utf-8")
+    path.write_text(render(report), encoding="utf-8")
     return path
 
 
-def to_json(result: ScanResult) -> str:
-    return json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n"
+def to_json(report: ScanResult | Comparison) -> str:
+    return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
+
+
+def print_report(report: ScanResult | Comparison, console: Console) -> None:
+    if isinstance(report, ScanResult):
+        print_terminal(report, console)
+        return
+    table = Table(title="side by side", title_justify="left", show_lines=True)
+    table.add_column("")
+    for column in report.columns:
+        table.add_column(column, overflow="fold")
+    table.add_row("verdict", *[Text(r.verdict, style=_STYLE[r.verdict]) for r in report.results])
+    for phase, cells in report.rows():
+        table.add_row(phase.replace("_", " "), *["\n".join(f"{_MARK[f.status]} {f.title}" for f in cell) or "-"
+                                                 for cell in cells])
+    console.print(table)
+    for result in report.results:
+        console.rule(f"{result.tree.engine} {result.tree.version}")
+        print_terminal(result, console)
 
 
 # -- terminal ----------------------------------------------------------------------------------------
@@ -61,7 +82,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
             for column in ("", "gate", "where", "why"):
                 table.add_column(column, overflow="fold")
             for f in others:
-                table.add_row(_MARK[f.status], f.title, f.location, f"[{f.status}] {f.why}")
+                table.add_row(_MARK[f.status], f.title, f.location, f"{f.status}: {f.why}")
             console.print(table)
     _print_rules_absent(result, console)
     _print_candidates(result, console)
@@ -74,7 +95,8 @@ def print_terminal(result: ScanResult, console: Console) -> None:
 
 def _finding_panel(f: Finding, number: int) -> Panel:
     body = Group(
-        Text.assemble(("where  ", "bold"), f"{f.location}  ", ("(" + f.phase.replace("_", " ") + ")", "dim")),
+        Text.assemble(("where  ", "bold"), f"{f.location}  ", ("(" + f.phase.replace("_", " ") + ")", "dim"),
+                      (f"; also at {', '.join(f.also)}" if f.also else "", "dim")),
         Syntax(f.code, "python", line_numbers=True, start_line=f.line, word_wrap=True) if f.line else Text(f.code),
         Text.assemble(("error  ", "bold"), (f.error or "-", "red")),
         Text.assemble(("why    ", "bold"), f.why),
@@ -104,15 +126,15 @@ def _print_candidates(result: ScanResult, console: Console) -> None:
 def _print_landscape(result: ScanResult, console: Console, full: bool) -> None:
     land = result.landscape
     registered = [a for a in land.architectures if a.eagle3]
-    console.print(f"\n[bold]EAGLE-3 landscape[/]: SupportsEagle3 members in this release: "
-                  f"{', '.join(land.eagle3_members) or 'no such protocol'}")
-    console.print(f"  {len(registered)} of {len(land.architectures)} registered architectures satisfy SupportsEagle3; "
-                  f"{len(land.eagle3_classes)} classes in the tree conform, where `grep SupportsEagle3` finds "
-                  f"{len(land.grep_classes)} class statements"
+    console.print(f"\n[bold]EAGLE-3 landscape[/]: {land.contract} in this release: "
+                  f"{', '.join(land.contract_members) or 'none found'}")
+    console.print(f"  {len(registered)} of {len(land.architectures)} registered architectures satisfy it; "
+                  f"{len(land.eagle3_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
+                  f"{len(land.grep_classes)} classes"
                   + (f"; {len(land.eagle3_unknown)} unknown" if land.eagle3_unknown else ""))
     if not full:
         return
-    table = Table(title="registered architectures that satisfy SupportsEagle3", title_justify="left")
+    table = Table(title=f"registered architectures that satisfy {land.contract}", title_justify="left")
     for column in ("architecture", "class", "where"):
         table.add_column(column, overflow="fold")
     for row in registered[:LANDSCAPE_ROWS]:
@@ -137,7 +159,23 @@ def _summary(result: ScanResult) -> str:
 # -- markdown ----------------------------------------------------------------------------------------
 
 
-def to_markdown(result: ScanResult) -> str:
+def to_markdown(report: ScanResult | Comparison) -> str:
+    if isinstance(report, ScanResult):
+        return _markdown(report)
+    out = [f"# specaudit scan: {' | '.join(report.columns)}", "",
+           "| | " + " | ".join(report.columns) + " |", "|---|" + "---|" * len(report.columns),
+           "| verdict | " + " | ".join(f"**{r.verdict}**" for r in report.results) + " |"]
+    for phase, cells in report.rows():
+        out.append(f"| {phase.replace('_', ' ')} | " + " | ".join(
+            "<br>".join(f"{_MARK[f.status]} {_cell(f.title)}" for f in cell) or "-" for cell in cells) + " |")
+    out.append("")
+    for result in report.results:
+        # each release's own report, one heading level down
+        out += [re.sub(r"^#", "##", line) for line in _markdown(result).splitlines()] + [""]
+    return "\n".join(out)
+
+
+def _markdown(result: ScanResult) -> str:
     tree, launch, land = result.tree, result.launch, result.landscape
     out = [f"# specaudit scan: {tree.engine} {tree.version}", "",
            f"- tree: `{tree.root}` ({tree.origin})"]
@@ -148,7 +186,8 @@ def to_markdown(result: ScanResult) -> str:
                 "", f"## Verdict: {result.verdict}", "", _summary(result), ""]
         for number, f in enumerate(result.blocking, 1):
             out += [f"### {number}. {f.title} (`{f.rule_id}`)", "",
-                    f"- where: `{f.location}` ({f.phase.replace('_', ' ')})",
+                    f"- where: `{f.location}` ({f.phase.replace('_', ' ')})"
+                    + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),
                     f"- error: `{f.error}`" if f.error else "- error: -",
                     f"- why: {f.why}", f"- hint: {f.hint}", "", "```python", f.code, "```", ""]
         others = [f for f in result.findings if f.status != Status.BLOCKS]
@@ -165,10 +204,10 @@ def to_markdown(result: ScanResult) -> str:
         out.append("")
     registered = [a for a in land.architectures if a.eagle3]
     out += ["## EAGLE-3 landscape", "",
-            f"SupportsEagle3 members in this release: {', '.join(f'`{m}`' for m in land.eagle3_members) or '-'}", "",
-            f"- registered architectures satisfying SupportsEagle3: **{len(registered)}** of {len(land.architectures)}",
-            f"- classes in the tree that conform: **{len(land.eagle3_classes)}**; "
-            f"`grep SupportsEagle3` finds {len(land.grep_classes)} class statements",
+            f"{land.contract} in this release: {', '.join(f'`{m}`' for m in land.contract_members) or '-'}", "",
+            f"- registered architectures that satisfy it: **{len(registered)}** of {len(land.architectures)}",
+            f"- classes in the tree that do: **{len(land.eagle3_classes)}**; "
+            f"`grep '{land.grep_pattern}'` finds {len(land.grep_classes)} classes",
             f"- unknown: {len(land.eagle3_unknown)}", "",
             "| architecture | class | where |", "|---|---|---|"]
     out += [f"| {a.architecture} | `{a.module}.{a.class_name}` | `{a.file}:{a.line}` |" for a in registered]
@@ -188,9 +227,11 @@ def _cell(text: str) -> str:
 # -- html --------------------------------------------------------------------------------------------
 
 
-def to_html(result: ScanResult) -> str:
+def to_html(report: ScanResult | Comparison) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
-    template = env.get_template("scan.html")
-    return template.render(r=result, marks=_MARK, summary=_summary(result), Status=Status)
+    comparison = report if isinstance(report, Comparison) else None
+    results = report.results if comparison else [report]
+    return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
+                                                summary=_summary, Status=Status)

@@ -247,9 +247,14 @@ class Resolver:
 
     def conformance(self, cls: ClassInfo, protocol: Protocol) -> Conformance:
         """``isinstance(cls, protocol)``: every member is an attribute somewhere in the MRO."""
+        return self.has_members(cls, protocol.members, protocol.cls.name, protocol.cls)
+
+    def has_members(self, cls: ClassInfo, members: tuple[str, ...], label: str,
+                    protocol: ClassInfo | None = None) -> Conformance:
+        """Whether ``hasattr(cls, m)`` holds for every member, reading the class's MRO."""
         hierarchy = self.hierarchy(cls)
         provided: dict[str, str] = {}
-        for member in protocol.members:
+        for member in members:
             if member in _OBJECT_ATTRIBUTES:
                 provided[member] = "builtins.object"
                 continue
@@ -257,20 +262,19 @@ class Resolver:
                 # typing's isinstance uses hasattr: an annotation without a value binds nothing,
                 # except on the protocol itself, which typing fills in.
                 if isinstance(base, ClassInfo) and (member in base.bound or
-                                                    (base is protocol.cls and member in base.annotated)):
+                                                    (base is protocol and member in base.annotated)):
                     provided[member] = base.qualname
                     break
-        missing = tuple(m for m in protocol.members if m not in provided)
-        name = protocol.cls.name
+        missing = tuple(m for m in members if m not in provided)
         if not missing:
-            return Conformance(name, True, (), provided, f"all of {', '.join(protocol.members)} found in its MRO")
+            return Conformance(label, True, (), provided, f"all of {', '.join(members)} found in its MRO")
         if hierarchy.unknown:
-            return Conformance(name, None, missing, provided,
+            return Conformance(label, None, missing, provided,
                                f"{', '.join(missing)} not found, but the MRO is incomplete: {hierarchy.unknown[0]}")
         externals = [b.qualname for b in hierarchy.linear
                      if isinstance(b, External) and b.qualname.split(".")[0] not in ("builtins", *_TYPING_MODULES)]
         note = f" (external bases {', '.join(externals)} taken to add none)" if externals else ""
-        return Conformance(name, False, missing, provided, f"missing {', '.join(missing)}{note}")
+        return Conformance(label, False, missing, provided, f"missing {', '.join(missing)}{note}")
 
     # -- literals ------------------------------------------------------------------------------------
 

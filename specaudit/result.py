@@ -63,22 +63,21 @@ class ArchitectureRow:
     declared_in: str
     file: str | None
     line: int | None
-    interfaces: dict[str, bool | None]  # protocol -> conforms (None: unknown)
+    interfaces: dict[str, bool | None]  # every protocol of the engine -> conforms (None: unknown)
+    eagle3: bool | None  # satisfies the EAGLE-3 contract (None: unknown)
     eagle3_reason: str
-
-    @property
-    def eagle3(self) -> bool | None:
-        return self.interfaces.get("SupportsEagle3")
 
 
 @dataclass(frozen=True)
 class Landscape:
     protocols: dict[str, list[str]]  # every Protocol of the interfaces module -> its members
-    eagle3_members: list[str]
+    contract: str  # what a target class must have for EAGLE-3: SupportsEagle3, or SGLang's called methods
+    contract_members: list[str]
+    grep_pattern: str  # what a grep for the contract looks for
     architectures: list[ArchitectureRow]
-    eagle3_classes: list[str]  # every indexed class that satisfies SupportsEagle3
+    eagle3_classes: list[str]  # every indexed class that satisfies the contract
     eagle3_unknown: list[str]
-    grep_classes: list[str]  # classes whose class statement names SupportsEagle3: what grep finds
+    grep_classes: list[str]  # classes a grep for grep_pattern finds
 
 
 @dataclass
@@ -107,3 +106,32 @@ class ScanResult:
         data = asdict(self)
         data["exit_code"] = self.exit_code
         return data
+
+
+@dataclass
+class Comparison:
+    """Several engine releases audited for the same launch: one report, a column per release."""
+
+    results: list[ScanResult]
+
+    @property
+    def exit_code(self) -> int:
+        codes = {r.exit_code for r in self.results}
+        for code in (ExitCode.BLOCKED, ExitCode.UNKNOWN):
+            if code in codes:
+                return code
+        return ExitCode.READY
+
+    @property
+    def columns(self) -> list[str]:
+        return [f"{r.tree.engine} {r.tree.version}" for r in self.results]
+
+    def rows(self) -> list[tuple[str, list[list[Finding]]]]:
+        """Per launch phase, each release's findings in it (gates met in that phase, in order)."""
+        from .ruleset import PHASES
+
+        return [(phase, [[f for f in r.findings if f.phase == phase] for r in self.results])
+                for phase in PHASES if any(f.phase == phase for r in self.results for f in r.findings)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"results": [r.to_dict() for r in self.results], "exit_code": self.exit_code}

@@ -12,24 +12,31 @@ from specaudit.locate import EngineTree, locate
 from specaudit.result import ScanResult
 from specaudit.target import Launch, load_preset
 
-RELEASES = ("0.11.0", "0.14.0", "0.17.0", "0.33.0")
 _trees: dict[str, EngineTree] = {}
 _scans: dict[tuple[str, str | None], ScanResult] = {}
 
 
+def engine_tree(requirement: str) -> EngineTree:
+    """A real release tree: specaudit downloads the wheel and extracts its .py files into the cache."""
+    if requirement not in _trees:
+        _trees[requirement] = locate(requirement)
+    return _trees[requirement]
+
+
+def engine_scan(requirement: str, preset: str | None) -> ScanResult:
+    key = (requirement, preset)
+    if key not in _scans:
+        launch = Launch(load_preset(preset)) if preset else None
+        _scans[key] = scan(engine_tree(requirement), launch)
+    return _scans[key]
+
+
 def vllm_tree(version: str) -> EngineTree:
-    """A real vLLM release tree: `specaudit` downloads the wheel and extracts its .py files into the cache."""
-    if version not in _trees:
-        _trees[version] = locate(f"vllm=={version}")
-    return _trees[version]
+    return engine_tree(f"vllm=={version}")
 
 
 def vllm_scan(version: str, preset: str | None) -> ScanResult:
-    key = (version, preset)
-    if key not in _scans:
-        launch = Launch(load_preset(preset)) if preset else None
-        _scans[key] = scan(vllm_tree(version), launch)
-    return _scans[key]
+    return engine_scan(f"vllm=={version}", preset)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.launch import parse_vllm_command
+from specaudit.launch import parse_launch_command
 from specaudit.errors import SpecauditError
 from conftest import vllm_tree
 
@@ -54,8 +54,10 @@ def test_bad_inputs_get_one_line_and_exit_2(tmp_path, tiny_tree):
     assert_one_line_error(specaudit("scan", str(tiny_tree), "--model", str(empty), env_cache=cache), "no config.json")
     (empty / "config.json").write_text("{not json")
     assert_one_line_error(specaudit("scan", str(tiny_tree), "--model", str(empty), env_cache=cache), "malformed JSON")
+    assert_one_line_error(specaudit("scan", str(tiny_tree), "--", "text-generation-launcher", "--model-id", "x",
+                                    env_cache=cache), "not a launch command specaudit knows")
     assert_one_line_error(specaudit("scan", str(tiny_tree), "--", "python3", "-m", "sglang.launch_server",
-                                    "--model-path", "x", env_cache=cache), "not a vLLM launch command")
+                                    "--model-path", "x", env_cache=cache), "the launch command is sglang's")
     assert not (ROOT / "reports" / "scan-vllm-0.0.1-llama3.json").exists()
 
 
@@ -91,13 +93,21 @@ def test_launch_command_is_read_as_vllm_reads_it(tmp_path):
 
 
 def test_parse_forms():
-    options = parse_vllm_command(["VLLM_USE_V1=1", "vllm", "serve", "/m", "-tp", "8", "--max_model_len=32768",
-                                  "--trust-remote-code", "--speculative-config.method", "eagle3",
-                                  "--speculative-config.num_speculative_tokens", "5"])
-    assert options["model"] == "/m" and options["tensor-parallel-size"] == "8"
+    command = parse_launch_command(["VLLM_USE_V1=1", "vllm", "serve", "/m", "-tp", "8", "--max_model_len=32768",
+                                    "--trust-remote-code", "--speculative-config.method", "eagle3",
+                                    "--speculative-config.num_speculative_tokens", "5"])
+    assert (command.engine, command.model) == ("vllm", "/m")
+    options = command.options
+    assert options["tensor-parallel-size"] == "8"
     assert options["max-model-len"] == "32768" and options["trust-remote-code"] is True
-    assert options["speculative-config"] == {"method": "eagle3", "num_speculative_tokens": 5}
-    with pytest.raises(SpecauditError, match="not a vLLM launch command"):
-        parse_vllm_command(["python3", "-m", "sglang.launch_server"])
+    assert command.speculative == {"method": "eagle3", "num_speculative_tokens": 5}
+    command = parse_launch_command(["python3", "-m", "sglang.launch_server", "--model", "/m b", "--tp", "8",
+                                    "--speculative-algorithm", "NEXTN", "--speculative-draft-model", "/d",
+                                    "--trust-remote-code", "--speculative-eagle-topk=1"])
+    assert (command.engine, command.model) == ("sglang", "/m b")
+    assert command.options["tp_size"] == 8 and command.options["speculative_eagle_topk"] == 1
+    assert command.speculative == {"method": "eagle", "model": "/d"}  # NEXTN is SGLang's alias of EAGLE
+    with pytest.raises(SpecauditError, match="not a launch command specaudit knows"):
+        parse_launch_command(["python3", "-m", "tgi.server"])
     with pytest.raises(SpecauditError, match="not valid JSON"):
-        parse_vllm_command(["vllm", "serve", "/m", "--speculative-config", "{"])
+        parse_launch_command(["vllm", "serve", "/m", "--speculative-config", "{"])

@@ -114,12 +114,12 @@ def test_protocol_members_are_read_from_each_release():
     # interfaces.py: 0.11 SupportsEagle3(Protocol) has 3 members; 0.14 adds SupportsEagleBase's
     # has_own_embed_tokens / has_own_lm_head; 0.33 renames get_eagle3_aux_hidden_state_layers to
     # get_eagle3_default_aux_hidden_state_layers.
-    assert vllm_scan("0.11.0", None).landscape.eagle3_members == [
+    assert vllm_scan("0.11.0", None).landscape.contract_members == [
         "get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers", "supports_eagle3"]
-    assert vllm_scan("0.14.0", None).landscape.eagle3_members == [
+    assert vllm_scan("0.14.0", None).landscape.contract_members == [
         "get_eagle3_aux_hidden_state_layers", "has_own_embed_tokens", "has_own_lm_head",
         "set_aux_hidden_state_layers", "supports_eagle3"]
-    assert "get_eagle3_default_aux_hidden_state_layers" in vllm_scan("0.33.0", None).landscape.eagle3_members
+    assert "get_eagle3_default_aux_hidden_state_layers" in vllm_scan("0.33.0", None).landscape.contract_members
     protocols = vllm_scan("0.14.0", None).landscape.protocols
     assert {"SupportsEagle3", "SupportsEagle", "SupportsMultiModal", "SupportsPP", "SupportsLoRA"} <= set(protocols)
 
