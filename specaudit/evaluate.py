@@ -5,9 +5,11 @@ The result is plain data (result.py); every report format renders it and compute
 
 from __future__ import annotations
 
+import fnmatch
 import re
 import time
 from dataclasses import dataclass, replace
+from typing import Any
 
 from .gates import KINDS, SITELESS_KINDS, Finding, Status
 from .index import ClassInfo, TreeIndex, build_index
@@ -69,6 +71,21 @@ class Judge:
         auto = (self.launch.target.config.get("auto_map") or {}).get("AutoConfig")
         return auto.rsplit(".", 1)[-1] if isinstance(auto, str) else "PretrainedConfig"
 
+    def argument_values(self, defaults_files: list[str]) -> dict[str, Any]:
+        """The launch's engine arguments: declared defaults, the method, then what the command sets."""
+        index = self.resolver.index
+        values: dict[str, Any] = {}
+        pattern = re.compile("|".join(fnmatch.translate(g) for g in defaults_files))
+        for name, relpath in sorted(index.files.items()):
+            module = index.module(name) if pattern.match(relpath) else None
+            for cls in (module.classes.values() if module else ()):
+                values.update(cls.defaults)
+        method = self.launch.method.upper()
+        values["speculative_algorithm"] = method
+        if self.launch.engine == index.tree.engine.name:
+            values.update(self.launch.options)
+        return values
+
     def token_attributes(self) -> list[str]:
         return sorted(k for k in self.launch.target.config if _TOKEN_KEY.search(k))
 
@@ -95,7 +112,7 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
             if rule.kind in SITELESS_KINDS:
                 finding = KINDS[rule.kind].judge(rule, None, judge)
                 findings += [finding] if finding else []
-        findings = _merge_repeats(findings)
+        findings = _merge_repeats(findings, rules)
         findings.sort(key=lambda f: (_phase(rules, f.rule_id), f.file, f.line))
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in code_rules:
@@ -120,11 +137,15 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
     )
 
 
-def _merge_repeats(findings: list[Finding]) -> list[Finding]:
+def _merge_repeats(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
     """One finding per rule and outcome: an engine that calls the same method from three places has one
     gate, met first at the first place; the others are listed with it."""
     merged: dict[tuple, Finding] = {}
+    kinds = {r.id: r.kind for r in rules}
     for finding in sorted(findings, key=lambda f: (f.file, f.line)):
+        if not KINDS[kinds[finding.rule_id]].merge_repeats:
+            merged[(finding.rule_id, finding.file, finding.line)] = finding
+            continue
         key = (finding.rule_id, finding.status, finding.error)
         first = merged.get(key)
         merged[key] = replace(first, also=first.also + (finding.location,)) if first else finding

@@ -7,6 +7,7 @@ Like a Fixit rule, each kind is small, with a clear contract, and each rule carr
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ class Status:
     UNKNOWN = "unknown"
     NOT_APPLICABLE = "not applicable"
     UNCLASSIFIED = "unclassified"
+    UNDECIDED = "undecided"  # depends on what cannot be known before launch; not part of the verdict
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ class Kind:
     """The judging half of a gate kind."""
 
     name = ""
+    # One gate the engine meets at several places (the same method called from three), reported once.
+    merge_repeats = False
 
     def judge(self, rule: "Rule", site: Site, judge: "Judge") -> Finding:
         raise NotImplementedError
@@ -264,6 +268,7 @@ class RequiredMethod(Kind):
     """Judges the sites of RequiredMethodShape (match.py): does the target class have the method?"""
 
     name = "required_method"
+    merge_repeats = True
 
     def judge(self, rule, site, judge):
         methods = [m.lower() for m in rule.params.get("methods", [])]
@@ -284,6 +289,98 @@ class RequiredMethod(Kind):
         return self.finding(rule, site, Status.BLOCKS,
                             f"{target_class.name} ({target_class.module}) has no {method} anywhere in its MRO: "
                             f"{found.reason}", f"{site.exception}: {message}")
+
+
+class ArgumentGate(Kind):
+    """Judges the sites of ArgumentGateShape (match.py): do the launch's arguments make the raise fire?
+
+    Arguments are the launch command's, else the defaults the engine declares (class attributes in
+    ``params.defaults_files``), with the algorithm taken from the launch's method. Conditions that read
+    anything else (environment, hardware, the model config) cannot be decided before launch.
+    """
+
+    name = "argument_gate"
+
+    def judge(self, rule, site, judge):
+        values = judge.argument_values(rule.params["defaults_files"])
+        outcome = True
+        objects, constants = set(rule.params["objects"]), site.details.get("constants", {})
+        for condition in site.details["conditions"]:
+            value = evaluate_condition(condition, values, objects, constants)
+            if value is False:
+                return self.finding(rule, site, Status.PASSES, f"not triggered: {condition} is false for this launch")
+            if value is UNKNOWN:
+                outcome = UNKNOWN
+        error = render_message(site.message, {f"{o}.{k}": v for o in rule.params["objects"] for k, v in values.items()})
+        error = f"{site.exception}: {error}" if error else site.exception
+        if outcome is UNKNOWN:
+            unknown = [c for c in site.details["conditions"]
+                       if evaluate_condition(c, values, objects, constants) is UNKNOWN]
+            return self.finding(rule, site, Status.UNDECIDED,
+                                f"depends on what the launch does not fix: {'; '.join(unknown)}", error)
+        return self.finding(rule, site, Status.BLOCKS,
+                            f"the launch's arguments meet every condition: {' and '.join(site.details['conditions'])}",
+                            error)
+
+
+UNKNOWN = object()  # a value specaudit cannot know before launch
+
+
+def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
+                       constants: dict[str, Any] | None = None) -> Any:
+    """Evaluate a condition over launch arguments in three values: a Python value, or UNKNOWN when it reads
+    anything but ``<object>.<argument>``, named constants, literals, comparisons and boolean operators."""
+    constants = constants or {}
+
+    def ev(node: ast.AST) -> Any:
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            return constants.get(node.id, UNKNOWN)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = [ev(e) for e in node.elts]
+            return UNKNOWN if any(i is UNKNOWN for i in items) else items
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
+            return values.get(node.attr, UNKNOWN)
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            operand = ev(node.operand)
+            return UNKNOWN if operand is UNKNOWN else not operand
+        if isinstance(node, ast.BoolOp):
+            results = [ev(v) for v in node.values]
+            decisive = (lambda r: r is not UNKNOWN and not r) if isinstance(node.op, ast.And) else \
+                (lambda r: r is not UNKNOWN and bool(r))
+            if any(decisive(r) for r in results):
+                return isinstance(node.op, ast.Or)
+            return UNKNOWN if any(r is UNKNOWN for r in results) else isinstance(node.op, ast.And)
+        if isinstance(node, ast.Compare):
+            left = ev(node.left)
+            for op, right_node in zip(node.ops, node.comparators):
+                right = ev(right_node)
+                if left is UNKNOWN or right is UNKNOWN:
+                    return UNKNOWN
+                try:
+                    result = _COMPARE[type(op)](left, right)
+                except (TypeError, KeyError):
+                    return UNKNOWN
+                if not result:
+                    return False
+                left = right
+            return True
+        return UNKNOWN
+
+    try:
+        return ev(ast.parse(source.strip(), mode="eval").body)
+    except SyntaxError:
+        return UNKNOWN
+
+
+_COMPARE = {
+    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
+    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
+    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
+}
 
 
 class DrafterContract(Kind):
@@ -308,5 +405,5 @@ class DrafterContract(Kind):
 
 KINDS: dict[str, Kind] = {k.name: k for k in (ModelTypeAllowlist(), InterfaceCheck(), ConfigAttributeDispatch(),
                                               RegistryLookup(), CandidateGate(), DraftClassCheck(), DrafterContract(),
-                                              RequiredMethod())}
+                                              RequiredMethod(), ArgumentGate())}
 SITELESS_KINDS = {DrafterContract.name}  # judged once per launch, with no place in the engine's code

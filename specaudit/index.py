@@ -48,6 +48,7 @@ class ClassInfo:
     decorators: tuple[str, ...]
     bound: frozenset[str]  # names given a value in the class body: methods, assignments
     annotated: frozenset[str]  # names only annotated in the class body (no value)
+    defaults: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # literal class attributes
 
     @property
     def qualname(self) -> str:
@@ -198,7 +199,14 @@ def _absolute_module(module: str | None, level: int, package: str) -> str:
 def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
     bound: set[str] = set()
     annotated: set[str] = set()
+    defaults: dict[str, Any] = {}
     for stmt in _flatten(node.body):
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            value = literal_value(stmt.value)
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and not isinstance(value, Merge) \
+                    and value is not _NOT_LITERAL:
+                defaults[targets[0].id] = value
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             bound.add(stmt.name)
         elif isinstance(stmt, ast.Assign):
@@ -226,6 +234,7 @@ def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
         decorators=decorators,
         bound=frozenset(bound),
         annotated=frozenset(annotated - bound),
+        defaults=defaults,
     )
 
 

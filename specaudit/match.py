@@ -586,6 +586,86 @@ class RequiredMethodShape(Shape):
         return None
 
 
+
+class ArgumentGateShape(Shape):
+    """A raise (or assert) on the engine's argument checks whose conditions read launch arguments::
+
+        if self.speculative_algorithm in ("EAGLE", "EAGLE3"):
+            if self.speculative_eagle_topk > 1 and self.page_size > 1 and ...:
+                raise ValueError("speculative_eagle_topk > 1 with page_size > 1 ...")
+
+    Each site keeps every condition on the way to the raise (the enclosing ifs, negated in else
+    branches), so it can be evaluated against a launch's arguments.
+
+    params: ``functions`` (the engine's argument handlers that every launch with speculative decoding
+    runs: only raises inside them are read, as a raise in a helper is reached only when its caller calls
+    it), ``objects`` (names the arguments are read from: ``self``, ``cfg``, ``server_args``), ``arguments``
+    (at least one must be read on the way: the speculative ones), ``defaults_files`` (where the declared
+    defaults live; used when judging).
+    """
+
+    kind = "argument_gate"
+    whole_functions = True
+
+    def needles(self, rule):
+        return list(rule.params["arguments"])
+
+    def find(self, rule, segment):
+        objects, wanted = set(rule.params["objects"]), set(rule.params["arguments"])
+        sites: list[Site] = []
+        code = cst.Module([]).code_for_node
+
+        def reads(node) -> set[str]:
+            return {a.attr.value for a in m.findall(node, m.Attribute()) if dotted(a.value) in objects}
+
+        def record(node, conditions, exception, message, read):
+            if read & wanted:
+                names = {n.value for c in conditions for n in m.findall(cst.parse_expression(c), m.Name())}
+                sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
+                                  segment.excerpt(node), exception, message,
+                                  {"conditions": conditions, "reads": sorted(read),
+                                   "constants": {n: constants[n] for n in sorted(names) if n in constants}}))
+
+        def visit(statements, path, read):
+            for stmt in statements:
+                if isinstance(stmt, cst.If):
+                    visit_if(stmt, path, read)
+                elif isinstance(stmt, cst.SimpleStatementLine):
+                    for small in stmt.body:
+                        if isinstance(small, cst.Assert):
+                            message = _template(small.msg) if small.msg is not None else None
+                            record(stmt, path + [f"not ({code(small.test)})"], "AssertionError", message,
+                                   read | reads(small.test))
+                elif hasattr(stmt, "body") and hasattr(stmt.body, "body"):
+                    visit(stmt.body.body, path, read)  # with / for / try blocks
+
+        def visit_if(node, path, read):
+            test, own = code(node.test), read | reads(node.test)
+            raised = raise_in(node.body)
+            if raised is not None:
+                record(node, path + [test], *message_template(raised), own)
+            visit(node.body.body, path + [test], own)
+            if isinstance(node.orelse, cst.If):
+                visit_if(node.orelse, path + [f"not ({test})"], own)
+            elif isinstance(node.orelse, cst.Else):
+                visit(node.orelse.body.body, path + [f"not ({test})"], own)
+
+        outermost = m.findall(segment.module, m.FunctionDef())[:1]  # a segment is one function; nested ones are in it
+        handlers = set(rule.params["functions"])
+        for function in outermost:
+            if function.name.value not in handlers:
+                continue
+            # Names a condition may test against: string lists bound in the function or the module.
+            constants = {k: list(v) for k, v in segment.info.literals.items()
+                         if isinstance(v, (list, tuple, set)) and all(isinstance(x, str) for x in v)}
+            for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(target=m.Name())])):
+                values = strings(assign.value)
+                if values is not None and not isinstance(assign.value, cst.SimpleString):
+                    constants[assign.targets[0].target.value] = values
+            visit(function.body.body, [], set())
+        return sites
+
+
 SHAPES: dict[str, Shape] = {s.kind: s for s in (AllowlistShape(), InterfaceCheckShape(), DispatchShape(),
                                                RegistryRaiseShape(), CandidateShape(), DraftClassShape(),
-                                               RequiredMethodShape())}
+                                               RequiredMethodShape(), ArgumentGateShape())}

@@ -19,7 +19,7 @@ FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
           Verdict.LANDSCAPE: "bold cyan"}
 _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
-         Status.UNCLASSIFIED: "•"}
+         Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 

@@ -19,7 +19,7 @@ from .errors import SpecauditError
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
 
 # The order in which a launch meets the gates: what fails first is reported first.
-PHASES = ("model_config", "speculative_config", "drafter_load", "model_runner", "candidate")
+PHASES = ("arguments", "model_config", "speculative_config", "drafter_load", "model_runner", "candidate")
 
 
 @dataclass(frozen=True)

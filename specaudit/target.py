@@ -60,7 +60,8 @@ class Launch:
     """What the launch asks for: the target, the speculative method, and the drafter."""
 
     target: Target | None
-    method: str = DEFAULT_METHOD
+    method: str = DEFAULT_METHOD  # lower case, as vLLM spells it
+    engine: str | None = None  # the engine whose launch command gave `options`
     draft: str | None = None  # the drafter's path, as named
     drafter: "Checkpoint | None" = None  # the drafter checkpoint, when it could be read here
     num_speculative_tokens: int | None = None

@@ -96,3 +96,39 @@ def test_launch_command_and_side_by_side(tmp_path):
     assert proc.returncode == 1, proc.stderr
     md = (tmp_path / "scan-vllm-0.17.0-sglang-0.5.23-kimi-k2.5.md").read_text()
     assert "| | vllm 0.17.0 | sglang 0.5.23 |" in md and "| verdict | **BLOCKED** | **READY** |" in md
+
+
+def sglang_launch(tmp_path, release, *arguments):
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps({"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3"}))
+    return specaudit("scan", str(engine_tree(release).root), "--format", "json", "--out", str(tmp_path), "--",
+                     "python3", "-m", "sglang.launch_server", "--model-path", str(model), *arguments,
+                     env_cache=tmp_path / "cache")
+
+
+@pytest.mark.parametrize("release,arguments,file,message", [
+    # 0.5.8 server_args.py _handle_speculative_decoding: `if self.speculative_algorithm == "STANDALONE" and
+    # self.enable_dp_attention: raise ValueError("Currently standalone speculative decoding does not support dp attention.")`
+    ("sglang==0.5.8", ["--speculative-algorithm", "STANDALONE", "--enable-dp-attention"],
+     "sglang/srt/server_args.py", "Currently standalone speculative decoding does not support dp attention."),
+    # 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: topk > 1 with page_size > 1 outside
+    # ("flashinfer", "fa3", "triton")
+    ("sglang==0.5.23", ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                        "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8", "--page-size", "16",
+                        "--attention-backend", "torch_native"],
+     "sglang/srt/arg_groups/speculative_hook.py", "speculative_eagle_topk > 1 with page_size > 1 is only supported on"),
+])
+def test_argument_gates_judged_against_the_launch(tmp_path, release, arguments, file, message):
+    proc = sglang_launch(tmp_path, release, *arguments)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    report = json.loads(next(tmp_path.glob("scan-sglang-*.json")).read_text())
+    blocking = [f for f in report["findings"] if f["status"] == "blocks"]
+    assert [f["rule_id"] for f in blocking] == ["sglang-speculative-arguments"]
+    assert blocking[0]["file"] == file and message in blocking[0]["error"]
+
+
+def test_argument_gates_pass_for_a_plain_eagle3_launch(tmp_path):
+    proc = sglang_launch(tmp_path, "sglang==0.5.23", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps",
+                         "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4")
+    assert proc.returncode == 0, proc.stdout[-2000:]
