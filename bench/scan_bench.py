@@ -1,7 +1,7 @@
-"""Scan benchmark: specaudit scan of a real vLLM release, cold (empty index cache) and warm, beside
-`grep -rn SupportsEagle3` over the same tree, in one run. Prints wall times, ratios and peak RSS.
+"""Scan benchmark: specaudit scan of real engine releases, cold (empty index cache) and warm, beside a
+grep for the EAGLE-3 contract over the same tree, in one run. Prints wall times, ratios and peak RSS.
 
-    python bench/scan_bench.py                 # vLLM 0.33.0 (about 3,200 files), fetched into the cache
+    python bench/scan_bench.py                 # vLLM 0.33.0 (3,231 files) and SGLang 0.5.23 (4,719 files)
     python bench/scan_bench.py vllm==0.17.0 --runs 5
 
 Targets on a 2-core machine: cold <= 3 s, warm <= 0.4 s, peak RSS <= 500 MB.
@@ -37,41 +37,52 @@ def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("release", nargs="?", default="vllm==0.33.0")
+    parser.add_argument("releases", nargs="*", default=["vllm==0.33.0", "sglang==0.5.23"])
     parser.add_argument("--target", default="kimi-k2.5")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
 
-    tree = locate(args.release)
+    for release in args.releases:
+        bench(release, args.target, args.runs)
+        print()
+
+
+# What a person would grep for: the protocol's name (vLLM), the method the engine calls (SGLang).
+GREP = {"vllm": "SupportsEagle3", "sglang": "set_eagle3_layers_to_capture"}
+
+
+def bench(release: str, target: str, runs: int) -> None:
+    tree = locate(release)
     files = sum(1 for _ in tree.package_dir.rglob("*.py"))
     size = sum(p.stat().st_size for p in tree.package_dir.rglob("*.py")) / 1e6
     print(f"{tree.label}: {files} .py files, {size:.0f} MB at {tree.root}  (cpus: {os.cpu_count()})")
 
-    grep = [timed(["grep", "-rn", "SupportsEagle3", str(tree.package_dir)]) for _ in range(args.runs)]
+    pattern = GREP[tree.engine.name]
+    grep = [timed(["grep", "-rn", pattern, str(tree.package_dir)]) for _ in range(runs)]
     grep_wall = statistics.median(w for w, _, _ in grep)
     grep_lines = len(grep[0][2].splitlines())
 
-    scan = [sys.executable, "-m", "specaudit.cli", "scan", str(tree.root), "--target", args.target]
+    scan = [sys.executable, "-m", "specaudit.cli", "scan", str(tree.root), "--target", target]
     cold, warm = [], []
-    for _ in range(args.runs):
+    for _ in range(runs):
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "SPECAUDIT_CACHE": cache, "PYTHONPATH": str(ROOT)}
             cold.append(timed(scan, env))  # empty index cache
-            for _ in range(args.runs):
+            for _ in range(runs):
                 warm.append(timed(scan, env))
     verdict = next(line for line in cold[0][2].splitlines() if line.split()[:1] in (["READY"], ["BLOCKED"], ["UNKNOWN"]))
 
     def row(name: str, runs: list, target: str) -> str:
         wall = statistics.median(w for w, _, _ in runs)
         rss = max(r for _, r, _ in runs)
-        return f"{name:<28}{wall:>9.3f} s{wall / grep_wall:>10.1f}x{rss:>10.0f} MB   {target}"
+        return f"{name:<32}{wall:>9.3f} s{wall / grep_wall:>10.1f}x{rss:>10.0f} MB   {target}"
 
-    print(f"\n{'':<28}{'wall':>11}{'vs grep':>11}{'peak RSS':>13}   target")
-    print(f"{'grep -rn SupportsEagle3':<28}{grep_wall:>9.3f} s{1:>10.1f}x{max(r for _, r, _ in grep):>10.0f} MB"
+    print(f"{'':<32}{'wall':>11}{'vs grep':>11}{'peak RSS':>13}   target")
+    print(f"{'grep -rn ' + pattern:<32}{grep_wall:>9.3f} s{1:>10.1f}x{max(r for _, r, _ in grep):>10.0f} MB"
           f"   ({grep_lines} lines)")
     print(row("specaudit scan, cold", cold, "<= 3 s, <= 500 MB"))
     print(row("specaudit scan, warm", warm, "<= 0.4 s"))
-    print(f"\nmedian of {args.runs} (cold) and {args.runs * args.runs} (warm) runs; verdict: {verdict.strip()}")
+    print(f"median of {runs} (cold) and {runs * runs} (warm) runs; {target}: {verdict.strip()}")
 
 
 if __name__ == "__main__":

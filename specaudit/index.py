@@ -409,7 +409,7 @@ def _parse_many(root: Path, todo: list[tuple[str, str, tuple]], pool: ProcessPoo
         if meanwhile:
             meanwhile()
         return results
-    pending = pool.map(_parse_one, jobs, chunksize=4)  # submitted now, collected below
+    pending = pool.map(_parse_one, jobs)  # one file a task: the large gate files spread over the workers
     if meanwhile:
         meanwhile()
     return list(pending)
@@ -569,7 +569,8 @@ def _python_files(tree: EngineTree) -> dict[str, str]:
 def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore) -> dict[str, frozenset[bytes]]:
     """For files not indexed, the identifiers their class statements' bases name (a regex over raw bytes,
     far cheaper than parsing), to find the classes outside the models package that subclass a model
-    class. Cached by the files' stat fingerprint."""
+    class. Only files that import from the models package can; a substring test finds them first.
+    Cached by the files' stat fingerprint."""
     fingerprint = hashlib.blake2b(digest_size=16)
     root = str(tree.root)
     for rel in sorted(relpaths):
@@ -577,10 +578,18 @@ def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore)
         fingerprint.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
     key = "bases:" + fingerprint.hexdigest()
     if key not in store.extras:
+        package = tree.engine.models_package
+        leaf = package.rpartition(".")[2]
+        # `from vllm.model_executor.models.llama import X`, `from vllm.model_executor import models`,
+        # `from .models import X`
+        imports_models = (package.encode(), f"import {leaf}".encode(), f"{leaf} import".encode())
         found = {}
         for rel in relpaths:
-            names = frozenset(n for bases in _CLASS_BASES.findall((tree.root / rel).read_bytes())
-                              for n in _IDENTIFIER.findall(bases))
+            with open(os.path.join(root, rel), "rb") as fh:
+                data = fh.read()
+            if not any(needle in data for needle in imports_models):
+                continue
+            names = frozenset(n for bases in _CLASS_BASES.findall(data) for n in _IDENTIFIER.findall(bases))
             if names:
                 found[rel] = names
         store.extras = {k: v for k, v in store.extras.items() if not k.startswith("bases:")}

@@ -13,7 +13,7 @@ shifted back to the file's lines.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Iterator
 
 import libcst as cst
@@ -57,18 +57,19 @@ class Segment:
 
 
 def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules: tuple["Rule", ...]) -> dict[str, list[Site]]:
-    """The sites of each rule's shape in one file."""
+    """The sites of each rule's shape in one file. A statement several rules anchor on is parsed once."""
     found = {}
+    parsed: dict[tuple[int, int], Segment | None] = {}
     for rule in rules:
         shape = SHAPES[rule.kind]
         found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path,
-                                                        shape.whole_functions)
+                                                        shape.whole_functions, parsed)
                           for site in shape.find(rule, segment)]
     return found
 
 
 def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo, path: str,
-             whole_functions: bool = False) -> Iterator[Segment]:
+             whole_functions: bool = False, parsed: dict | None = None) -> Iterator[Segment]:
     """The statements of ``source`` that can be gates, each parsed by libcst on its own.
 
     A gate is an ``if`` or ``assert`` whose test, or a ``raise`` whose text, contains a needle; the
@@ -76,18 +77,26 @@ def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo
     binds before it, which an ``if`` may name.
     """
     lines = source.splitlines(keepends=True)
+    parsed = {} if parsed is None else parsed
     for node, local_lists in _anchors(tree, lines, needles, whole_functions):
-        text = "".join(lines[node.lineno - 1: node.end_lineno])
-        indented = bool(text[:1].isspace())
-        # An indented statement parses inside `if 1:`, which accepts any block indentation.
-        code = ("if 1:\n" + text) if indented else text
-        try:
-            module = cst.parse_module(code)
-        except cst.ParserSyntaxError:
-            continue
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        yield Segment(module, wrapper.resolve(PositionProvider), node.lineno - 1 - int(indented), info, path,
-                      local_lists)
+        key = (node.lineno, node.end_lineno)
+        if key not in parsed:
+            parsed[key] = _parse_segment(lines, node, info, path)
+        if parsed[key] is not None:
+            yield replace(parsed[key], local_lists=local_lists)
+
+
+def _parse_segment(lines: list[str], node: ast.stmt, info: ModuleInfo, path: str) -> Segment | None:
+    text = "".join(lines[node.lineno - 1: node.end_lineno])
+    indented = bool(text[:1].isspace())
+    # An indented statement parses inside `if 1:`, which accepts any block indentation.
+    code = ("if 1:\n" + text) if indented else text
+    try:
+        module = cst.parse_module(code)
+    except cst.ParserSyntaxError:
+        return None
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    return Segment(module, wrapper.resolve(PositionProvider), node.lineno - 1 - int(indented), info, path, {})
 
 
 def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
@@ -253,7 +262,7 @@ class AllowlistShape(Shape):
     kind = "model_type_allowlist"
 
     def needles(self, rule):
-        return [rule.params["subject"].rsplit(".", 1)[-1]]
+        return [rule.params["subject"]]
 
     def find(self, rule, segment):
         subject = rule.params["subject"]
