@@ -54,8 +54,7 @@ def print_report(report: ScanResult | Comparison, console: Console) -> None:
         table.add_column(column, overflow="fold")
     table.add_row("verdict", *[Text(r.verdict, style=_STYLE[r.verdict]) for r in report.results])
     for phase, cells in report.rows():
-        table.add_row(phase.replace("_", " "), *["\n".join(f"{_MARK[f.status]} {f.title}" for f in cell) or "-"
-                                                 for cell in cells])
+        table.add_row(phase.replace("_", " "), *["\n".join(_gate_lines(cell)) or "-" for cell in cells])
     console.print(table)
     for result in report.results:
         console.rule(f"{result.tree.engine} {result.tree.version}")
@@ -147,6 +146,25 @@ def _print_landscape(result: ScanResult, console: Console, full: bool) -> None:
         console.print(f"  [yellow]?[/] {qualname} {reason}")
 
 
+_SEVERITY = (Status.BLOCKS, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Status.NOT_APPLICABLE, Status.UNCLASSIFIED)
+
+
+def _gate_lines(findings: list[Finding]) -> list[str]:
+    """One line per gate of a comparison cell: a rule with several sites shows its worst outcome and a tally."""
+    by_rule: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_rule.setdefault(finding.rule_id, []).append(finding)
+    lines = []
+    for group in by_rule.values():
+        worst = min(group, key=lambda f: _SEVERITY.index(f.status))
+        tally = ""
+        if len(group) > 1:
+            counts = {s: sum(f.status == s for f in group) for s in _SEVERITY}
+            tally = " (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")"
+        lines.append(f"{_MARK[worst.status]} {worst.title}{tally}")
+    return lines
+
+
 def _summary(result: ScanResult) -> str:
     blocking = result.blocking
     if result.verdict == Verdict.BLOCKED:
@@ -167,7 +185,7 @@ def to_markdown(report: ScanResult | Comparison) -> str:
            "| verdict | " + " | ".join(f"**{r.verdict}**" for r in report.results) + " |"]
     for phase, cells in report.rows():
         out.append(f"| {phase.replace('_', ' ')} | " + " | ".join(
-            "<br>".join(f"{_MARK[f.status]} {_cell(f.title)}" for f in cell) or "-" for cell in cells) + " |")
+            "<br>".join(_cell(line) for line in _gate_lines(cell)) or "-" for cell in cells) + " |")
     out.append("")
     for result in report.results:
         # each release's own report, one heading level down
@@ -234,4 +252,4 @@ def to_html(report: ScanResult | Comparison) -> str:
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
-                                                summary=_summary, Status=Status)
+                                                summary=_summary, gate_lines=_gate_lines, Status=Status)
