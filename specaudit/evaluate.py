@@ -23,13 +23,17 @@ from .target import Launch
 EAGLE3_PROTOCOL = "SupportsEagle3"
 
 
+_TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
+
+
 @dataclass(frozen=True)
 class Contract:
+    """What a target class must have for EAGLE-3 in a release."""
+
     name: str
     members: tuple[str, ...]
     protocol: Protocol | None
     grep: str  # the text a grep for it would look for
-_TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
 
 class Judge:
@@ -42,6 +46,7 @@ class Judge:
         self.protocols = protocols
         self._target_class: ClassInfo | None | str = "unset"
         self._problem = ""
+        self._arguments: dict[tuple[str, ...], dict[str, Any]] = {}
 
     def target_class(self) -> ClassInfo | None:
         if self._target_class == "unset":
@@ -67,12 +72,18 @@ class Judge:
 
     def config_class_name(self, owner: str) -> str:
         if owner != "config":
-            return f"{owner}"
+            return owner
         auto = (self.launch.target.config.get("auto_map") or {}).get("AutoConfig")
         return auto.rsplit(".", 1)[-1] if isinstance(auto, str) else "PretrainedConfig"
 
     def argument_values(self, defaults_files: list[str]) -> dict[str, Any]:
         """The launch's engine arguments: declared defaults, the method, then what the command sets."""
+        key = tuple(defaults_files)
+        if key not in self._arguments:
+            self._arguments[key] = self._argument_values(defaults_files)
+        return self._arguments[key]
+
+    def _argument_values(self, defaults_files: list[str]) -> dict[str, Any]:
         index = self.resolver.index
         values: dict[str, Any] = {}
         pattern = re.compile("|".join(fnmatch.translate(g) for g in defaults_files))
@@ -80,8 +91,7 @@ class Judge:
             module = index.module(name) if pattern.match(relpath) else None
             for cls in (module.classes.values() if module else ()):
                 values.update(cls.defaults)
-        method = self.launch.method.upper()
-        values["speculative_algorithm"] = method
+        values["speculative_algorithm"] = self.launch.method.upper()
         if self.launch.engine == index.tree.engine.name:
             values.update(self.launch.options)
         return values
@@ -121,7 +131,8 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
                            if (site.file, site.line) not in claimed]
 
     contract = _contract(code_rules, sites, protocols)
-    landscape = index.memo("landscape", lambda: _landscape(index, resolver, registry, protocols, contract))
+    landscape = index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
+                           lambda: _landscape(index, resolver, registry, protocols, contract))
     index.save()
     return ScanResult(
         tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin),

@@ -374,7 +374,8 @@ class TreeIndex:
             if all(self._store.digest(self.tree.root, rel) == digest for rel, digest in inputs.items()):
                 return value
         value = compute()
-        self._store.extras = {k: v for k, v in self._store.extras.items() if not k.startswith(f"memo:{name}:")}
+        family = name.split(":")[0]
+        self._store.extras = {k: v for k, v in self._store.extras.items() if not k.startswith(f"memo:{family}:")}
         self._store.extras[key] = (dict(self.digests), value)
         self._store.dirty = True
         return value
@@ -469,7 +470,7 @@ def _code_salt() -> str:
     """Cached facts are only valid for the code that extracted them."""
     here = Path(__file__).parent
     digest = hashlib.blake2b(digest_size=8)
-    for name in ("index.py", "match.py"):
+    for name in ("index.py", "match.py", "resolve.py", "registry.py", "evaluate.py"):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())
