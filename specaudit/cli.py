@@ -15,7 +15,11 @@ from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
-from .report import FORMATS, print_report, write_report
+from .patch import apply as apply_patch
+from .patch import load_bundles, select_bundle
+from .patch import revert as revert_patch
+from .patch import status as patch_status
+from .report import FORMATS, print_patch_status, print_report, write_report
 from .result import Comparison
 from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
 
@@ -112,6 +116,60 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     return Launch(target=target, method=method, engine=command.engine if command else None, draft=draft, drafter=drafter,
                   num_speculative_tokens=speculative.get("num_speculative_tokens"), speculative=speculative,
                   options=options)
+
+
+@main.command()
+@click.argument("tree", required=False)
+@click.option("--target", help="The bundle target: kimi_k2 (Kimi-K2 and Kimi-K2.5), deepseek_v3.")
+@click.option("--path", "path", type=click.Path(), help="The engine tree (default: the installed engine).")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None)
+@click.option("--dry-run", is_flag=True, help="Print the unified diff it would apply; change nothing.")
+@click.option("--status", "show_status", is_flag=True, help="Bundles applied, files changed, drift since.")
+@click.option("--revert", "do_revert", is_flag=True, help="Restore every patched file byte for byte.")
+@click.option("--force", is_flag=True, help="Patch or revert files that drifted from what specaudit expects.")
+@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the rescan's report.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+def patch(tree: str | None, target: str | None, path: str | None, engine: str | None, dry_run: bool,
+          show_status: bool, do_revert: bool, force: bool, formats: tuple[str, ...], out_dir: str) -> None:
+    """Apply (or --revert, --status) the versioned patch bundle that opens the EAGLE-3 gates for a target.
+
+    \b
+    specaudit patch --target kimi_k2 --dry-run
+    specaudit patch --target kimi_k2 --path /opt/venv/lib/python3.12/site-packages
+    specaudit patch --status
+    specaudit patch --revert
+    """
+    console = Console()
+    try:
+        if tree and path:
+            raise SpecauditError("name the tree once: either TREE or --path")
+        if sum((show_status, do_revert, bool(target))) != 1:
+            raise SpecauditError("give one of --target NAME, --status, --revert")
+        located = locate(tree or path, engine)
+        if show_status:
+            print_patch_status(located, *patch_status(located), console)
+        elif do_revert:
+            console.print(revert_patch(located, force=force).message)
+        else:
+            bundle = select_bundle(load_bundles(located.engine.name), target, located.version)
+            outcome = apply_patch(located, bundle, dry_run=dry_run, force=force)
+            if dry_run:
+                click.echo(outcome.diff, nl=False)
+            console.print(outcome.message)
+            if not dry_run:
+                results = [run_scan(located, Launch(load_preset(preset))) for preset in bundle.presets]
+                for result in results:
+                    console.print(f"rescan for {result.launch.target}: [bold]{result.verdict}[/]"
+                                  + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))
+                for fmt in formats:
+                    for result in results:
+                        console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+    except SpecauditError as exc:
+        click.echo(f"specaudit: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("specaudit: interrupted; every file was restored", err=True)
+        sys.exit(130)
 
 
 def _method_from_draft_path(draft: str | None) -> str:

@@ -8,6 +8,9 @@ class ExitCode:
     BLOCKED = 1
     BAD_INPUT = 2
     UNKNOWN = 3
+    DRIFT = 4  # a file is not as the patch bundle expects
+    OUT_OF_RANGE = 5  # no bundle covers the release
+    LOCKED = 6  # another patch run holds the tree
 
 
 class SpecauditError(Exception):

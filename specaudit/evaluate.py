@@ -100,13 +100,15 @@ class Judge:
         return sorted(k for k in self.launch.target.config if _TOKEN_KEY.search(k))
 
 
-def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None) -> ScanResult:
+def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
+         overlay: dict[str, bytes] | None = None) -> ScanResult:
+    """Audit a tree for a launch (None: the landscape only). ``overlay`` replaces files' contents."""
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
     code_rules = [r for r in rules if r.kind not in SITELESS_KINDS]
     gate_rules = [r for r in code_rules if r.kind != "candidate"]
     eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
-    index = build_index(tree, eager_modules=eager, rules=code_rules)
+    index = build_index(tree, eager_modules=eager, rules=code_rules, overlay=overlay)
     resolver = Resolver(index)
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}

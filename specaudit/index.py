@@ -310,6 +310,8 @@ class TreeIndex:
     sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
     _store: "_CacheStore"
     _pool: ProcessPoolExecutor | None = None  # only while build_index runs
+    # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
+    overlay: dict[str, bytes] = field(default_factory=dict)
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -326,7 +328,14 @@ class TreeIndex:
         return name in self.files
 
     def source(self, relpath: str) -> bytes:
+        if relpath in self.overlay:
+            return self.overlay[relpath]
         return (self.tree.root / relpath).read_bytes()
+
+    def _digest(self, relpath: str) -> str:
+        if relpath in self.overlay:
+            return hashlib.blake2b(self.overlay[relpath], digest_size=16).hexdigest()
+        return self._store.digest(self.tree.root, relpath)
 
     def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None,
                      meanwhile: Callable[[], None] | None = None) -> None:
@@ -335,7 +344,7 @@ class TreeIndex:
         rules = rules or {}
         todo: list[tuple[str, str, tuple]] = []
         for relpath in relpaths:
-            digest = self._store.digest(self.tree.root, relpath)
+            digest = self._digest(relpath)
             self.digests[relpath] = digest
             file_rules = rules.get(relpath, ())
             cached = self._store.modules.get((relpath, digest))
@@ -346,7 +355,9 @@ class TreeIndex:
                 todo.append((relpath, digest, file_rules))
         # Largest first: the big engine files then overlap with the many small model files.
         todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
-        for relpath, digest, file_rules, result, sites in _parse_many(self.tree.root, todo, self._pool, meanwhile):
+        jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath))
+                for relpath, digest, file_rules in todo]
+        for relpath, digest, file_rules, result, sites in _parse_many(jobs, self._pool, meanwhile):
             self._store.modules[(relpath, digest)] = result
             if file_rules:
                 self._store.sites[(relpath, digest, _rules_key(file_rules))] = sites
@@ -381,13 +392,14 @@ class TreeIndex:
         return value
 
     def save(self) -> None:
-        self._store.save()
+        if not self.overlay:  # what an overlay changed is not the tree's
+            self._store.save()
 
 
-def _parse_one(job: tuple[str, str, str, tuple]) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list]]:
-    root, relpath, digest, rules = job
+def _parse_one(job: tuple) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list]]:
+    root, relpath, digest, rules, overlaid = job
     try:
-        source = Path(root, relpath).read_bytes()
+        source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
         tree = parse(source, relpath)
     except SyntaxProblem as exc:
         return relpath, digest, rules, str(exc), {}
@@ -402,9 +414,7 @@ def _parse_one(job: tuple[str, str, str, tuple]) -> tuple[str, str, tuple, Modul
     return relpath, digest, rules, info, sites
 
 
-def _parse_many(root: Path, todo: list[tuple[str, str, tuple]], pool: ProcessPoolExecutor | None,
-                meanwhile: Callable[[], None] | None) -> list:
-    jobs = [(str(root), relpath, digest, rules) for relpath, digest, rules in todo]
+def _parse_many(jobs: list[tuple], pool: ProcessPoolExecutor | None, meanwhile: Callable[[], None] | None) -> list:
     if pool is None or len(jobs) < 16:
         results = [_parse_one(job) for job in jobs]
         if meanwhile:
@@ -482,7 +492,8 @@ _CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
-def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = ()) -> TreeIndex:
+def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = (),
+                overlay: dict[str, bytes] | None = None) -> TreeIndex:
     """Index the engine's models package, the named modules, the files the rules look in (finding their
     sites), the modules their classes' bases come from, and every module that subclasses a model class.
 
@@ -490,7 +501,8 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     """
     files = _python_files(tree)
     store = _CacheStore(tree.root, _code_salt())
-    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, sites={}, _store=store)
+    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, sites={}, _store=store,
+                      overlay=dict(overlay or {}))
     rules = list(rules)
     for rule in rules:
         index.sites[rule.id] = []

@@ -253,3 +253,24 @@ def to_html(report: ScanResult | Comparison) -> str:
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
                                                 summary=_summary, gate_lines=_gate_lines, Status=Status)
+
+
+# -- patch status ------------------------------------------------------------------------------------------
+
+
+def print_patch_status(tree, state, rows, console: Console) -> None:
+    console.print(f"[bold]specaudit patch --status[/]  {tree.label}  [dim]{tree.root}[/]")
+    if state["bundles"]:
+        for bundle, info in sorted(state["bundles"].items()):
+            console.print(f"applied: [bold]{bundle}[/] ({', '.join(info['changes'])})")
+    else:
+        console.print("no bundle applied")
+    if not rows:
+        console.print("every file is as the wheel installed it (RECORD hashes match)")
+        return
+    table = Table(title="files that differ from the wheel", title_justify="left")
+    for column in ("file", "state", "bundle", ""):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        table.add_row(row.relpath, row.state, row.bundle or "-", row.detail)
+    console.print(table)

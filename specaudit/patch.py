@@ -1,0 +1,464 @@
+"""Stage 7: patch bundles (``patches/<engine>/<bundle>/bundle.yaml``) that open gates, applied safely and
+reversibly.
+
+A bundle names an engine, a version range, a target and its changes (codemods.py). Planning runs each
+change's codemod on an in-memory copy of the files after checking its precondition (the gate it opens is
+there for the bundle's targets), then checks the postcondition by scanning the edited copy (the gate no
+longer blocks) and compiling it. Nothing touches the tree before that.
+
+The patch state lives in a shadow git repository outside the engine tree (``~/.cache/specaudit/patches``),
+keyed by the tree's location and release: the pristine and applied copies of every file a bundle changed,
+a commit per apply and revert. Writing is journaled: the journal names what each file must be restored to,
+so an exception or Ctrl-C restores at once, and a kill is rolled back by the next run, before anything
+else. A lock keeps two runs apart.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from .cache import cache_dir
+from .codemods import CODEMODS, Change, PatchContext
+from .errors import ExitCode, SpecauditError
+from .locate import EngineTree
+
+# Versions a bundle range is probed with to find overlaps between bundles of one target.
+_PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
+
+
+class PatchRefused(SpecauditError):
+    """The tree is not as the bundle expects (drift): refused unless --force."""
+
+    exit_code = ExitCode.DRIFT
+
+
+class OutOfRange(SpecauditError):
+    exit_code = ExitCode.OUT_OF_RANGE
+
+
+class Locked(SpecauditError):
+    exit_code = ExitCode.LOCKED
+
+
+@dataclass(frozen=True)
+class Bundle:
+    id: str
+    engine: str
+    versions: SpecifierSet
+    target: str
+    presets: tuple[str, ...]
+    description: str
+    origin: str
+    forwarded: str
+    upstream: str
+    changes: tuple[Change, ...]
+    path: Path
+
+
+def patches_dir() -> Path:
+    """Installed copies live in the package; a source checkout keeps them at the repository root."""
+    here = Path(__file__).parent
+    for candidate in (here / "patches", here.parent / "patches"):
+        if candidate.is_dir():
+            return candidate
+    raise SpecauditError("specaudit's patches/ directory is missing from this installation")
+
+
+def load_bundles(engine: str, directory: Path | None = None) -> list[Bundle]:
+    directory = directory or patches_dir() / engine
+    bundles = [_bundle_from(path) for path in sorted(directory.glob("*/bundle.yaml"))]
+    for i, a in enumerate(bundles):
+        for b in bundles[i + 1:]:
+            if a.target == b.target and any(v in a.versions and v in b.versions for v in _PROBE_VERSIONS):
+                raise SpecauditError(f"bundles {a.id} and {b.id} overlap for target {a.target}")
+    return bundles
+
+
+def _bundle_from(path: Path) -> Bundle:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        versions = SpecifierSet(data["versions"])
+        changes = tuple(Change(c["id"], c["opens"], c["codemod"], dict(c.get("args") or {}), path.parent)
+                        for c in data["changes"])
+        bundle = Bundle(data["id"], data["engine"], versions, data["target"], tuple(data["presets"]),
+                        " ".join(data["description"].split()), data["origin"], data["forwarded"],
+                        " ".join(data["upstream"].split()), changes, path.parent)
+    except (yaml.YAMLError, KeyError, TypeError, InvalidSpecifier) as exc:
+        raise SpecauditError(f"{path}: not a valid bundle ({type(exc).__name__}: {exc})") from None
+    unknown = [c.codemod for c in bundle.changes if c.codemod not in CODEMODS]
+    if unknown:
+        raise SpecauditError(f"{path}: unknown codemod {unknown[0]} (known: {', '.join(CODEMODS)})")
+    return bundle
+
+
+def select_bundle(bundles: list[Bundle], target: str, version: str) -> Bundle:
+    wanted = target.replace("-", "_")
+    for_target = [b for b in bundles if b.target == wanted]
+    if not for_target:
+        known = sorted({b.target for b in bundles})
+        raise SpecauditError(f"no patch bundle for target {target!r} (known targets: {', '.join(known)})")
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        raise OutOfRange(f"cannot read the engine's version {version!r} to pick a bundle") from None
+    for bundle in for_target:
+        if bundle.versions.contains(parsed, prereleases=True):
+            return bundle
+    ranges = "; ".join(f"{b.id}: {b.versions}" for b in for_target)
+    raise OutOfRange(f"no bundle for {target} covers release {version} (bundles: {ranges})")
+
+
+# -- planning ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    bundle: Bundle
+    tree: EngineTree
+    edits: dict[str, tuple[bytes, bytes]]  # relpath -> (current, patched)
+    applied: list[str]  # change ids that apply
+    skipped: list[tuple[str, str]]  # change id -> why not (its precondition does not hold)
+
+    def diff(self) -> str:
+        out = []
+        for relpath, (old, new) in sorted(self.edits.items()):
+            out += difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
+                                        f"a/{relpath}", f"b/{relpath}")
+        return "".join(out)
+
+
+def plan(tree: EngineTree, bundle: Bundle) -> Plan:
+    """What the bundle would change in the tree, checked before and after, in memory."""
+    from .evaluate import Judge, scan
+    from .gates import SITELESS_KINDS, Status
+    from .index import build_index
+    from .registry import read_registry
+    from .resolve import Resolver
+    from .ruleset import load_rules
+    from .target import Launch, load_preset
+
+    rules = [r for r in load_rules(tree.engine.name) if r.kind not in SITELESS_KINDS]
+    eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
+    index = build_index(tree, eager_modules=eager, rules=rules)
+    resolver = Resolver(index)
+    registry = read_registry(resolver)
+    protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
+    launches = {preset: Launch(load_preset(preset)) for preset in bundle.presets}
+    judges = {preset: Judge(launch, resolver, registry, protocols) for preset, launch in launches.items()}
+    context = PatchContext(index, judges, index.sites, protocols)
+    applied, skipped = [], []
+    for change in bundle.changes:
+        reason = CODEMODS[change.codemod](change, context)
+        (skipped.append((change.id, reason)) if reason else applied.append(change.id))
+    edits = {rel: (index.source(rel), new.encode()) for rel, new in context.sources.items()
+             if new.encode() != index.source(rel)}
+    for relpath, (_, new) in edits.items():
+        try:
+            compile(new, relpath, "exec")
+        except SyntaxError as exc:
+            raise SpecauditError(f"bundle {bundle.id} would leave {relpath} uncompilable: {exc}") from None
+    opened = {c.opens for c in bundle.changes if c.id in applied}
+    for preset, launch in launches.items():
+        after = scan(tree, launch, overlay={rel: new for rel, (_, new) in edits.items()})
+        still = [f for f in after.findings if f.rule_id in opened and f.status == Status.BLOCKS]
+        if still:
+            raise SpecauditError(f"bundle {bundle.id}: after its changes, {still[0].title} still blocks {preset} "
+                                 f"({still[0].location}: {still[0].why})")
+    return Plan(bundle, tree, edits, applied, skipped)
+
+
+# -- the shadow history and the journaled writes ----------------------------------------------------------
+
+
+class Shadow:
+    """The patch state of one tree, in a git repository of its own."""
+
+    def __init__(self, tree: EngineTree):
+        import git
+
+        self.tree = tree
+        key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
+        self.dir = cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}")
+        if not (self.dir / ".git").exists():
+            self.repo = git.Repo.init(self.dir)
+            with self.repo.config_writer() as config:
+                config.set_value("user", "name", "specaudit")
+                config.set_value("user", "email", "specaudit@localhost")
+        else:
+            self.repo = git.Repo(self.dir)
+        self.state_file = self.dir / "state.json"
+        self.journal = self.dir / "journal.json"
+
+    @property
+    def state(self) -> dict[str, Any]:
+        if self.state_file.exists():
+            return json.loads(self.state_file.read_text())
+        return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
+
+    def copy(self, kind: str, relpath: str) -> bytes:
+        return (self.dir / kind / relpath).read_bytes()
+
+    def save(self, state: dict[str, Any], copies: dict[tuple[str, str], bytes], message: str) -> None:
+        for (kind, relpath), data in copies.items():
+            path = self.dir / kind / relpath
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        self.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+        self.repo.git.add(A=True)
+        if self.repo.is_dirty(index=True, untracked_files=True) or not self.repo.head.is_valid():
+            self.repo.index.commit(message)
+
+    def lock(self) -> "_Lock":
+        return _Lock(self.dir / "lock")
+
+    def recover(self) -> list[str]:
+        """Roll back a write that did not finish (the process was killed): every file back as it was."""
+        if not self.journal.exists():
+            return []
+        entries = json.loads(self.journal.read_text())
+        for relpath, kind in entries["restore"].items():
+            _replace(self.tree.root / relpath, self.copy(kind, relpath))
+            _clear_pycache(self.tree.root / relpath)
+        self.journal.unlink()
+        return list(entries["restore"])
+
+    def write(self, files: dict[str, bytes], restore_to: str) -> None:
+        """Write files into the tree; on any failure, or Ctrl-C, restore each to its ``restore_to`` copy."""
+        self.journal.write_text(json.dumps({"restore": {rel: restore_to for rel in files}}))
+        _fsync(self.journal)
+        try:
+            for relpath, data in files.items():
+                _replace(self.tree.root / relpath, data)
+                _clear_pycache(self.tree.root / relpath)
+        except BaseException:
+            self.recover()
+            raise
+        self.journal.unlink()
+
+
+class _Lock:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> "_Lock":
+        self.fh = open(self.path, "w")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise Locked(f"another specaudit patch is running on this tree (lock {self.path})") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.specaudit-tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if path.exists():
+        shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as fh:
+        os.fsync(fh.fileno())
+
+
+def _clear_pycache(path: Path) -> None:
+    """Stale bytecode of a rewritten module would be loaded instead of it when mtimes collide."""
+    cache = path.parent / "__pycache__"
+    if cache.is_dir():
+        for pyc in cache.glob(f"{path.stem}.*.pyc"):
+            pyc.unlink(missing_ok=True)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _record_hashes(tree: EngineTree) -> dict[str, str]:
+    """The wheel's RECORD: relpath -> sha256 hex, for the files the wheel installed."""
+    hashes = {}
+    for record in tree.root.glob("*.dist-info/RECORD"):
+        for line in record.read_text(errors="replace").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[1].startswith("sha256="):
+                raw = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
+                hashes[parts[0]] = raw.hex()
+    return hashes
+
+
+# -- the three operations ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    message: str
+    diff: str = ""
+    changed: tuple[str, ...] = ()
+
+
+def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool = False) -> Outcome:
+    shadow = Shadow(tree)
+    with shadow.lock():
+        recovered = shadow.recover()
+        state = shadow.state
+        applied = state["bundles"].get(bundle.id)
+        if applied and all(sha256(_read(tree, rel)) == state["files"][rel]["applied"] for rel in applied["files"]):
+            return Outcome(f"{bundle.id} is already applied to {tree.label}: nothing to do")
+        _refuse_drift(tree, shadow, state, force, bundle)
+        the_plan = plan(tree, bundle)
+        if not the_plan.edits:
+            reasons = "; ".join(f"{cid}: {why}" for cid, why in the_plan.skipped)
+            return Outcome(f"{bundle.id} is not needed for {tree.label}: its preconditions do not hold ({reasons}). "
+                           f"Upstream: {bundle.upstream}")
+        if dry_run:
+            return Outcome(_plan_summary(the_plan, "would apply"), the_plan.diff(), tuple(the_plan.edits))
+        _check_writable(tree, the_plan.edits)
+        pristine = {("pristine", rel): old for rel, (old, _) in the_plan.edits.items()
+                    if rel not in state["files"]}
+        for rel, (old, _) in the_plan.edits.items():
+            state["files"].setdefault(rel, {"pristine": sha256(old)})
+        shadow.save(state, pristine, f"pristine copies before {bundle.id}")
+        shadow.write({rel: new for rel, (_, new) in the_plan.edits.items()}, restore_to="pristine")
+        for rel, (_, new) in the_plan.edits.items():
+            state["files"][rel]["applied"] = sha256(new)
+            state["files"][rel]["bundle"] = bundle.id
+        state["bundles"][bundle.id] = {"changes": the_plan.applied, "files": sorted(the_plan.edits)}
+        shadow.save(state, {("applied", rel): new for rel, (_, new) in the_plan.edits.items()},
+                    f"apply {bundle.id}: {', '.join(the_plan.applied)}")
+        note = f" (rolled back an interrupted run first: {', '.join(recovered)})" if recovered else ""
+        return Outcome(_plan_summary(the_plan, "applied") + note, the_plan.diff(), tuple(the_plan.edits))
+
+
+def revert(tree: EngineTree, force: bool = False) -> Outcome:
+    shadow = Shadow(tree)
+    with shadow.lock():
+        recovered = shadow.recover()
+        state = shadow.state
+        files = [rel for rel, info in state["files"].items() if "applied" in info]
+        if not files:
+            return Outcome(f"no bundle is applied to {tree.label}" +
+                           (f" (rolled back an interrupted run: {', '.join(recovered)})" if recovered else ""))
+        for rel in files:
+            current = _read(tree, rel)
+            if sha256(current) != state["files"][rel]["applied"] and not force:
+                raise PatchRefused(f"{rel} changed since specaudit patched it; --force reverts it anyway:\n"
+                                   + _diff(rel, shadow.copy("applied", rel), current))
+        _check_writable(tree, dict.fromkeys(files))
+        shadow.write({rel: shadow.copy("pristine", rel) for rel in files}, restore_to="applied")
+        bundles = sorted(state["bundles"])
+        for rel in files:
+            state["files"][rel].pop("applied", None)
+            state["files"][rel].pop("bundle", None)
+        state["bundles"] = {}
+        shadow.save(state, {}, f"revert {', '.join(bundles)}")
+        return Outcome(f"reverted {', '.join(bundles)}: {len(files)} file(s) restored byte for byte", changed=tuple(files))
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    relpath: str
+    state: str  # "specaudit" (as a bundle left it), "drifted" (changed since), "foreign" (not the wheel's, not ours)
+    bundle: str | None
+    detail: str
+
+
+def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
+    shadow = Shadow(tree)
+    state = shadow.state
+    rows = []
+    for rel, info in sorted(state["files"].items()):
+        if "applied" not in info:
+            continue
+        current = sha256(_read(tree, rel))
+        if current == info["applied"]:
+            rows.append(FileStatus(rel, "specaudit", info.get("bundle"), "as the bundle left it"))
+        else:
+            rows.append(FileStatus(rel, "drifted", info.get("bundle"), "changed since the bundle was applied"))
+    ours = {row.relpath for row in rows}
+    for rel, expected in sorted(_record_hashes(tree).items()):
+        if not rel.endswith(".py") or rel in ours or not (tree.root / rel).is_file():
+            continue
+        if sha256((tree.root / rel).read_bytes()) != expected:
+            rows.append(FileStatus(rel, "foreign", None, "differs from the wheel's RECORD, not changed by specaudit"))
+    return state, rows
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+
+
+def _read(tree: EngineTree, relpath: str) -> bytes:
+    return (tree.root / relpath).read_bytes()
+
+
+def _diff(relpath: str, expected: bytes, actual: bytes) -> str:
+    return "".join(difflib.unified_diff(expected.decode(errors="replace").splitlines(keepends=True),
+                                        actual.decode(errors="replace").splitlines(keepends=True),
+                                        f"expected/{relpath}", f"found/{relpath}"))
+
+
+def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force: bool, bundle: Bundle) -> None:
+    """A file another bundle changed, or that differs from what the wheel installed, is not ours to edit."""
+    if force:
+        return
+    for rel, info in state["files"].items():
+        if "applied" in info and info.get("bundle") != bundle.id:
+            raise PatchRefused(f"{rel} carries bundle {info['bundle']}; revert it first (or --force)")
+        if "applied" in info and sha256(_read(tree, rel)) != info["applied"]:
+            raise PatchRefused(f"{rel} changed since bundle {info['bundle']} was applied (--force to go on):\n"
+                               + _diff(rel, shadow.copy("applied", rel), _read(tree, rel)))
+    record = _record_hashes(tree)
+    for rel in _files_of(bundle, tree):
+        if rel in record and rel not in state["files"] and sha256(_read(tree, rel)) != record[rel]:
+            raise PatchRefused(f"{rel} differs from what the wheel installed (its RECORD hash): edited by hand or "
+                               "another release? (--force to patch it anyway)")
+
+
+def _files_of(bundle: Bundle, tree: EngineTree) -> Iterator[str]:
+    """The files a bundle may edit: those its rules look in, and the modules of the classes it names."""
+    from .ruleset import load_rules
+
+    rules = {r.id: r for r in load_rules(tree.engine.name)}
+    import fnmatch
+
+    for path in tree.package_dir.rglob("*.py"):
+        rel = path.relative_to(tree.root).as_posix()
+        for change in bundle.changes:
+            globs = rules[change.opens].files if change.opens in rules else []
+            if any(fnmatch.fnmatch(rel, g) for g in globs):
+                yield rel
+                break
+
+
+def _check_writable(tree: EngineTree, files: dict[str, Any]) -> None:
+    for rel in files:
+        path = tree.root / rel
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            raise SpecauditError(f"{path}: the tree is read-only here (run as the user who owns it)")
+
+
+def _plan_summary(the_plan: Plan, verb: str) -> str:
+    lines = [f"{the_plan.bundle.id} {verb} to {the_plan.tree.label}: {', '.join(the_plan.applied)}"]
+    lines += [f"  {rel}" for rel in sorted(the_plan.edits)]
+    lines += [f"  skipped {cid}: {why}" for cid, why in the_plan.skipped]
+    return "\n".join(lines)
