@@ -126,11 +126,12 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
                 findings += [finding] if finding else []
         findings = _merge_repeats(findings, rules)
         findings.sort(key=lambda f: (_phase(rules, f.rule_id), f.file, f.line))
+    # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in code_rules:
         if rule.kind == "candidate":
-            candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]
-                           if (site.file, site.line) not in claimed]
+            sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
+            candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]]
 
     contract = _contract(code_rules, sites, protocols)
     landscape = index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",

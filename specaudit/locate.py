@@ -24,12 +24,9 @@ from .cache import cache_dir
 from .engines import ENGINES, EngineProfile, engine_for_distribution, normalize_dist
 from .errors import SpecauditError
 
-# Engine wheels are abi3 builds tagged for one of these manylinux baselines, which moved between releases.
-WHEEL_PLATFORMS = (
-    "manylinux_2_34_x86_64",
-    "manylinux_2_28_x86_64",
-    "manylinux_2_31_x86_64",
-    "manylinux_2_17_x86_64",
+# Engine wheels are built for one of these manylinux baselines, which moved between releases
+# (vLLM 0.21.0: 2_24; 0.20.x: 2_35; 0.22 on: 2_28).
+WHEEL_PLATFORMS = tuple(f"manylinux_2_{glibc}_x86_64" for glibc in (39, 38, 36, 35, 34, 31, 28, 27, 24, 17)) + (
     "manylinux2014_x86_64",
     "manylinux1_x86_64",
 )
@@ -157,8 +154,9 @@ def _pip_failure(dist: str, version: str, stderr: str) -> str:
         return f"{dist}=={version}: the package index lists no release of {dist} (no network, or no such package?)"
     if known or "No matching distribution" in stderr:
         versions = known[1].split(", ") if known else []
-        tail = f"; known releases end with {', '.join(versions[-6:])}" if versions else ""
-        return f"{dist}=={version}: no such release on the package index{tail}"
+        tail = f"; releases with such wheels end with {', '.join(versions[-6:])}" if versions else ""
+        return (f"{dist}=={version}: the package index has no Linux x86_64 wheel of it (no such release, or "
+                f"a platform tag specaudit does not ask for: download the wheel and name its file){tail}")
     last = [line for line in stderr.strip().splitlines() if line.strip()]
     return f"{dist}=={version}: pip download failed: {last[-1] if last else 'no output'}"
 

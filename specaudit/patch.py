@@ -24,7 +24,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -327,6 +327,8 @@ def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool =
             return Outcome(f"{bundle.id} is already applied to {tree.label}: nothing to do")
         _refuse_drift(tree, shadow, state, force, bundle)
         the_plan = plan(tree, bundle)
+        if not force:
+            _refuse_foreign_edits(tree, state, the_plan.edits)
         if not the_plan.edits:
             reasons = "; ".join(f"{cid}: {why}" for cid, why in the_plan.skipped)
             return Outcome(f"{bundle.id} is not needed for {tree.label}: its preconditions do not hold ({reasons}). "
@@ -418,7 +420,7 @@ def _diff(relpath: str, expected: bytes, actual: bytes) -> str:
 
 
 def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force: bool, bundle: Bundle) -> None:
-    """A file another bundle changed, or that differs from what the wheel installed, is not ours to edit."""
+    """A file another bundle changed, or that changed since a bundle was applied, is not ours to edit."""
     if force:
         return
     for rel, info in state["files"].items():
@@ -427,27 +429,15 @@ def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force
         if "applied" in info and sha256(_read(tree, rel)) != info["applied"]:
             raise PatchRefused(f"{rel} changed since bundle {info['bundle']} was applied (--force to go on):\n"
                                + _diff(rel, shadow.copy("applied", rel), _read(tree, rel)))
+
+
+def _refuse_foreign_edits(tree: EngineTree, state: dict[str, Any], edits: dict[str, Any]) -> None:
+    """A file the plan edits that differs from what the wheel installed was changed by someone else."""
     record = _record_hashes(tree)
-    for rel in _files_of(bundle, tree):
+    for rel in edits:
         if rel in record and rel not in state["files"] and sha256(_read(tree, rel)) != record[rel]:
             raise PatchRefused(f"{rel} differs from what the wheel installed (its RECORD hash): edited by hand or "
                                "another release? (--force to patch it anyway)")
-
-
-def _files_of(bundle: Bundle, tree: EngineTree) -> Iterator[str]:
-    """The files a bundle may edit: those its rules look in, and the modules of the classes it names."""
-    from .ruleset import load_rules
-
-    rules = {r.id: r for r in load_rules(tree.engine.name)}
-    import fnmatch
-
-    for path in tree.package_dir.rglob("*.py"):
-        rel = path.relative_to(tree.root).as_posix()
-        for change in bundle.changes:
-            globs = rules[change.opens].files if change.opens in rules else []
-            if any(fnmatch.fnmatch(rel, g) for g in globs):
-                yield rel
-                break
 
 
 def _check_writable(tree: EngineTree, files: dict[str, Any]) -> None:

@@ -62,7 +62,7 @@ def make_tree(tmp_path: Path):
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(monkeypatch, tmp_path_factory):
-    """Index caches go to a per-session directory; downloaded trees stay in the shared user cache."""
+    """Index caches and patch state go to a per-session directory; downloaded trees stay in the user cache."""
     import specaudit.cache as cache
 
     shared = cache.cache_dir()
@@ -74,5 +74,5 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate"):
+    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.patch"):
         monkeypatch.setattr(f"{module}.cache_dir", cache_dir)

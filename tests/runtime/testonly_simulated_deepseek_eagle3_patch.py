@@ -71,9 +71,9 @@ def apply(variant: str = "correct") -> str:
 
         aux_layers = getattr(self, "aux_hidden_state_layers", ())
         aux_hidden_states = []
+        # like LlamaModel: idx counts from self.start_layer (== 0 without PP)
         for idx, layer in enumerate(
-            islice(self.layers, self.start_layer, self.end_layer),
-            start=self.start_layer,
+            islice(self.layers, self.start_layer, self.end_layer)
         ):
             if variant == "correct" and idx in aux_layers:
                 aux_hidden_states.append(
