@@ -56,11 +56,24 @@ class PatchContext:
         return [site for site in self.sites.get(rule_id, [])
                 if any(KINDS[rule.kind].judge(rule, site, judge).status == Status.BLOCKS for judge in self.judges.values())]
 
-    def find_class(self, name: str) -> ClassInfo | None:
-        for module in list(self.index.modules.values()):
-            if name in module.classes and module.name.startswith(self.index.tree.engine.models_package):
-                return module.classes[name]
-        return None
+    def find_class(self, name: str, near: ClassInfo | None = None) -> ClassInfo | None:
+        """The model class of that name; where several modules define one (deepseek_eagle.py has its own
+        DeepseekV2Model), the one in ``near``'s module, else the one the registry names."""
+        package = self.index.tree.engine.models_package
+        found = sorted((m.classes[name] for m in list(self.index.modules.values())
+                        if name in m.classes and m.name.startswith(package)), key=lambda c: c.module)
+        if len(found) <= 1:
+            return found[0] if found else None
+        if near is not None:
+            for cls in found:
+                if cls.module == near.module:
+                    return cls
+        registered = {(e.module, e.class_name) for judge in self.judges.values() if judge.registry
+                      for e in judge.registry.entries.values()}
+        in_registry = [c for c in found if (c.module, c.name) in registered]
+        if len(in_registry) == 1:
+            return in_registry[0]
+        raise SpecauditError(f"{name} is defined in {', '.join(c.module for c in found)}: the bundle must say which")
 
 
 def _edit(context: PatchContext, relpath: str, transform: Callable[[cst.Module], cst.Module]) -> None:
@@ -262,7 +275,7 @@ def collect_aux_hidden_states(change: Change, context: PatchContext) -> str | No
         return f"this release has no {change.args['for_class']} or no {change.args['protocol']}"
     if next(iter(context.judges.values())).resolver.conformance(owner, protocol).conforms:
         return f"{owner.name} already satisfies {protocol.cls.name}"
-    cls = context.find_class(change.args["class"])
+    cls = context.find_class(change.args["class"], near=owner)
     if cls is None:
         return f"this release has no class {change.args['class']}"
     if "aux_hidden_state_layers" in cls.bound:
@@ -316,10 +329,11 @@ class _CollectAux(cst.CSTTransformer):
                                  "followed by a return")
             return function
         old = statements[loop]
+        layer = cst.Module([]).code_for_node(old.target)
         collect = cst.parse_statement(
             "if idx in self.aux_hidden_state_layers:\n"
             "    aux_hidden_states[self.aux_hidden_state_layers.index(idx)] = (\n"
-            "        self._aux_hidden_state(hidden_states, residual)\n"
+            f"        self._aux_hidden_state({layer}, hidden_states, residual)\n"
             "    )\n")
         new_loop = old.with_changes(
             target=cst.Tuple([cst.Element(cst.Name("idx")), cst.Element(old.target)], lpar=[], rpar=[]),

@@ -1,11 +1,16 @@
-# Methods the bundle adds to a decoder stack (DeepseekV2Model) so that its forward can return the hidden
-# states of the EAGLE-3 aux layers beside the final ones. Written for specaudit; each function becomes a
-# method of the class. `torch` is the module's own import.
+# Methods the bundle adds to DeepseekV2Model so that its forward can return the hidden states of the
+# EAGLE-3 aux layers beside the final ones. Written for specaudit; each function becomes a method of the
+# class. `torch` and `DeepseekAttention` are the module's own.
 
 
-def _aux_hidden_state(self, hidden_states, residual):
+def _aux_hidden_state(self, layer, hidden_states, residual):
     # The residual stream entering the layer: what LlamaModel collects, and what a drafter is trained on.
-    return hidden_states if residual is None else hidden_states + residual
+    state = hidden_states if residual is None else hidden_states + residual
+    # In float16 the decoder layers keep that stream divided by routed_scaling_factor from the first
+    # layer's attention on (their overflow guard); drafters are trained on the unscaled stream.
+    if residual is not None and state.dtype == torch.float16 and not isinstance(layer.self_attn, DeepseekAttention):
+        state = state * layer.routed_scaling_factor
+    return state
 
 
 def _received_aux_hidden_states(self, intermediate_tensors):
