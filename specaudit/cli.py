@@ -15,10 +15,6 @@ from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
-from .patch import apply as apply_patch
-from .patch import load_bundles, select_bundle
-from .patch import revert as revert_patch
-from .patch import status as patch_status
 from .report import FORMATS, print_patch_status, print_report, write_report
 from .result import Comparison
 from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
@@ -139,6 +135,12 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
     specaudit patch --status
     specaudit patch --revert
     """
+    # Imported here: the codemods bring libcst, which a scan with a warm cache never needs.
+    from .patch import apply as apply_patch
+    from .patch import load_bundles, select_bundle
+    from .patch import revert as revert_patch
+    from .patch import status as patch_status
+
     console = Console()
     try:
         if tree and path:

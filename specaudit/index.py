@@ -309,7 +309,7 @@ class TreeIndex:
     digests: dict[str, str]  # relpath -> content digest of indexed files
     sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
     _store: "_CacheStore"
-    _pool: ProcessPoolExecutor | None = None  # only while build_index runs
+    _pool: "_Pool | None" = None  # only while build_index runs
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
 
@@ -414,16 +414,36 @@ def _parse_one(job: tuple) -> tuple[str, str, tuple, ModuleInfo | str, dict[str,
     return relpath, digest, rules, info, sites
 
 
-def _parse_many(jobs: list[tuple], pool: ProcessPoolExecutor | None, meanwhile: Callable[[], None] | None) -> list:
-    if pool is None or len(jobs) < 16:
+def _parse_many(jobs: list[tuple], pool: "_Pool | None", meanwhile: Callable[[], None] | None) -> list:
+    if pool is None or pool.workers < 2 or len(jobs) < 16:
         results = [_parse_one(job) for job in jobs]
         if meanwhile:
             meanwhile()
         return results
-    pending = pool.map(_parse_one, jobs)  # one file a task: the large gate files spread over the workers
+    pending = pool.executor().map(_parse_one, jobs)  # one file a task: the large gate files spread over the workers
     if meanwhile:
         meanwhile()
     return list(pending)
+
+
+class _Pool:
+    """A process pool started only when there is parsing to share out: a warm scan never starts one."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self._executor: ProcessPoolExecutor | None = None
+
+    def executor(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            self._executor = ProcessPoolExecutor(max_workers=self.workers)
+        return self._executor
+
+    def __enter__(self) -> "_Pool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._executor is not None:
+            self._executor.shutdown()
 
 
 def _rules_key(rules: tuple) -> str:
@@ -522,8 +542,7 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
         indexed = set(wanted)
         bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], store))
 
-    workers = min(os.cpu_count() or 1, 8)
-    with ProcessPoolExecutor(max_workers=workers) if workers > 1 else _no_pool() as pool:
+    with _Pool(min(os.cpu_count() or 1, 8)) as pool:
         index._pool = pool
         index._index_paths(wanted, by_path, meanwhile=read_bases)
         model_classes = {c.encode() for m in index.modules.values() for c in m.classes}
@@ -532,14 +551,6 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
         _index_base_modules(index)
     index._pool = None
     return index
-
-
-class _no_pool:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _index_base_modules(index: TreeIndex) -> None:
