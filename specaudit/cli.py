@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import click
 from rich.console import Console
@@ -18,6 +20,19 @@ from .locate import locate
 from .report import FORMATS, print_patch_status, print_report, write_report
 from .result import Comparison
 from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
+
+
+@contextmanager
+def _reported_errors(interrupted: str) -> Iterator[None]:
+    """Bad input ends as one line on stderr and its exit code; Ctrl-C as 130."""
+    try:
+        yield
+    except SpecauditError as exc:
+        click.echo(f"specaudit: error: {exc}", err=True)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo(f"specaudit: {interrupted}", err=True)
+        sys.exit(130)
 
 
 class _WithLaunchCommand(click.Command):
@@ -63,7 +78,7 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
     specaudit scan -- python3 -m sglang.launch_server --model-path /shared/kimi-k2.5-int4 --speculative-algorithm EAGLE3 ...
     """
     console = Console()
-    try:
+    with _reported_errors("interrupted"):
         if trees and path:
             raise SpecauditError("name the trees once: either TREES or --path")
         command = parse_launch_command(ctx.meta["launch_command"]) if "launch_command" in ctx.meta else None
@@ -79,12 +94,6 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
         print_report(report, console)
         for fmt in formats:
             console.print(f"report written to {write_report(report, fmt, Path(out_dir))}")
-    except SpecauditError as exc:
-        click.echo(f"specaudit: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("specaudit: interrupted", err=True)
-        sys.exit(130)
     sys.exit(report.exit_code)
 
 
@@ -142,7 +151,7 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
     from .patch import status as patch_status
 
     console = Console()
-    try:
+    with _reported_errors("interrupted; a write in progress was rolled back"):
         if tree and path:
             raise SpecauditError("name the tree once: either TREE or --path")
         if sum((show_status, do_revert, bool(target))) != 1:
@@ -166,12 +175,6 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
                 for fmt in formats:
                     for result in results:
                         console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
-    except SpecauditError as exc:
-        click.echo(f"specaudit: error: {exc}", err=True)
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        click.echo("specaudit: interrupted; every file was restored", err=True)
-        sys.exit(130)
 
 
 def _method_from_draft_path(draft: str | None) -> str:

@@ -34,6 +34,7 @@ from .cache import cache_dir
 from .codemods import CODEMODS, Change, PatchContext
 from .errors import ExitCode, SpecauditError
 from .locate import EngineTree
+from .ruleset import data_dir
 
 # Versions a bundle range is probed with to find overlaps between bundles of one target.
 _PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
@@ -68,17 +69,8 @@ class Bundle:
     path: Path
 
 
-def patches_dir() -> Path:
-    """Installed copies live in the package; a source checkout keeps them at the repository root."""
-    here = Path(__file__).parent
-    for candidate in (here / "patches", here.parent / "patches"):
-        if candidate.is_dir():
-            return candidate
-    raise SpecauditError("specaudit's patches/ directory is missing from this installation")
-
-
 def load_bundles(engine: str, directory: Path | None = None) -> list[Bundle]:
-    directory = directory or patches_dir() / engine
+    directory = directory or data_dir("patches") / engine
     bundles = [_bundle_from(path) for path in sorted(directory.glob("*/bundle.yaml"))]
     for i, a in enumerate(bundles):
         for b in bundles[i + 1:]:

@@ -40,13 +40,18 @@ class Rule:
         return PHASES.index(self.phase)
 
 
-def rules_dir() -> Path:
-    """Installed copies live in the package; a source checkout keeps them at the repository root."""
+def data_dir(name: str) -> Path:
+    """A data directory (rules/, patches/): installed copies live in the package, a source checkout keeps
+    them at the repository root."""
     here = Path(__file__).parent
-    for candidate in (here / "rules", here.parent / "rules"):
+    for candidate in (here / name, here.parent / name):
         if candidate.is_dir():
             return candidate
-    raise SpecauditError("specaudit's rules/ directory is missing from this installation")
+    raise SpecauditError(f"specaudit's {name}/ directory is missing from this installation")
+
+
+def rules_dir() -> Path:
+    return data_dir("rules")
 
 
 def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
