@@ -17,7 +17,7 @@ from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
-from .report import FORMATS, print_patch_status, print_report, write_report
+from .report import FORMATS, print_explanation, print_patch_status, print_report, write_report
 from .result import Comparison
 from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
 
@@ -175,6 +175,27 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
                 for fmt in formats:
                     for result in results:
                         console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+
+
+@main.command()
+@click.argument("log", type=click.Path(dir_okay=False))
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None, help="Only this engine's signatures.")
+@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the explanation.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str) -> None:
+    """Classify a launch LOG made without specaudit: the root cause, its gate and what opens it.
+
+    Exit code 1 when a known failure is found, 0 when none is.
+    """
+    from .signatures import explain_file
+
+    console = Console()
+    with _reported_errors("interrupted"):
+        explanation = explain_file(log, [engine] if engine else None)
+        print_explanation(explanation, console)
+        for fmt in formats:
+            console.print(f"report written to {write_report(explanation, fmt, Path(out_dir))}")
+    sys.exit(explanation.exit_code)
 
 
 def _method_from_draft_path(draft: str | None) -> str:

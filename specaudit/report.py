@@ -14,6 +14,7 @@ from rich.text import Text
 
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, Verdict
+from .signatures import Explanation
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -23,7 +24,9 @@ _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 
-def report_name(report: ScanResult | Comparison) -> str:
+def report_name(report: "ScanResult | Comparison | Explanation") -> str:
+    if isinstance(report, Explanation):
+        return "explain-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.log).name).strip("-")
     results = report.results if isinstance(report, Comparison) else [report]
     launch = results[0].launch
     target = launch.target if launch else "landscape"
@@ -177,7 +180,9 @@ def _summary(result: ScanResult) -> str:
 # -- markdown ----------------------------------------------------------------------------------------
 
 
-def to_markdown(report: ScanResult | Comparison) -> str:
+def to_markdown(report: "ScanResult | Comparison | Explanation") -> str:
+    if isinstance(report, Explanation):
+        return _explanation_markdown(report)
     if isinstance(report, ScanResult):
         return _markdown(report)
     out = [f"# specaudit scan: {' | '.join(report.columns)}", "",
@@ -249,6 +254,8 @@ def to_html(report: ScanResult | Comparison) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
+    if isinstance(report, Explanation):
+        return env.get_template("explain.html").render(e=report)
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
@@ -274,3 +281,48 @@ def print_patch_status(tree, state, rows, console: Console) -> None:
     for row in rows:
         table.add_row(row.relpath, row.state, row.bundle or "-", row.detail)
     console.print(table)
+
+
+# -- explain -----------------------------------------------------------------------------------------------
+
+
+def print_explanation(explanation: Explanation, console: Console) -> None:
+    console.print(f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)")
+    cause = explanation.cause
+    if cause is None:
+        console.print("no known failure signature in this log")
+    else:
+        body = Group(
+            Text.assemble(("line   ", "bold"), str(cause.line_number), ("  " + cause.signature, "dim")),
+            Text("\n".join(cause.context), style="dim"),
+            Text.assemble(("error  ", "bold"), (cause.line.strip(), "red")),
+            Text.assemble(("gate   ", "bold"), cause.gate or "- (not a gate of the EAGLE-3 path)"),
+            Text.assemble(("hint   ", "bold"), (cause.hint, "green")),
+        )
+        console.print(Panel(body, title=f"[bold red]root cause: {cause.title}[/]", title_align="left"))
+    others = [m for m in explanation.matches if m is not cause]
+    if others:
+        table = Table(title="other known lines", title_justify="left")
+        for column in ("line", "signature", "text"):
+            table.add_column(column, overflow="fold")
+        for match in others:
+            table.add_row(str(match.line_number), match.title + ("" if match.root else " (a consequence)"),
+                          match.line.strip())
+        console.print(table)
+
+
+def _explanation_markdown(explanation: Explanation) -> str:
+    out = [f"# specaudit explain: `{explanation.log}`", "", f"{explanation.lines} lines.", ""]
+    cause = explanation.cause
+    if cause is None:
+        out.append("No known failure signature in this log.")
+    else:
+        out += [f"## Root cause: {cause.title} (`{cause.signature}`)", "",
+                f"- line {cause.line_number}: `{cause.line.strip()}`",
+                f"- gate: `{cause.gate}`" if cause.gate else "- gate: none on the EAGLE-3 path",
+                f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
+    others = [m for m in explanation.matches if m is not cause]
+    if others:
+        out += ["", "## Other known lines", "", "| line | signature | text |", "|---|---|---|"]
+        out += [f"| {m.line_number} | {m.title} | `{_cell(m.line.strip())}` |" for m in others]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,122 @@
+"""Crash signatures: the engines' own error texts (``rules/signatures/<engine>.yaml``), each mapped to the gate
+that raises it and the hint that opens it, and the classification of a launch log against them.
+
+The root cause of a failed launch is the first line that matches a signature marked as a root (the default):
+an engine prints consequences around its causes ("EngineCore failed to start." before the engine core's
+traceback, "Engine core initialization failed. See root cause above" after it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import yaml
+
+from .errors import SpecauditError
+from .ruleset import data_dir
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CONTEXT_LINES = 3
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    engine: str
+    title: str
+    pattern: re.Pattern
+    hint: str
+    gate: str | None = None  # the rule whose gate raises it, when one does
+    root: bool = True  # False: a consequence an engine prints after the cause
+    examples: tuple[str, ...] = field(default=(), compare=False)
+    counterexamples: tuple[str, ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class SignatureMatch:
+    signature: str
+    title: str
+    engine: str
+    line_number: int  # 1-based, in the log
+    line: str  # without ANSI colours
+    fields: dict[str, str]  # the pattern's named groups that matched
+    gate: str | None
+    hint: str
+    root: bool
+    context: tuple[str, ...]  # the lines around it
+
+
+@dataclass(frozen=True)
+class Explanation:
+    log: str
+    lines: int
+    cause: SignatureMatch | None  # the first root-cause match
+    matches: list[SignatureMatch]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.cause else 0
+
+    def to_dict(self) -> dict:
+        from dataclasses import asdict
+
+        return {**asdict(self), "exit_code": self.exit_code}
+
+
+def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
+    directory = directory or data_dir("rules") / "signatures"
+    signatures = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            engine = data["engine"]
+            if engines is not None and engine not in engines:
+                continue
+            for entry in data["signatures"]:
+                signatures.append(Signature(
+                    id=entry["id"], engine=engine, title=entry["title"], pattern=re.compile(entry["pattern"]),
+                    hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), root=entry.get("root", True),
+                    examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ())),
+                ))
+        except (yaml.YAMLError, KeyError, TypeError, re.error) as exc:
+            raise SpecauditError(f"{path}: not a valid signature file ({type(exc).__name__}: {exc})") from None
+    return signatures
+
+
+def classify(lines: list[str], signatures: list[Signature], log: str = "-") -> Explanation:
+    """Every line that matches a signature, and the root cause: the first match of a root signature."""
+    clean = [_ANSI.sub("", line.rstrip("\n")) for line in lines]
+    matches = []
+    for number, line in enumerate(clean, 1):
+        for signature in signatures:
+            found = signature.pattern.search(line)
+            if found:
+                context = tuple(clean[max(0, number - 1 - CONTEXT_LINES): number + CONTEXT_LINES])
+                fields = {k: v for k, v in found.groupdict().items() if v is not None}
+                matches.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
+                                              signature.gate, signature.hint, signature.root, context))
+                break
+    distinct = _first_of_each(matches)
+    cause = next((m for m in distinct if m.root), None)
+    return Explanation(log, len(clean), cause, distinct)
+
+
+def _first_of_each(matches: list[SignatureMatch]) -> list[SignatureMatch]:
+    """A traceback prints its error twice or more (in each process); keep each signature's first line."""
+    seen, first = set(), []
+    for match in matches:
+        if match.signature not in seen:
+            seen.add(match.signature)
+            first.append(match)
+    return first
+
+
+def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
+    log = Path(path)
+    if not log.is_file():
+        raise SpecauditError(f"{path}: no such log file")
+    text = log.read_bytes().decode("utf-8", errors="replace")
+    return classify(text.splitlines(), load_signatures(engines), str(log))
