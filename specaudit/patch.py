@@ -179,20 +179,24 @@ class Shadow:
     """The patch state of one tree, in a git repository of its own."""
 
     def __init__(self, tree: EngineTree):
-        import git
-
         self.tree = tree
         key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
         self.dir = cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}")
-        if not (self.dir / ".git").exists():
-            self.repo = git.Repo.init(self.dir)
-            with self.repo.config_writer() as config:
-                config.set_value("user", "name", "specaudit")
-                config.set_value("user", "email", "specaudit@localhost")
-        else:
-            self.repo = git.Repo(self.dir)
         self.state_file = self.dir / "state.json"
         self.journal = self.dir / "journal.json"
+
+    @property
+    def repo(self):
+        """The history, created on the first write (a dry run or a status creates none)."""
+        import git
+
+        if not (self.dir / ".git").exists():
+            repo = git.Repo.init(self.dir)
+            with repo.config_writer() as config:
+                config.set_value("user", "name", "specaudit")
+                config.set_value("user", "email", "specaudit@localhost")
+            return repo
+        return git.Repo(self.dir)
 
     @property
     def state(self) -> dict[str, Any]:
@@ -209,9 +213,10 @@ class Shadow:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         self.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
-        self.repo.git.add(A=True)
-        if self.repo.is_dirty(index=True, untracked_files=True) or not self.repo.head.is_valid():
-            self.repo.index.commit(message)
+        repo = self.repo
+        repo.git.add(A=True)
+        if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
+            repo.index.commit(message)
 
     def lock(self) -> "_Lock":
         return _Lock(self.dir / "lock")

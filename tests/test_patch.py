@@ -205,3 +205,19 @@ def test_a_bundle_whose_preconditions_no_longer_hold_retires_itself(tmp_path):
     outcome = apply(tree, bundle)
     assert "is not needed" in outcome.message and "0.18.0" in outcome.message
     assert hashes(tree) == before
+
+
+def test_the_shadow_history_records_every_step_outside_the_tree(tmp_path):
+    tree = copy_tree("0.14.0", tmp_path)
+    bundle = select_bundle(load_bundles("vllm"), "deepseek_v3", tree.version)
+    apply(tree, bundle, dry_run=True)
+    shadow = Shadow(tree)
+    assert not (shadow.dir / ".git").exists()  # a dry run writes no history
+    apply(tree, bundle)
+    revert(tree)
+    messages = [c.message for c in shadow.repo.iter_commits()]
+    assert messages == ["revert vllm-eagle3-deepseek-v3",
+                        "apply vllm-eagle3-deepseek-v3: allowlist, deepseek-aux-hidden-states, deepseek-supports-eagle3",
+                        "pristine copies before vllm-eagle3-deepseek-v3"]
+    assert not str(shadow.dir).startswith(str(tree.root))
+    assert (shadow.dir / "pristine" / DEEPSEEK).read_bytes() == (vllm_tree("0.14.0").root / DEEPSEEK).read_bytes()
