@@ -14,10 +14,11 @@ import pytest
 from specaudit.gates import KINDS, SITELESS_KINDS
 from specaudit.match import SHAPES, find_sites
 from specaudit.index import module_info, parse
-from specaudit.ruleset import load_rules, rules_dir
+from specaudit import engines
+from specaudit.ruleset import load_rules
 from specaudit.target import Launch, Target
 
-ENGINES = sorted(p.name for p in rules_dir().iterdir() if p.is_dir())
+ENGINES = sorted(engines.ENGINES)
 CASES = [(rule, example) for engine in ENGINES for rule in load_rules(engine) for example in rule.examples]
 
 
