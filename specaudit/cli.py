@@ -119,8 +119,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         return None
     method = str(speculative.get("method") or _method_from_draft_path(draft)).lower()
     return Launch(target=target, method=method, engine=command.engine if command else None, draft=draft, drafter=drafter,
-                  num_speculative_tokens=speculative.get("num_speculative_tokens"), speculative=speculative,
-                  options=options)
+                  speculative=speculative, options=options)
 
 
 @main.command()

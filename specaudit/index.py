@@ -90,11 +90,6 @@ def module_name_for(relpath: str) -> str:
     return ".".join(parts)
 
 
-def index_source(source: bytes, relpath: str) -> ModuleInfo:
-    """Extract the module's facts from its source. Raises SyntaxProblem on unparsable source."""
-    return module_info(parse(source, relpath), relpath)
-
-
 def parse(source: bytes, relpath: str) -> ast.Module:
     try:
         return ast.parse(source, filename=relpath)

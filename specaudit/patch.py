@@ -445,7 +445,9 @@ def _check_writable(tree: EngineTree, files: dict[str, Any]) -> None:
 
 
 def _plan_summary(the_plan: Plan, verb: str) -> str:
-    lines = [f"{the_plan.bundle.id} {verb} to {the_plan.tree.label}: {', '.join(the_plan.applied)}"]
+    bundle = the_plan.bundle
+    lines = [f"{bundle.id} {verb} to {the_plan.tree.label}: {', '.join(the_plan.applied)}",
+             f"  {bundle.description}", f"  origin: {bundle.origin}; forwarded: {bundle.forwarded}; upstream: {bundle.upstream}"]
     lines += [f"  {rel}" for rel in sorted(the_plan.edits)]
     lines += [f"  skipped {cid}: {why}" for cid, why in the_plan.skipped]
     return "\n".join(lines)

@@ -247,6 +247,9 @@ class Resolver:
 
     def conformance(self, cls: ClassInfo, protocol: Protocol) -> Conformance:
         """``isinstance(cls, protocol)``: every member is an attribute somewhere in the MRO."""
+        if not protocol.runtime_checkable:
+            return Conformance(protocol.cls.name, None, protocol.members, {},
+                               f"{protocol.cls.name} is not @runtime_checkable: isinstance raises TypeError on it")
         return self.has_members(cls, protocol.members, protocol.cls.name, protocol.cls)
 
     def has_members(self, cls: ClassInfo, members: tuple[str, ...], label: str,

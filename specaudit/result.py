@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import ExitCode
@@ -92,7 +92,6 @@ class ScanResult:
     skipped: dict[str, str]
     files_indexed: int
     seconds: float
-    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:

@@ -171,3 +171,17 @@ def test_a_name_computed_at_import_is_unknown_with_its_line(make_tree):
     """})
     result = conforms(resolver, protocol, "vllm.model_executor.models.a", "TPAwareRMSNorm")
     assert result.conforms is None and "computed at import time (vllm/model_executor/models/a.py:2)" in result.reason
+
+
+def test_a_protocol_that_is_not_runtime_checkable_cannot_be_checked(make_tree):
+    resolver, _ = resolver_for(make_tree, {"vllm/model_executor/models/a.py": """
+        class Plain:
+            def make_empty_intermediate_tensors(self): ...
+    """, "vllm/model_executor/models/interfaces.py": INTERFACES + """
+    class _MakeEmptyIntermediateTensors(Protocol):
+        def make_empty_intermediate_tensors(self): ...
+    """})
+    protocol = resolver.protocols("vllm.model_executor.models.interfaces")["_MakeEmptyIntermediateTensors"]
+    assert protocol.runtime_checkable is False
+    result = resolver.conformance(resolver.find_class("vllm.model_executor.models.a", "Plain"), protocol)
+    assert result.conforms is None and "isinstance raises TypeError" in result.reason
