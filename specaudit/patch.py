@@ -333,10 +333,10 @@ def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool =
         if dry_run:
             return Outcome(_plan_summary(the_plan, "would apply"), the_plan.diff(), tuple(the_plan.edits))
         _check_writable(tree, the_plan.edits)
-        pristine = {("pristine", rel): old for rel, (old, _) in the_plan.edits.items()
-                    if rel not in state["files"]}
+        # What is on disk now is what a revert must bring back (a file reverted earlier may have changed since).
+        pristine = {("pristine", rel): old for rel, (old, _) in the_plan.edits.items()}
         for rel, (old, _) in the_plan.edits.items():
-            state["files"].setdefault(rel, {"pristine": sha256(old)})
+            state["files"][rel] = {"pristine": sha256(old)}
         shadow.save(state, pristine, f"pristine copies before {bundle.id}")
         shadow.write({rel: new for rel, (_, new) in the_plan.edits.items()}, restore_to="pristine")
         for rel, (_, new) in the_plan.edits.items():
@@ -432,7 +432,8 @@ def _refuse_foreign_edits(tree: EngineTree, state: dict[str, Any], edits: dict[s
     """A file the plan edits that differs from what the wheel installed was changed by someone else."""
     record = _record_hashes(tree)
     for rel in edits:
-        if rel in record and rel not in state["files"] and sha256(_read(tree, rel)) != record[rel]:
+        applied = "applied" in state["files"].get(rel, {})
+        if rel in record and not applied and sha256(_read(tree, rel)) != record[rel]:
             raise PatchRefused(f"{rel} differs from what the wheel installed (its RECORD hash): edited by hand or "
                                "another release? (--force to patch it anyway)")
 

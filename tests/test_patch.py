@@ -221,3 +221,17 @@ def test_the_shadow_history_records_every_step_outside_the_tree(tmp_path):
                         "pristine copies before vllm-eagle3-deepseek-v3"]
     assert not str(shadow.dir).startswith(str(tree.root))
     assert (shadow.dir / "pristine" / DEEPSEEK).read_bytes() == (vllm_tree("0.14.0").root / DEEPSEEK).read_bytes()
+
+
+def test_a_file_edited_after_a_revert_is_not_silently_reverted_to_an_old_copy(tmp_path):
+    tree = copy_tree("0.14.0", tmp_path)
+    bundle = select_bundle(load_bundles("vllm"), "deepseek_v3", tree.version)
+    apply(tree, bundle)
+    revert(tree)
+    edited = tree.root / DEEPSEEK
+    edited.write_text(edited.read_text() + "\n# edited after the revert\n")
+    with pytest.raises(PatchRefused, match="differs from what the wheel installed"):
+        apply(tree, bundle)  # the RECORD still tells the edit apart
+    apply(tree, bundle, force=True)
+    revert(tree)
+    assert edited.read_text().endswith("# edited after the revert\n")  # the edit is what comes back
