@@ -103,12 +103,24 @@ def extend_allowlist(change: Change, context: PatchContext) -> str | None:
 
 
 class _ExtendList(cst.CSTTransformer):
+    """The list literal with the gate's values: the one assigned to ``name`` when the gate names one."""
+
     def __init__(self, name: str | None, values: list[str], add: list[str]):
         self.name, self.values, self.add = name, values, add
 
-    def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
-        if strings(original) != self.values:
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        named = len(original.targets) == 1 and dotted(original.targets[0].target) == self.name
+        if self.name is None or not named or not isinstance(updated.value, cst.List) \
+                or strings(updated.value) != self.values:
             return updated
+        return updated.with_changes(value=self._extended(updated.value))
+
+    def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
+        if self.name is not None or strings(original) != self.values:
+            return updated
+        return self._extended(updated)
+
+    def _extended(self, updated: cst.List) -> cst.List:
         elements = list(updated.elements)
         last = elements[-1]
         if isinstance(last.comma, cst.Comma) and len(elements) > 1:  # one element a line, trailing comma
@@ -137,7 +149,8 @@ def add_dispatch_branch(change: Change, context: PatchContext) -> str | None:
         if fallback is None:
             return f"{site.file}:{site.line} has no class-name dispatch to extend"
         old = fallback["reads"][0]  # e.g. config.image_token_index
-        transform = _AddBranch(site.details["subject"], change.args["classes"], old, change.args["attribute"])
+        transform = _AddBranch(site.details["guard"], site.details["subject"], change.args["classes"], old,
+                               change.args["attribute"])
         _edit(context, site.file, lambda module, t=transform: module.visit(t))
         if not transform.done:
             return f"{site.file}:{site.line}: the dispatch's else branch was not found"
@@ -145,13 +158,29 @@ def add_dispatch_branch(change: Change, context: PatchContext) -> str | None:
 
 
 class _AddBranch(cst.CSTTransformer):
-    def __init__(self, subject: str, classes: list[str], old_read: str, attribute: str):
-        self.subject, self.classes, self.old_read, self.attribute = subject, classes, old_read, attribute
+    """Inside `if <guard>(<subject>):`, the chain that compares the subject's class name gets a branch
+    before its final else."""
+
+    def __init__(self, guard: str, subject: str, classes: list[str], old_read: str, attribute: str):
+        self.guard, self.subject, self.classes, self.old_read, self.attribute = guard, subject, classes, old_read, attribute
+        self.guards: list[cst.If] = []
         self.done = False
 
+    def _is_guard(self, node: cst.If) -> bool:
+        return (call_name(node.test) == self.guard and bool(node.test.args)
+                and dotted(node.test.args[0].value) == self.subject)
+
+    def visit_If(self, node: cst.If) -> bool:
+        if self._is_guard(node):
+            self.guards.append(node)
+        return True
+
     def leave_If(self, original: cst.If, updated: cst.If) -> cst.If:
-        # The branch before the final else of a chain whose tests compare the subject's class name.
-        if self.done or not isinstance(updated.orelse, cst.Else) or not _is_name_test(updated.test, self.subject):
+        if self.guards and original is self.guards[-1]:
+            self.guards.pop()
+            return updated
+        if self.done or not self.guards or not isinstance(updated.orelse, cst.Else) \
+                or not _is_name_test(updated.test, self.subject):
             return updated
         names = [cst.Element(cst.SimpleString(f'"{c}"'), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
                  for c in self.classes]
