@@ -49,7 +49,7 @@ class _WithLaunchCommand(click.Command):
 @click.group()
 @click.version_option(__version__, prog_name="specaudit")
 def main() -> None:
-    """Audit speculative-decoding (EAGLE-3) integrations of vLLM before launch."""
+    """Audit speculative-decoding (EAGLE-3) integrations of vLLM and SGLang before launch."""
 
 
 @main.command(cls=_WithLaunchCommand)
