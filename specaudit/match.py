@@ -515,8 +515,6 @@ class CandidateShape(Shape):
         return sites
 
 
-
-
 class DraftClassShape(Shape):
     """``if self.method == "eagle3": assert isinstance(self.model, (DraftA, DraftB))``: the draft classes
     the proposer accepts for a method.
@@ -545,7 +543,6 @@ class DraftClassShape(Shape):
                                   segment.excerpt(check), "AssertionError", None,
                                   {"methods": methods, "accepted": names}))
         return sites
-
 
 
 class RequiredMethodShape(Shape):
@@ -593,7 +590,6 @@ class RequiredMethodShape(Shape):
             if raised and len(args) == 2 and strings(args[1].value) == [method]:
                 return message_template(raised)
         return None
-
 
 
 class ArgumentGateShape(Shape):
