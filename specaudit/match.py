@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 MAX_EXCERPT_LINES = 16
 
 
-
 @dataclass
 class Segment:
     """A function of a file, parsed by libcst on its own; ``offset`` maps its lines back to the file."""
