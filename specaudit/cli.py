@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,9 +18,10 @@ from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
-from .report import FORMATS, print_explanation, print_patch_status, print_report, write_report
+from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
 from .result import Comparison
-from .target import DEFAULT_METHOD, Launch, load_model_dir, load_preset, parse_speculative_config
+from .smoke import RUNS_DIR
+from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
 
 
 @contextmanager
@@ -117,8 +119,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
-    method = str(speculative.get("method") or _method_from_draft_path(draft)).lower()
-    return Launch(target=target, method=method, engine=command.engine if command else None, draft=draft, drafter=drafter,
+    return Launch(target=target, method=method_of(speculative, draft), engine=command.engine if command else None, draft=draft, drafter=drafter,
                   speculative=speculative, options=options)
 
 
@@ -176,6 +177,72 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
                         console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
 
 
+@main.command(cls=_WithLaunchCommand)
+@click.argument("host")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
+              help="The engine the launch command must be (default: read from the command).")
+@click.option("--ssh-config", type=click.Path(dir_okay=False), help="An ssh config file instead of ~/.ssh/config.")
+@click.option("--launch-anyway", is_flag=True, help="Launch even when the preflight scan says BLOCKED.")
+@click.option("--check-lossless", is_flag=True, help="Relaunch without the drafter: greedy tokens must be identical.")
+@click.option("--prompt", "prompts", multiple=True, help="A prompt to send once ready (repeatable).")
+@click.option("--max-tokens", type=click.IntRange(1), default=32, show_default=True)
+@click.option("--ready-timeout", type=click.FloatRange(1), default=1800, show_default=True,
+              help="Seconds to wait for the server to be ready.")
+@click.option("--lease", type=click.IntRange(5), default=120, show_default=True,
+              help="Seconds without word from specaudit before the remote watchdog stops the launch.")
+@click.option("--runs-dir", default=RUNS_DIR, show_default=True, help="Where launches keep their logs on the remote.")
+@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+@click.pass_context
+def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | None, launch_anyway: bool,
+          check_lossless: bool, prompts: tuple[str, ...], max_tokens: int, ready_timeout: float, lease: int,
+          runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
+    """Launch on HOST (as ssh names it) the command after --, audited first, watched live, exercised, stopped.
+
+    \b
+    specaudit smoke gpu-node -- python3 -m vllm.entrypoints.openai.api_server --model /shared/kimi-k2.5-int4 \\
+        --tensor-parallel-size 8 --speculative-config '{"method":"eagle3","model":"/data/eagle3","num_speculative_tokens":5}'
+    specaudit smoke ops@gpu07 --engine sglang -- python3 -m sglang.launch_server ...
+
+    Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 flagged (runs, but acceptance or losslessness is
+    wrong), 130 interrupted.
+    """
+    from .live import LiveView
+    from .smoke import SmokeOptions, run_smoke
+
+    console = Console()
+    with _reported_errors("interrupted"), _interrupt_on_termination():
+        if "launch_command" not in ctx.meta:
+            raise SpecauditError("give the launch command after --")
+        argv = tuple(ctx.meta["launch_command"])
+        if engine and parse_launch_command(list(argv)).engine != engine:
+            raise SpecauditError(f"the launch command is not {engine}'s")
+        options = SmokeOptions(host=host, argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
+                               launch_anyway=launch_anyway, check_lossless=check_lossless, ready_timeout=ready_timeout,
+                               lease=lease, max_tokens=max_tokens, out_dir=Path(out_dir),
+                               **({"prompts": prompts} if prompts else {}))
+        with LiveView(console, host) as view:
+            result = run_smoke(options, view)
+        print_smoke(result, console)
+        for fmt in formats:
+            console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+    sys.exit(result.exit_code)
+
+
+@contextmanager
+def _interrupt_on_termination() -> Iterator[None]:
+    """SIGTERM and SIGHUP (a closed terminal) stop a smoke as Ctrl-C does: with the remote launch torn down."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    saved = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
 @main.command()
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None, help="Only this engine's signatures.")
@@ -195,16 +262,6 @@ def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str
         for fmt in formats:
             console.print(f"report written to {write_report(explanation, fmt, Path(out_dir))}")
     sys.exit(explanation.exit_code)
-
-
-def _method_from_draft_path(draft: str | None) -> str:
-    # vLLM's SpeculativeConfig infers the method from the drafter's path when none is given.
-    name = (draft or "").lower()
-    if "eagle3" in name:
-        return "eagle3"
-    if "eagle-" in name:
-        return "eagle"
-    return DEFAULT_METHOD
 
 
 if __name__ == "__main__":

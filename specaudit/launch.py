@@ -29,6 +29,7 @@ _SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-
           "-q": "--quantization"}
 _JSON_OPTIONS = {"speculative-config", "hf-overrides", "compilation-config", "kv-transfer-config"}
 _NAME = re.compile(r"(?<=--)[^.=]*")
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
 @dataclass(frozen=True)
@@ -112,9 +113,33 @@ def _sglang_command(args: list[str]) -> LaunchCommand:
     return LaunchCommand("sglang", options.get("model_path"), {k: v for k, v in speculative.items() if v}, options)
 
 
+def strip_assignments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The command without its leading ``VAR=value`` words, and those words."""
+    cut = 0
+    while cut < len(argv) and _ASSIGNMENT.match(argv[cut]):
+        cut += 1
+    return argv[cut:], argv[:cut]
+
+
+def without_speculation(argv: list[str], engine: str) -> list[str]:
+    """The same launch with no drafter: every ``--speculative...`` option dropped with its value."""
+    parse_launch_command(argv)  # refuses what is not a launch command
+    kept, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        name = word[2:].split("=", 1)[0].replace("_", "-")
+        if word.startswith("--") and name.startswith("speculative"):
+            flag = engine == "sglang" and name.replace("-", "_") in _SGLANG_FLAGS
+            if "=" not in word and not flag and i < len(argv) and not argv[i].startswith("--"):
+                i += 1  # its value
+            continue
+        kept.append(word)
+    return kept
+
+
 def _strip_program(args: list[str]) -> tuple[str, list[str]]:
-    while args and re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", args[0]):
-        args.pop(0)  # VAR=value before the program
+    args, _ = strip_assignments(args)
     if not args:
         raise SpecauditError("empty launch command after --")
     program = os.path.basename(args[0])

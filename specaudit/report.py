@@ -13,18 +13,26 @@ from rich.table import Table
 from rich.text import Text
 
 from .gates import Finding, Status
-from .result import Comparison, ScanResult, Verdict
+from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import Explanation
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
-          Verdict.LANDSCAPE: "bold cyan"}
+          Verdict.LANDSCAPE: "bold cyan", SmokeVerdict.PASSED: "bold green", SmokeVerdict.FLAGGED: "bold yellow",
+          SmokeVerdict.FAILED: "bold red", SmokeVerdict.DISCONNECTED: "bold red", SmokeVerdict.INTERRUPTED: "bold yellow"}
 _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
          Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 
-def report_name(report: "ScanResult | Comparison | Explanation") -> str:
+Report = "ScanResult | Comparison | Explanation | SmokeResult"
+
+
+def report_name(report: Report) -> str:
+    if isinstance(report, SmokeResult):
+        host = re.sub(r"[^A-Za-z0-9_.-]+", "-", report.host).strip("-")
+        model = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.target or "").name or "launch").strip("-")
+        return f"smoke-{host}-{report.engine}-{model}"
     if isinstance(report, Explanation):
         return "explain-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.log).name).strip("-")
     results = report.results if isinstance(report, Comparison) else [report]
@@ -35,7 +43,7 @@ def report_name(report: "ScanResult | Comparison | Explanation") -> str:
     return f"scan-{trees}-{slug}"
 
 
-def write_report(report: ScanResult | Comparison, fmt: str, out_dir: Path) -> Path:
+def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{report_name(report)}.{fmt}"
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
@@ -43,7 +51,7 @@ def write_report(report: ScanResult | Comparison, fmt: str, out_dir: Path) -> Pa
     return path
 
 
-def to_json(report: ScanResult | Comparison) -> str:
+def to_json(report: Report) -> str:
     return json.dumps(report.to_dict(), indent=2, sort_keys=False) + "\n"
 
 
@@ -180,7 +188,9 @@ def _summary(result: ScanResult) -> str:
 # -- markdown ----------------------------------------------------------------------------------------
 
 
-def to_markdown(report: "ScanResult | Comparison | Explanation") -> str:
+def to_markdown(report: Report) -> str:
+    if isinstance(report, SmokeResult):
+        return _smoke_markdown(report)
     if isinstance(report, Explanation):
         return _explanation_markdown(report)
     if isinstance(report, ScanResult):
@@ -250,10 +260,12 @@ def _cell(text: str) -> str:
 # -- html --------------------------------------------------------------------------------------------
 
 
-def to_html(report: ScanResult | Comparison) -> str:
+def to_html(report: Report) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
+    if isinstance(report, SmokeResult):
+        return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report))
     if isinstance(report, Explanation):
         return env.get_template("explain.html").render(e=report)
     comparison = report if isinstance(report, Comparison) else None
@@ -325,4 +337,93 @@ def _explanation_markdown(explanation: Explanation) -> str:
     if others:
         out += ["", "## Other known lines", "", "| line | signature | text |", "|---|---|---|"]
         out += [f"| {m.line_number} | {m.title} | `{_cell(m.line.strip())}` |" for m in others]
+    return "\n".join(out) + "\n"
+
+
+# -- smoke -------------------------------------------------------------------------------------------------
+
+
+def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:
+    """The figures of a smoke run as (label, value) rows, shared by every format."""
+    rows = []
+    pre = result.preflight
+    if pre:
+        rows += [("node", f"{pre.hostname}: {pre.python}"), ("engine", f"{pre.engine} at {pre.engine_root}")]
+        if pre.modified_files:
+            rows.append(("engine files changed since install", ", ".join(pre.modified_files[:8])
+                         + (f" and {len(pre.modified_files) - 8} more" if len(pre.modified_files) > 8 else "")))
+        rows.append(("GPUs", "; ".join(f"{g['index']} {g['name']}: {g['memory_free_mib']} of {g['memory_total_mib']} MiB "
+                                       "free" for g in pre.gpus) if pre.nvidia_smi else "no nvidia-smi on the node"))
+        if pre.gpu_processes:
+            rows.append(("GPU processes before launch", "; ".join(f"pid {p['pid']} {p['process_name']} "
+                                                                  f"({p['used_memory_mib']} MiB)" for p in pre.gpu_processes)))
+    if result.scan:
+        rows.append(("static scan", f"{result.scan.verdict}" + "".join(f"; blocked by {f.title} ({f.location})"
+                                                                      for f in result.scan.blocking)))
+    if result.engine_exit is not None:
+        rows.append(("engine exit status", str(result.engine_exit)))
+    fig = result.acceptance
+    if fig:
+        rows += [("drafts / drafted / accepted tokens", f"{_num(fig.drafts)} / {_num(fig.draft_tokens)} / "
+                                                        f"{_num(fig.accepted_tokens)}"),
+                 ("acceptance rate", _num(fig.acceptance_rate, 3)),
+                 ("mean acceptance length", _num(fig.mean_acceptance_length, 2)),
+                 ("acceptance per position", ", ".join(f"{p:.3f}" for p in fig.per_position) or "-")]
+        rows += [("flag", flag) for flag in fig.flags]
+    if result.lossless:
+        rows.append(("lossless", f"identical on {result.lossless.compared} prompts" if result.lossless.identical
+                     else "; ".join(result.lossless.differences)))
+    if result.log:
+        rows.append(("log", result.log))
+    return rows
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def print_smoke(result: SmokeResult, console: Console) -> None:
+    console.print(f"[bold]specaudit smoke[/]  {result.host}  {result.engine}  ({result.seconds:.1f} s)")
+    console.print(Text(result.verdict, style=_STYLE[result.verdict]) + Text(f"  {result.reason}"))
+    cause = result.cause
+    if cause:
+        body = Group(Text("\n".join(cause.context), style="dim"),
+                     Text.assemble(("gate   ", "bold"), cause.gate or "- (not a gate of the EAGLE-3 path)"),
+                     Text.assemble(("hint   ", "bold"), (cause.hint, "green")))
+        console.print(Panel(body, title=f"[bold red]{cause.title}[/] (log line {cause.line_number})", title_align="left"))
+    elif result.last_lines and result.verdict == SmokeVerdict.FAILED:
+        console.print(Panel(Text("\n".join(result.last_lines[-12:]), style="dim"), title="last lines of the log",
+                            title_align="left"))
+    table = Table(show_header=False, box=None)
+    for label, value in smoke_rows(result):
+        table.add_row(Text(label, style="bold"), Text(value, style="yellow" if label == "flag" else ""))
+    console.print(table)
+    wrong = [a for a in result.answers if not a.ok]
+    for answer in wrong:
+        console.print(f"[red]wrong answer[/] to {answer.prompt!r}: {answer.problem}")
+    timeline = Table(title="timeline", title_justify="left", box=None)
+    for column in ("s", "phase", ""):
+        timeline.add_column(column, overflow="fold")
+    for event in result.timeline:
+        timeline.add_row(f"{event.seconds:.1f}", event.phase, event.text)
+    console.print(timeline)
+
+
+def _smoke_markdown(result: SmokeResult) -> str:
+    out = [f"# specaudit smoke: {result.host} ({result.engine})", "", f"## {result.verdict}", "", result.reason, "",
+           "```", " ".join(result.command), "```", "", "| | |", "|---|---|"]
+    out += [f"| {label} | {_cell(value)} |" for label, value in smoke_rows(result)]
+    cause = result.cause
+    if cause:
+        out += ["", f"## Crash: {cause.title} (`{cause.signature}`), log line {cause.line_number}", "",
+                f"- gate: `{cause.gate}`" if cause.gate else "- gate: none on the EAGLE-3 path",
+                f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
+    elif result.last_lines and result.verdict == SmokeVerdict.FAILED:
+        out += ["", "## Last lines of the log", "", "```", *result.last_lines, "```"]
+    if result.answers:
+        out += ["", "## Answers", "", "| prompt | ok | tokens | answer |", "|---|---|---|---|"]
+        out += [f"| {_cell(a.prompt)} | {'yes' if a.ok else 'no: ' + _cell(a.problem)} | {_num(a.completion_tokens)} "
+                f"| {_cell(a.text[:80])} |" for a in result.answers]
+    out += ["", "## Timeline", "", "| s | phase | |", "|---|---|---|"]
+    out += [f"| {e.seconds:.1f} | {e.phase} | {_cell(e.text)} |" for e in result.timeline]
     return "\n".join(out) + "\n"

@@ -7,6 +7,8 @@ from typing import Any
 
 from .errors import ExitCode
 from .gates import Finding
+from .metrics import Acceptance
+from .signatures import SignatureMatch
 from .target import Launch
 
 
@@ -134,3 +136,91 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"results": [r.to_dict() for r in self.results], "exit_code": self.exit_code}
+
+
+# -- smoke -------------------------------------------------------------------------------------------
+
+
+class SmokeVerdict:
+    PASSED = "PASSED"  # healthy, the answers are right, the drafter accepts what its method should
+    FLAGGED = "FLAGGED"  # it runs, and something is silently wrong: low acceptance, or not lossless
+    FAILED = "FAILED"  # the launch crashed, never became ready, or answered wrong
+    BLOCKED = "BLOCKED"  # the preflight scan says it cannot work; nothing was launched
+    DISCONNECTED = "DISCONNECTED"  # the connection was lost and not regained
+    INTERRUPTED = "INTERRUPTED"  # Ctrl-C
+
+    EXIT_CODES = {PASSED: ExitCode.READY, FLAGGED: ExitCode.FLAGGED, FAILED: ExitCode.BLOCKED,
+                  BLOCKED: ExitCode.BLOCKED, DISCONNECTED: ExitCode.SSH, INTERRUPTED: ExitCode.INTERRUPTED}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of the timeline: a phase begun, a milestone line seen, a check done."""
+
+    seconds: float  # since the smoke began
+    phase: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Preflight:
+    hostname: str
+    python: str  # executable and version
+    engine: str  # "vllm 0.32.0"
+    engine_root: str
+    modified_files: list[str]  # engine .py files that differ from the wheel's RECORD
+    gpus: list[dict[str, str]]  # index, name, memory used/total/free (MiB); empty without nvidia-smi
+    gpu_processes: list[dict[str, str]]
+    nvidia_smi: bool
+    port: int
+    port_in_use: bool
+    leftovers: list[dict[str, Any]]  # earlier launches still running: run dir, process group, command
+    problems: list[str]  # what stops the launch before it starts
+
+
+@dataclass(frozen=True)
+class Answer:
+    prompt: str
+    ok: bool
+    text: str
+    token_ids: list[int] | None
+    completion_tokens: int | None
+    problem: str  # why the answer is wrong; empty when ok
+
+
+@dataclass(frozen=True)
+class Lossless:
+    identical: bool
+    compared: int  # prompts compared
+    differences: list[str]  # the first diverging token of each prompt that differs
+
+
+@dataclass
+class SmokeResult:
+    host: str
+    command: list[str]
+    engine: str
+    target: str | None  # the model the command launches
+    verdict: str
+    reason: str  # one line: why this verdict
+    preflight: Preflight | None
+    scan: ScanResult | None
+    timeline: list[Event]
+    cause: SignatureMatch | None  # the first fatal line of the log
+    engine_exit: int | None  # the engine's exit status, when it exited on its own
+    last_lines: list[str]
+    answers: list[Answer]
+    acceptance: Acceptance | None  # None: the requests were not reached
+    lossless: Lossless | None
+    teardown: list[str]  # what teardown did and found
+    log: str | None  # local copy of the remote log
+    seconds: float
+
+    @property
+    def exit_code(self) -> int:
+        return SmokeVerdict.EXIT_CODES[self.verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data

@@ -36,6 +36,15 @@ class Signature:
 
 
 @dataclass(frozen=True)
+class Milestone:
+    """A line that marks progress of a launch (weights loaded, server up): the phases of a smoke timeline."""
+
+    name: str
+    engine: str
+    pattern: re.Pattern
+
+
+@dataclass(frozen=True)
 class SignatureMatch:
     signature: str
     title: str
@@ -86,19 +95,43 @@ def load_signatures(engines: Iterable[str] | None = None, directory: Path | None
     return signatures
 
 
+def load_milestones(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
+    directory = directory or data_dir("rules") / "signatures"
+    milestones = []
+    for path in sorted(directory.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if engines is not None and data["engine"] not in engines:
+            continue
+        for entry in data.get("milestones", ()):
+            milestones.append(Milestone(entry["name"], data["engine"], re.compile(entry["pattern"])))
+    return milestones
+
+
+def clean_line(line: str) -> str:
+    return _ANSI.sub("", line.rstrip("\n"))
+
+
+def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Match] | None:
+    """The first signature that a (clean) log line matches."""
+    for signature in signatures:
+        found = signature.pattern.search(line)
+        if found:
+            return signature, found
+    return None
+
+
 def classify(lines: list[str], signatures: list[Signature], log: str = "-") -> Explanation:
     """Every line that matches a signature, and the root cause: the first match of a root signature."""
-    clean = [_ANSI.sub("", line.rstrip("\n")) for line in lines]
+    clean = [clean_line(line) for line in lines]
     matches = []
     for number, line in enumerate(clean, 1):
-        for signature in signatures:
-            found = signature.pattern.search(line)
-            if found:
-                context = tuple(clean[max(0, number - 1 - CONTEXT_LINES): number + CONTEXT_LINES])
-                fields = {k: v for k, v in found.groupdict().items() if v is not None}
-                matches.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
-                                              signature.gate, signature.hint, signature.root, context))
-                break
+        hit = match_line(line, signatures)
+        if hit:
+            signature, found = hit
+            context = tuple(clean[max(0, number - 1 - CONTEXT_LINES): number + CONTEXT_LINES])
+            fields = {k: v for k, v in found.groupdict().items() if v is not None}
+            matches.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
+                                          signature.gate, signature.hint, signature.root, context))
     distinct = _first_of_each(matches)
     cause = next((m for m in distinct if m.root), None)
     return Explanation(log, len(clean), cause, distinct)

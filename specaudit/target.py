@@ -68,6 +68,18 @@ class Launch:
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
 
 
+def method_of(speculative: dict[str, Any], draft: str | None) -> str:
+    """The speculative method, lower case; without one, what vLLM's SpeculativeConfig infers from the drafter's path."""
+    if speculative.get("method"):
+        return str(speculative["method"]).lower()
+    name = (draft or "").lower()
+    if "eagle3" in name:
+        return "eagle3"
+    if "eagle-" in name:
+        return "eagle"
+    return DEFAULT_METHOD
+
+
 def presets() -> list[str]:
     return sorted(p.name[:-5] for p in resources.files("specaudit.presets").iterdir() if p.name.endswith(".json"))
 

