@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import signal
+import subprocess
 import tarfile
 import threading
 import time
@@ -152,8 +153,9 @@ class _Run:
 
 
 class LogWatch:
-    """The remote log, streamed by ``tail -F`` over the master connection, each line held against the
-    signatures as it arrives. Picks up at the byte it stopped at when the stream is restarted after a drop."""
+    """The remote log, streamed by ``tail -F`` over the master connection. A reader thread holds each line
+    against the signatures the moment it arrives, whatever the main thread is waiting on; the stream picks up
+    at the byte it stopped at when it is restarted after a drop."""
 
     def __init__(self, remote: Remote, log: str, engine: str):
         self.remote, self.log = remote, log
@@ -163,42 +165,47 @@ class LogWatch:
         self.offset = 0  # bytes received
         self.fatal_at: float | None = None  # when the first root-cause line arrived (monotonic)
         self.reached: list[str] = []  # milestones seen, in order
+        self.ended = False  # the stream stopped: the connection dropped
         self._queue: queue.Queue = queue.Queue()
-        self._proc = None
-        self.ended = False
+        self._proc: subprocess.Popen | None = None
+        self._reader: threading.Thread | None = None
 
     def start(self) -> None:
         self.ended = False
+        self._queue = queue.Queue()
         self._proc = self.remote.stream(f"exec tail -c +{self.offset + 1} -F {quote_command([self.log])} 2>/dev/null")
-        threading.Thread(target=self._read, args=(self._proc, self._queue), daemon=True).start()
+        self._reader = threading.Thread(target=self._read, args=(self._proc, self._queue), daemon=True)
+        self._reader.start()
 
-    @staticmethod
-    def _read(proc, lines: queue.Queue) -> None:
+    def _read(self, proc: subprocess.Popen, arrived: queue.Queue) -> None:
         for raw in proc.stdout:
-            lines.put(raw)
-        lines.put(None)
+            self.offset += len(raw)
+            line = clean_line(raw.decode("utf-8", errors="replace"))
+            self.lines.append(line)
+            hit = match_line(line, self.signatures)
+            if hit and hit[0].root and self.fatal_at is None:
+                self.fatal_at = time.monotonic()
+            milestone = next((m.name for m in self.milestones
+                              if m.name not in self.reached and m.pattern.search(line)), None)
+            if milestone:
+                self.reached.append(milestone)
+            arrived.put((line, milestone))
+        arrived.put(None)
 
     def pump(self, timeout: float, view: SmokeView) -> list[str]:
-        """Take in what arrived (waiting up to ``timeout`` for the first line); the milestones it passed."""
+        """Show what arrived (waiting up to ``timeout`` for the first line); the milestones it passed."""
         passed = []
         try:
-            raw = self._queue.get(timeout=timeout)
+            item = self._queue.get(timeout=timeout)
             while True:
-                if raw is None:
+                if item is None:
                     self.ended = True
                 else:
-                    self.offset += len(raw)
-                    line = clean_line(raw.decode("utf-8", errors="replace"))
-                    self.lines.append(line)
+                    line, milestone = item
                     view.line(line)
-                    hit = match_line(line, self.signatures)
-                    if hit and hit[0].root and self.fatal_at is None:
-                        self.fatal_at = time.monotonic()
-                    for milestone in self.milestones:
-                        if milestone.name not in self.reached and milestone.pattern.search(line):
-                            self.reached.append(milestone.name)
-                            passed.append(milestone.name)
-                raw = self._queue.get_nowait()
+                    if milestone:
+                        passed.append(milestone)
+                item = self._queue.get_nowait()
         except queue.Empty:
             pass
         return passed
@@ -210,6 +217,8 @@ class LogWatch:
         if self._proc and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
+        if self._reader:
+            self._reader.join(timeout=10)
 
 
 class Smoke:
@@ -403,7 +412,7 @@ class Smoke:
             if now >= next_poll:
                 next_poll = now + POLL_SECONDS
                 self._check_alive(watch)
-                if _get(self.local_port, self.serving.health, timeout=2)[0] == 200 and self._served_model():
+                if _get(self.local_port, self.serving.health, timeout=1)[0] == 200 and self._served_model():
                     self.note("ready", f"/health 200 after {now - self.started:.1f} s")
                     return
             if now > deadline:

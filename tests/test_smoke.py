@@ -221,7 +221,7 @@ def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engin
                                                               models / "drafter-broken", free_port())), view)
     assert result.verdict == "FAILED"
     assert result.cause is not None and result.cause.root
-    assert result.cause.signature == "vllm-drafter-vocab-mismatch"
+    assert result.cause.signature == "vllm-weight-shape-mismatch"
     assert result.cause.line in Path(result.log).read_text()
     assert not any(group_alive(g) for g in launched_groups(view.events))
 
