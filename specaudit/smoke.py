@@ -240,6 +240,8 @@ class Smoke:
         self.runs_dir = options.runs_dir
         self.log_copy: str | None = None
         self._exit_status: int | None = None  # the engine's, when it exited on its own
+        self.preflight_result: Preflight | None = None
+        self.scan_result: ScanResult | None = None
 
     # -- the timeline -------------------------------------------------------------------------------
 
@@ -251,13 +253,12 @@ class Smoke:
     # -- the whole run ------------------------------------------------------------------------------
 
     def run(self) -> SmokeResult:
-        preflight = scan = None
         verdict, reason = SmokeVerdict.PASSED, ""
         answers, figures, lossless, cause, exit_status = [], None, None, None, None
         try:
             self.note("connect", f"ssh {self.options.host}")
             self.remote.connect()
-            preflight, scan = self.preflight()
+            self.preflight()
             watch = self.launch(self.options.argv)
             self.wait_ready(watch)
             answers, figures = self.exercise(watch, measure=True)
@@ -279,7 +280,7 @@ class Smoke:
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
             target=self.command.model, verdict=verdict,
-            reason=reason, preflight=preflight, scan=scan, timeline=self.timeline, cause=cause,
+            reason=reason, preflight=self.preflight_result, scan=self.scan_result, timeline=self.timeline, cause=cause,
             engine_exit=exit_status, last_lines=self.watch.lines[-20:] if self.watch else [], answers=answers,
             acceptance=figures, lossless=lossless, teardown=self.teardown_notes, log=self.log_copy,
             seconds=round(time.monotonic() - self.started, 2),
@@ -298,7 +299,7 @@ class Smoke:
 
     # -- preflight ----------------------------------------------------------------------------------
 
-    def preflight(self) -> tuple[Preflight, ScanResult | None]:
+    def preflight(self) -> None:
         self.note("preflight", "remote Python, engine, GPUs, port, leftovers")
         spec = self.command.speculative
         paths = [p for p in (self.command.model, spec.get("model")) if p]
@@ -307,17 +308,16 @@ class Smoke:
                    "runs_dir": self.runs_dir, "checkpoints": paths}
         info = json.loads(self._probe("info", request).decode())
         self.runs_dir = info["runs_dir"]  # expanded on the remote
-        preflight = _preflight_of(info, self.port, self.engine)
+        preflight = self.preflight_result = _preflight_of(info, self.port, self.engine)
         self.note("preflight", f"{preflight.python}; {preflight.engine} at {preflight.engine_root}")
         if preflight.problems:
             raise _Stop(SmokeVerdict.BLOCKED, "; ".join(preflight.problems))
-        scan = self.scan(info)
+        scan = self.scan_result = self.scan(info)
         self.note("scan", f"{scan.verdict} ({len(scan.blocking)} blocking gate(s)) in {scan.seconds:.1f} s")
         if scan.verdict == Verdict.BLOCKED and not self.options.launch_anyway:
             first = scan.blocking[0]
             raise _Stop(SmokeVerdict.BLOCKED, f"the static scan says BLOCKED: {first.title} ({first.location}); "
                                               "nothing launched (--launch-anyway to launch regardless)")
-        return preflight, scan
 
     def _probe(self, command: str, request: dict) -> bytes:
         program, env = strip_assignments(list(self.options.argv))
