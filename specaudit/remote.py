@@ -157,6 +157,8 @@ class Remote:
         if self.control_path.exists():
             subprocess.run(self._ssh("-O", "exit", self.host), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=10)
+        # A master that died leaves its socket behind, and a new master would not start over it.
+        self.control_path.unlink(missing_ok=True)
 
     def close(self) -> None:
         try:

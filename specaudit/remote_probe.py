@@ -105,6 +105,28 @@ def port_in_use(port):
     return False
 
 
+def group_alive(pgid):
+    """Whether the process group has a process that is not a zombie (zombies hold no memory and no GPU)."""
+    if not os.path.isdir("/proc"):
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except OSError:
+            return False
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        state, _, group = stat[stat.rindex(")") + 2:].split()[:3]
+        if state != "Z" and int(group) == pgid:
+            return True
+    return False
+
+
 def leftovers(runs_dir):
     """Earlier launches whose process group still lives."""
     found = []
@@ -115,8 +137,9 @@ def leftovers(runs_dir):
         try:
             with open(os.path.join(folder, "pid")) as fh:
                 pgid = int(fh.read().strip())
-            os.killpg(pgid, 0)
         except (OSError, ValueError):
+            continue
+        if not group_alive(pgid):
             continue
         command = ""
         try:

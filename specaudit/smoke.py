@@ -52,6 +52,11 @@ COMPLETION = {"temperature": 0, "ignore_eos": True, "return_token_ids": True}
 DEFAULT_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Speculative decoding makes inference faster by")
 
 # Remote scripts, run by bash whatever the login shell is; their arguments arrive as literal words.
+# A process group lives while it has a process that is not a zombie: a zombie holds no memory and no GPU,
+# and where the node's PID 1 does not reap orphans (some containers) it never goes away.
+_ALIVE = r'''
+alive() { ps -eo pgid=,stat= | awk -v pg="$1" '$1 == pg && $2 !~ /^Z/ {found = 1} END {exit !found}'; }
+'''
 _PROBE = r'''
 program=$1; shift
 found=$(command -v "$program") || { echo "$program: not found on the remote PATH" >&2; exit 127; }
@@ -68,38 +73,38 @@ printf '%s\n' "$command" > "$run/command"
 touch "$run/heartbeat"
 setsid bash -c 'echo $$ > "$0/pid"; "$@"; echo $? > "$0/rc"' "$run" env "$@" > "$run/log" 2>&1 < /dev/null &
 for _ in $(seq 200); do [ -s "$run/pid" ] && break; sleep 0.05; done
-setsid bash -c "$watchdog" "$run" "$lease" "$grace" > /dev/null 2>&1 < /dev/null &
+setsid bash -c "$watchdog" specaudit-watchdog "$run" "$lease" "$grace" > /dev/null 2>&1 < /dev/null &
 cat "$run/pid"
 '''
-_WATCHDOG = r'''
+_WATCHDOG = _ALIVE + r'''
 run=$1 lease=$2 grace=$3
 echo $$ > "$run/watchdog.pid"
 pg=$(cat "$run/pid")
-while kill -0 -- "-$pg" 2>/dev/null; do
+while alive "$pg"; do
   age=$(( $(date +%s) - $(stat -c %Y "$run/heartbeat" 2>/dev/null || echo 0) ))
   if [ "$age" -gt "$lease" ]; then
     echo "specaudit watchdog: no word from specaudit for $age s (lease $lease s): stopping process group $pg" >> "$run/log"
     kill -TERM -- "-$pg" 2>/dev/null
-    for _ in $(seq "$grace"); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 1; done
+    for _ in $(seq "$grace"); do alive "$pg" || break; sleep 1; done
     kill -KILL -- "-$pg" 2>/dev/null
     break
   fi
   sleep 1
 done
 '''
-_POLL = r'''
+_POLL = _ALIVE + r'''
 touch "$1/heartbeat"
 pg=$(cat "$1/pid")
-if kill -0 -- "-$pg" 2>/dev/null; then echo alive; else echo "exited $(cat "$1/rc" 2>/dev/null)"; fi
+if alive "$pg"; then echo alive; else echo "exited $(cat "$1/rc" 2>/dev/null)"; fi
 '''
-_STOP = r'''
+_STOP = _ALIVE + r'''
 run=$1 grace=$2
 wd=$(cat "$run/watchdog.pid" 2>/dev/null) && kill -- "-$wd" 2>/dev/null
 pg=$(cat "$run/pid" 2>/dev/null) || { echo "nothing was started"; exit 0; }
-if kill -0 -- "-$pg" 2>/dev/null; then
+if alive "$pg"; then
   kill -TERM -- "-$pg" 2>/dev/null
-  for _ in $(seq $((grace * 10))); do kill -0 -- "-$pg" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 -- "-$pg" 2>/dev/null; then
+  for _ in $(seq $((grace * 10))); do alive "$pg" || break; sleep 0.1; done
+  if alive "$pg"; then
     kill -KILL -- "-$pg" 2>/dev/null; sleep 0.5
     echo "killed process group $pg (still running $grace s after SIGTERM)"
   else
@@ -108,7 +113,7 @@ if kill -0 -- "-$pg" 2>/dev/null; then
 else
   echo "process group $pg had exited"
 fi
-if kill -0 -- "-$pg" 2>/dev/null; then echo "LEFT RUNNING: processes of group $pg"; fi
+if alive "$pg"; then echo "LEFT RUNNING: processes of group $pg"; fi
 '''
 
 

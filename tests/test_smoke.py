@@ -26,6 +26,8 @@ import pytest
 
 from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
+# A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
+from specaudit.remote_probe import group_alive
 from specaudit.smoke import SmokeOptions, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,12 +91,6 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except ProcessLookupError:
-        return False
 
 
 def launched_groups(events) -> list[int]:
@@ -215,10 +211,21 @@ def test_a_random_drafter_is_flagged_and_greedy_stays_lossless(sshd, tmp_path, e
     assert not any(group_alive(g) for g in launched_groups(view.events))
 
 
-def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engine_python, models):
+def test_the_preflight_reads_the_remote_drafter_and_stops_a_broken_one(sshd, tmp_path, engine_python, models):
     view = NullView()
     result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME,
                                                               models / "drafter-broken", free_port())), view)
+    # d2t of 127 entries for a draft vocab of 128, read from the remote checkpoint's header and index tensors.
+    assert result.verdict == "BLOCKED"
+    assert [f.rule_id for f in result.scan.blocking] == ["vllm-eagle3-drafter-vocab-maps"]
+    assert not any(e.phase == "launch" for e in view.events)
+
+
+def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engine_python, models):
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME,
+                                                              models / "drafter-broken", free_port()),
+                               launch_anyway=True), view)
     assert result.verdict == "FAILED"
     assert result.cause is not None and result.cause.root
     assert result.cause.signature == "vllm-weight-shape-mismatch"
