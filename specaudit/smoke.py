@@ -503,7 +503,7 @@ class Smoke:
     def _ask(self, model: str | None, prompt: str) -> Answer:
         body = {"model": model, "prompt": prompt, "max_tokens": self.options.max_tokens, **COMPLETION}
         status, text = _post(self.local_port, "/v1/completions", body, timeout=600)
-        return _answer(prompt, status, text, self.options.max_tokens)
+        return check_answer(prompt, status, text, self.options.max_tokens)
 
     def check_lossless(self, answers: list[Answer]) -> Lossless:
         """Greedy tokens with the drafter and without it must be identical: relaunch without it and compare."""
@@ -584,7 +584,9 @@ def _rows(table, names: tuple[str, ...]) -> list[dict[str, str]]:
     return [dict(zip(names, row)) for row in table] if isinstance(table, list) else []
 
 
-def _answer(prompt: str, status: int, text: str, max_tokens: int) -> Answer:
+def check_answer(prompt: str, status: int, text: str, max_tokens: int) -> Answer:
+    """An answer is right when it is a completion without an error body and of exactly max_tokens tokens
+    (the requests ask for ignore_eos): a 200 alone proves little."""
     try:
         data = json.loads(text)
     except ValueError:
