@@ -46,6 +46,7 @@ from .target import Launch, Target, method_of
 
 RUNS_DIR = "~/.cache/specaudit/runs"
 POLL_SECONDS = 1.0
+HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
 # Both engines' OpenAI servers take these extras: greedy, exactly max_tokens tokens, and the token ids back
 # (vllm/entrypoints/openai/completion/protocol.py; sglang/srt/entrypoints/openai/protocol.py).
 COMPLETION = {"temperature": 0, "ignore_eos": True, "return_token_ids": True}
@@ -226,6 +227,26 @@ class LogWatch:
             self._reader.join(timeout=10)
 
 
+class Heartbeat(threading.Thread):
+    """Touches the heartbeat of the current run every few seconds, whatever the main thread waits on."""
+
+    def __init__(self, remote: Remote, runs: list):
+        super().__init__(daemon=True)
+        self.remote, self.runs = remote, runs
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.wait(HEARTBEAT_SECONDS):
+            if self.runs:
+                try:
+                    self.remote.run(f"touch {quote_command([self.runs[-1].directory + '/heartbeat'])}", timeout=30)
+                except SpecauditError:
+                    pass  # a dropped connection: the main thread regains it, or the lease runs out
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+
 class Smoke:
     """One smoke launch: its stages, run in order by ``run()``; teardown always follows."""
 
@@ -241,6 +262,7 @@ class Smoke:
         self.teardown_notes: list[str] = []
         self.runs: list[_Run] = []  # launched and not yet stopped
         self.watch: LogWatch | None = None
+        self.heartbeat = Heartbeat(self.remote, self.runs)
         self.local_port: int | None = None
         self.runs_dir = options.runs_dir
         self.log_copy: str | None = None
@@ -342,12 +364,15 @@ class Smoke:
         checkpoints = info["checkpoints"]
         model, draft = self.command.model, self.command.speculative.get("model")
         target = None
-        if model:
-            config = checkpoints[model].get("config")
-            if config is None:
-                raise _Stop(SmokeVerdict.BLOCKED, f"{self.options.host}:{model}: "
-                                                  f"{checkpoints[model].get('error') or 'no config.json'}")
-            target = Target(name=model, source=f"{self.options.host}:{model}/config.json", config=json.loads(config))
+        if model and checkpoints[model].get("config") is not None:
+            source = f"{self.options.host}:{model}/config.json"
+            try:
+                config = json.loads(checkpoints[model]["config"])
+            except ValueError as exc:
+                raise _Stop(SmokeVerdict.BLOCKED, f"{source}: malformed JSON ({exc})") from None
+            if not isinstance(config, dict):
+                raise _Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
+            target = Target(name=model, source=source, config=config)
         drafter = None
         if draft and checkpoints[draft].get("config") is not None:
             drafter = replace(read_checkpoint(str(self._mirror_checkpoint(draft, checkpoints[draft]))),
@@ -405,6 +430,7 @@ class Smoke:
         self.watch.start()
         if self.local_port is None:
             self.local_port = self.remote.forward(self.port)
+            self.heartbeat.start()
         return self.watch
 
     def wait_ready(self, watch: LogWatch) -> None:
@@ -519,6 +545,7 @@ class Smoke:
     # -- teardown -----------------------------------------------------------------------------------
 
     def teardown(self) -> None:
+        self.heartbeat.stop()
         if self.watch is not None:
             self.watch.stop()
         if self.runs and not self.remote.alive() and not self.remote.reconnect(min(10.0, self.options.reconnect_within)):
@@ -566,6 +593,10 @@ def _preflight_of(info: dict, port: int, engine_name: str) -> Preflight:
     for leftover in info["leftovers"]:
         problems.append(f"an earlier launch still runs: process group {leftover['pgid']} ({leftover['run']}): "
                         f"stop it with kill -- -{leftover['pgid']}")
+    for path, checkpoint in info["checkpoints"].items():
+        # A hub id ("org/name") is the engine's to download; a path must be there.
+        if path.startswith(("/", "~", ".")) and (checkpoint.get("error") or checkpoint.get("config") is None):
+            problems.append(checkpoint.get("error") or f"{path}: no config.json on {info['hostname']}")
     gpus = info["gpus"] or {}
     record = (engine or {}).get("record") or {}
     return Preflight(
