@@ -32,7 +32,8 @@ def report_name(report: Report) -> str:
     if isinstance(report, SmokeResult):
         host = re.sub(r"[^A-Za-z0-9_.-]+", "-", report.host).strip("-")
         model = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.target or "").name or "launch").strip("-")
-        return f"smoke-{host}-{report.engine}-{model}"
+        stamp = re.sub(r"[^0-9T]", "", report.started)[:15]
+        return f"smoke-{host}-{report.engine}-{model}-{stamp}"
     if isinstance(report, Explanation):
         return "explain-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.log).name).strip("-")
     results = report.results if isinstance(report, Comparison) else [report]
@@ -373,8 +374,7 @@ def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:
     if result.lossless:
         rows.append(("lossless", f"identical on {result.lossless.compared} prompts" if result.lossless.identical
                      else "; ".join(result.lossless.differences)))
-    if result.log:
-        rows.append(("log", result.log))
+    rows += [("log", log) for log in result.logs]
     return rows
 
 
@@ -383,7 +383,7 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def print_smoke(result: SmokeResult, console: Console) -> None:
-    console.print(f"[bold]specaudit smoke[/]  {result.host}  {result.engine}  ({result.seconds:.1f} s)")
+    console.print(f"[bold]specaudit smoke[/]  {result.host}  {result.engine}  {result.started}  ({result.seconds:.1f} s)")
     console.print(Text(result.verdict, style=_STYLE[result.verdict]) + Text(f"  {result.reason}"))
     cause = result.cause
     if cause:
@@ -410,8 +410,9 @@ def print_smoke(result: SmokeResult, console: Console) -> None:
 
 
 def _smoke_markdown(result: SmokeResult) -> str:
-    out = [f"# specaudit smoke: {result.host} ({result.engine})", "", f"## {result.verdict}", "", result.reason, "",
-           "```", " ".join(result.command), "```", "", "| | |", "|---|---|"]
+    out = [f"# specaudit smoke: {result.host} ({result.engine})", "", f"Started {result.started}, {result.seconds:.1f} s.", "",
+           f"## {result.verdict}", "", result.reason, "",
+           "```", result.command_line, "```", "", "| | |", "|---|---|"]
     out += [f"| {label} | {_cell(value)} |" for label, value in smoke_rows(result)]
     cause = result.cause
     if cause:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -201,6 +202,7 @@ class SmokeResult:
     command: list[str]
     engine: str
     target: str | None  # the model the command launches
+    started: str  # local time, ISO 8601
     verdict: str
     reason: str  # one line: why this verdict
     preflight: Preflight | None
@@ -213,12 +215,17 @@ class SmokeResult:
     acceptance: Acceptance | None  # None: the requests were not reached
     lossless: Lossless | None
     teardown: list[str]  # what teardown did and found
-    log: str | None  # local copy of the remote log
+    logs: list[str]  # local copies of the remote logs, one per launch
     seconds: float
 
     @property
     def exit_code(self) -> int:
         return SmokeVerdict.EXIT_CODES[self.verdict]
+
+    @property
+    def command_line(self) -> str:
+        """The launch command as one shell line: copy-pasteable, quotes and all."""
+        return shlex.join(self.command)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

