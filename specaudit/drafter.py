@@ -14,6 +14,7 @@ engine does with a drafter is read from vLLM's EAGLE-3 drafter (``model_executor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .checkpoint import Checkpoint
@@ -53,7 +54,9 @@ class DraftContext:
 
 def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
              error: str | None = None) -> Finding:
-    return Finding(rule.id, rule.title, rule.phase, status, file or f"{ctx.draft.path}/config.json", 0, evidence,
+    # Shards sit in the checkpoint directory: name them under the path the user gave (host:path for a remote one).
+    shown = f"{ctx.draft.path}/{Path(file).name if file else 'config.json'}"
+    return Finding(rule.id, rule.title, rule.phase, status, shown, 0, evidence,
                    error, why, rule.hint)
 
 

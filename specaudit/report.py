@@ -19,7 +19,7 @@ from .signatures import Explanation
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
           Verdict.LANDSCAPE: "bold cyan", SmokeVerdict.PASSED: "bold green", SmokeVerdict.FLAGGED: "bold yellow",
-          SmokeVerdict.FAILED: "bold red", SmokeVerdict.DISCONNECTED: "bold red", SmokeVerdict.INTERRUPTED: "bold yellow"}
+          SmokeVerdict.FAILED: "bold red", SmokeVerdict.UNREACHABLE: "bold red", SmokeVerdict.INTERRUPTED: "bold yellow"}
 _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
          Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all

@@ -147,11 +147,11 @@ class SmokeVerdict:
     FLAGGED = "FLAGGED"  # it runs, and something is silently wrong: low acceptance, or not lossless
     FAILED = "FAILED"  # the launch crashed, never became ready, or answered wrong
     BLOCKED = "BLOCKED"  # the preflight scan says it cannot work; nothing was launched
-    DISCONNECTED = "DISCONNECTED"  # the connection was lost and not regained
+    UNREACHABLE = "UNREACHABLE"  # the node cannot be reached, refuses us, or was lost and not regained
     INTERRUPTED = "INTERRUPTED"  # Ctrl-C
 
     EXIT_CODES = {PASSED: ExitCode.READY, FLAGGED: ExitCode.FLAGGED, FAILED: ExitCode.BLOCKED,
-                  BLOCKED: ExitCode.BLOCKED, DISCONNECTED: ExitCode.SSH, INTERRUPTED: ExitCode.INTERRUPTED}
+                  BLOCKED: ExitCode.BLOCKED, UNREACHABLE: ExitCode.SSH, INTERRUPTED: ExitCode.INTERRUPTED}
 
 
 @dataclass(frozen=True)

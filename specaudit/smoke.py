@@ -298,7 +298,7 @@ class Smoke:
         except KeyboardInterrupt:
             verdict, reason = SmokeVerdict.INTERRUPTED, "interrupted (Ctrl-C)"
         except SSHError as exc:
-            verdict, reason = SmokeVerdict.DISCONNECTED, str(exc)
+            verdict, reason = SmokeVerdict.UNREACHABLE, str(exc)
         finally:
             with _no_interrupts():
                 self.teardown()

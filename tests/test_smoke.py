@@ -297,7 +297,7 @@ def test_a_connection_lost_for_good_leaves_the_watchdog_to_stop_the_launch(tmp_p
         _kill_master()  # ...and the open one drops
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 7, err
-        assert _report(tmp_path)["verdict"] == "DISCONNECTED"
+        assert _report(tmp_path)["verdict"] == "UNREACHABLE"
         deadline = time.monotonic() + lease + 30
         while group_alive(pgid) and time.monotonic() < deadline:
             time.sleep(0.5)
