@@ -38,7 +38,7 @@ from .errors import SpecauditError
 from .evaluate import scan as run_scan
 from .launch import parse_launch_command, strip_assignments, without_speculation
 from .locate import EngineTree, locate_directory
-from .metrics import ServingProfile, acceptance, load_serving
+from .metrics import Acceptance, ServingProfile, acceptance, load_serving
 from .remote import Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import SignatureMatch, classify, clean_line, load_milestones, load_signatures, match_line
@@ -314,7 +314,7 @@ class Smoke:
             seconds=round(time.monotonic() - self.started, 2),
         )
 
-    def _judge(self, answers: list[Answer], figures, lossless: Lossless | None) -> tuple[str, str]:
+    def _judge(self, answers: list[Answer], figures: Acceptance | None, lossless: Lossless | None) -> tuple[str, str]:
         wrong = [a for a in answers if not a.ok]
         if wrong:
             return SmokeVerdict.FAILED, f"{len(wrong)} of {len(answers)} answers are wrong: {wrong[0].problem}"
@@ -507,13 +507,13 @@ class Smoke:
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def exercise(self, watch: LogWatch, measure: bool):
+    def exercise(self, watch: LogWatch, measure: bool) -> tuple[list[Answer], Acceptance | None]:
         """Real requests through the forward; the answers checked; the acceptance of exactly these requests."""
         model = self._served_model()
         before = _get(self.local_port, "/metrics", timeout=10)[1] if measure else ""
         answers = []
         for prompt in self.options.prompts:
-            answers.append(self._ask(model, prompt))
+            answers.append(self._ask(watch, model, prompt))
             self._pump(watch, 0.0)  # an engine can answer 200 and die on the request
         self.note("requests", f"{sum(a.ok for a in answers)} of {len(answers)} answers right")
         if not measure:
@@ -527,9 +527,17 @@ class Smoke:
                                  f"{figures.mean_acceptance_length or 0:.2f}")
         return answers, figures
 
-    def _ask(self, model: str | None, prompt: str) -> Answer:
+    def _ask(self, watch: LogWatch, model: str | None, prompt: str) -> Answer:
+        """One completion; while it is in flight the log is still watched, so a crash ends the wait at once."""
         body = {"model": model, "prompt": prompt, "max_tokens": self.options.max_tokens, **COMPLETION}
-        status, text = _post(self.local_port, "/v1/completions", body, timeout=600)
+        reply: list[tuple[int, str]] = []
+        request = threading.Thread(target=lambda: reply.append(_post(self.local_port, "/v1/completions", body, 600)),
+                                   daemon=True)
+        request.start()
+        while request.is_alive():
+            request.join(0.2)
+            self._pump(watch, 0.0)
+        status, text = reply[0]
         return check_answer(prompt, status, text, self.options.max_tokens)
 
     def check_lossless(self, answers: list[Answer]) -> Lossless:

@@ -28,6 +28,7 @@ from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
 from specaudit.remote_probe import group_alive
+from specaudit.report import smoke_rows
 from specaudit.smoke import SmokeOptions, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,6 +172,34 @@ def test_preflight_stops_on_a_taken_port(sshd, tmp_path, engine_python, models):
     assert result.verdict == "BLOCKED" and f"port {port} is already in use" in result.reason
     assert result.preflight.engine == f"vllm {VERSION}"
     assert not any(e.phase == "launch" for e in view.events)
+
+
+def test_preflight_reports_gpus_and_their_processes(sshd, tmp_path, engine_python, models):
+    # No GPU here: an nvidia-smi on the remote PATH answers the probe's two queries in the format
+    # `--format=csv,noheader,nounits` prints (index, uuid, name, memory.used/total/free in MiB; then
+    # gpu_uuid, pid, process_name, used_memory). What is tested is the way from the node to the report.
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text(
+        "#!/bin/sh\ncase \"$1\" in\n"
+        "  --query-gpu=*) echo '0, GPU-5c1e, NVIDIA H200, 1234, 143771, 142537' ;;\n"
+        "  --query-compute-apps=*) echo 'GPU-5c1e, 4242, python3, 1200' ;;\nesac\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        argv = [f"PATH={fake}:/usr/bin:/bin"] + launch_command(engine_python, models / ODD_NAME, None,
+                                                                 squatter.getsockname()[1])
+        result = run_smoke(options(sshd, tmp_path, argv), NullView())
+    pre = result.preflight
+    assert pre.nvidia_smi and pre.gpus == [{"index": "0", "uuid": "GPU-5c1e", "name": "NVIDIA H200",
+                                            "memory_used_mib": "1234", "memory_total_mib": "143771",
+                                            "memory_free_mib": "142537"}]
+    assert pre.gpu_processes == [{"gpu_uuid": "GPU-5c1e", "pid": "4242", "process_name": "python3",
+                                  "used_memory_mib": "1200"}]
+    rows = dict(smoke_rows(result))
+    assert rows["GPUs"] == "0 NVIDIA H200: 142537 of 143771 MiB free"
+    assert rows["GPU processes before launch"] == "pid 4242 python3 (1200 MiB)"
 
 
 def test_preflight_stops_on_a_blocked_scan_before_launching(sshd, tmp_path, engine_python, models):
