@@ -195,11 +195,12 @@ class LogWatch:
                               if m.name not in self.reached and m.pattern.search(line)), None)
             if milestone:
                 self.reached.append(milestone)
-            arrived.put((line, milestone))
+            arrived.put((line, milestone, time.monotonic()))
         arrived.put(None)
 
-    def pump(self, timeout: float, view: SmokeView) -> list[str]:
-        """Show what arrived (waiting up to ``timeout`` for the first line); the milestones it passed."""
+    def pump(self, timeout: float, view: SmokeView) -> list[tuple[str, float]]:
+        """Show what arrived (waiting up to ``timeout`` for the first line); the milestones it passed, with
+        the moment their line arrived."""
         passed = []
         try:
             item = self._queue.get(timeout=timeout)
@@ -207,10 +208,10 @@ class LogWatch:
                 if item is None:
                     self.ended = True
                 else:
-                    line, milestone = item
+                    line, milestone, at = item
                     view.line(line)
                     if milestone:
-                        passed.append(milestone)
+                        passed.append((milestone, at))
                 item = self._queue.get_nowait()
         except queue.Empty:
             pass
@@ -273,8 +274,8 @@ class Smoke:
 
     # -- the timeline -------------------------------------------------------------------------------
 
-    def note(self, phase: str, text: str) -> None:
-        event = Event(round(time.monotonic() - self.started, 2), phase, text)
+    def note(self, phase: str, text: str, at: float | None = None) -> None:
+        event = Event(round((at or time.monotonic()) - self.started, 2), phase, text)
         self.timeline.append(event)
         self.view.event(event)
 
@@ -445,6 +446,7 @@ class Smoke:
                 next_poll = now + POLL_SECONDS
                 self._check_alive(watch)
                 if _get(self.local_port, self.serving.health, timeout=1)[0] == 200 and self._served_model():
+                    self._pump(watch, 0.0)  # the lines that came before the answer go first in the timeline
                     self.note("ready", f"/health 200 after {now - self.started:.1f} s")
                     return
             if now > deadline:
@@ -452,8 +454,8 @@ class Smoke:
                                                  f"(last milestone: {watch.reached[-1] if watch.reached else 'none'})")
 
     def _pump(self, watch: LogWatch, timeout: float) -> None:
-        for milestone in watch.pump(timeout, self.view):
-            self.note("engine", milestone)
+        for milestone, at in watch.pump(timeout, self.view):
+            self.note("engine", milestone, at)
         if watch.fatal_at is not None:
             self._fail_from_log(watch)
         if watch.ended:
