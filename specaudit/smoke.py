@@ -560,13 +560,15 @@ class Smoke:
         if self.watch is not None:
             self.watch.stop()
         if self.runs and not self.remote.alive() and not self.remote.reconnect(min(10.0, self.options.reconnect_within)):
-            self.teardown_notes.append(f"could not reach {self.options.host}: the remote watchdog stops the launch "
-                                       f"{self.options.lease} s after the last heartbeat")
+            self._teardown_note(f"could not reach {self.options.host}: the remote watchdog stops the launch "
+                                f"{self.options.lease} s after the last heartbeat")
         else:
             self._stop_runs()
         self.remote.close()
-        for note in self.teardown_notes:
-            self.note("teardown", note)
+
+    def _teardown_note(self, text: str) -> None:
+        self.teardown_notes.append(text)
+        self.note("teardown", text)
 
     def _stop_runs(self) -> None:
         while self.runs:
@@ -574,19 +576,20 @@ class Smoke:
             try:
                 out = self.remote.run(bash_command(_STOP, run.directory, str(self.options.stop_grace)),
                                       timeout=self.options.stop_grace + 30)
-                self.teardown_notes += out.stdout.decode().strip().splitlines()
+                for line in out.stdout.decode().strip().splitlines():
+                    self._teardown_note(line)
                 log = self.remote.run(f"cat {quote_command([run.directory + '/log'])} && "
                                       f"rm -rf {quote_command([run.directory])}", timeout=120).stdout
                 self.log_copies.append(str(self._keep_log(run, log)))
             except SpecauditError as exc:
-                self.teardown_notes.append(f"stopping {run.directory} failed: {exc}")
+                self._teardown_note(f"stopping {run.directory} failed: {exc}")
 
     def _keep_log(self, run: _Run, log: bytes) -> Path:
         self.options.out_dir.mkdir(parents=True, exist_ok=True)
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.options.host)
         path = self.options.out_dir / f"smoke-{slug}-{os.path.basename(run.directory)}.log"
         path.write_bytes(log)
-        self.teardown_notes.append(f"log copied to {path}; run directory removed from the remote")
+        self._teardown_note(f"log copied to {path}; run directory removed from the remote")
         return path
 
 
