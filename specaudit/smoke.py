@@ -18,6 +18,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import tarfile
@@ -263,6 +264,7 @@ class Smoke:
         self.timeline: list[Event] = []
         self.teardown_notes: list[str] = []
         self.runs: list[_Run] = []  # launched and not yet stopped
+        self.launches = 0
         self.watch: LogWatch | None = None
         self.heartbeat = Heartbeat(self.remote, self.runs)
         self.local_port: int | None = None
@@ -393,6 +395,7 @@ class Smoke:
             profile = ENGINES[self.engine]
             data = self._probe("pack", {"package": profile.package, "distributions": list(profile.distributions)})
             staging = dest.with_name(dest.name + ".partial")
+            shutil.rmtree(staging, ignore_errors=True)  # what an interrupted copy left
             with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
                 archive.extractall(staging, filter="data")
             (staging / ".complete").write_text(engine["package_dir"] + "\n")
@@ -420,7 +423,8 @@ class Smoke:
     # -- launch and watch ---------------------------------------------------------------------------
 
     def launch(self, argv: tuple[str, ...] | list[str]) -> LogWatch:
-        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{len(self.runs)}"
+        self.launches += 1
+        stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{self.launches}"
         directory = os.path.join(self.runs_dir, stamp)
         quoted = quote_command(list(argv))
         out = self.remote.run(bash_command(_LAUNCH, directory, str(self.options.lease), str(self.options.stop_grace),
