@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -16,3 +17,8 @@ def cache_dir(*parts: str) -> Path:
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def slug(text: str) -> str:
+    """``text`` as one safe file-name component: runs of other characters become ``-``."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")

@@ -12,6 +12,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from .cache import slug
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import Explanation
@@ -30,18 +31,16 @@ Report = "ScanResult | Comparison | Explanation | SmokeResult"
 
 def report_name(report: Report) -> str:
     if isinstance(report, SmokeResult):
-        host = re.sub(r"[^A-Za-z0-9_.-]+", "-", report.host).strip("-")
-        model = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.target or "").name or "launch").strip("-")
         stamp = re.sub(r"[^0-9T]", "", report.started)[:15]
-        return f"smoke-{host}-{report.engine}-{model}-{stamp}"
+        return f"smoke-{slug(report.host)}-{report.engine}-{slug(Path(report.target or '').name or 'launch')}-{stamp}"
     if isinstance(report, Explanation):
-        return "explain-" + re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(report.log).name).strip("-")
+        return "explain-" + slug(Path(report.log).name)
     results = report.results if isinstance(report, Comparison) else [report]
     launch = results[0].launch
     target = launch.target if launch else "landscape"
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(target).name or target).strip("-")
+    name = slug(Path(target).name or target)
     trees = "-".join(f"{r.tree.engine}-{r.tree.version}" for r in results)
-    return f"scan-{trees}-{slug}"
+    return f"scan-{trees}-{name}"
 
 
 def write_report(report: Report, fmt: str, out_dir: Path) -> Path:

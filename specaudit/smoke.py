@@ -17,7 +17,6 @@ import io
 import json
 import os
 import queue
-import re
 import shutil
 import signal
 import subprocess
@@ -32,7 +31,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterator, Protocol
 
-from .cache import cache_dir
+from .cache import cache_dir, slug
 from .checkpoint import read_checkpoint
 from .engines import ENGINES
 from .errors import SpecauditError
@@ -388,8 +387,8 @@ class Smoke:
 
     def _mirror_engine(self, engine: dict) -> EngineTree:
         """The remote engine's ``.py`` files, copied once per content (the probe's fingerprint)."""
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.options.host)
-        dest = cache_dir("remote", slug) / f"{self.engine}-{engine['version']}-{engine['fingerprint'][:16]}"
+        name = f"{self.engine}-{engine['version']}-{engine['fingerprint'][:16]}"
+        dest = cache_dir("remote", slug(self.options.host)) / name
         if not (dest / ".complete").exists():
             self.note("scan", "copying the remote engine's .py files (once per release)")
             profile = ENGINES[self.engine]
@@ -590,8 +589,7 @@ class Smoke:
 
     def _keep_log(self, run: _Run, log: bytes) -> Path:
         self.options.out_dir.mkdir(parents=True, exist_ok=True)
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", self.options.host)
-        path = self.options.out_dir / f"smoke-{slug}-{os.path.basename(run.directory)}.log"
+        path = self.options.out_dir / f"smoke-{slug(self.options.host)}-{os.path.basename(run.directory)}.log"
         path.write_bytes(log)
         self._teardown_note(f"log copied to {path}; run directory removed from the remote")
         return path
