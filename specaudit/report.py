@@ -15,7 +15,7 @@ from rich.text import Text
 from .cache import slug
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
-from .signatures import Explanation
+from .signatures import Explanation, SignatureMatch
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -298,6 +298,17 @@ def print_patch_status(tree, state, rows, console: Console) -> None:
 # -- explain -----------------------------------------------------------------------------------------------
 
 
+def _cause_gate_and_hint(cause: SignatureMatch) -> list[Text]:
+    return [Text.assemble(("gate   ", "bold"), cause.gate or "- (not a gate of the EAGLE-3 path)"),
+            Text.assemble(("hint   ", "bold"), (cause.hint, "green"))]
+
+
+def _cause_markdown(cause: SignatureMatch) -> list[str]:
+    """The gate, hint and log context of a matched crash line, as explain and smoke reports show them."""
+    return [f"- gate: `{cause.gate}`" if cause.gate else "- gate: none on the EAGLE-3 path",
+            f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
+
+
 def print_explanation(explanation: Explanation, console: Console) -> None:
     console.print(f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)")
     cause = explanation.cause
@@ -308,8 +319,7 @@ def print_explanation(explanation: Explanation, console: Console) -> None:
             Text.assemble(("line   ", "bold"), str(cause.line_number), ("  " + cause.signature, "dim")),
             Text("\n".join(cause.context), style="dim"),
             Text.assemble(("error  ", "bold"), (cause.line.strip(), "red")),
-            Text.assemble(("gate   ", "bold"), cause.gate or "- (not a gate of the EAGLE-3 path)"),
-            Text.assemble(("hint   ", "bold"), (cause.hint, "green")),
+            *_cause_gate_and_hint(cause),
         )
         console.print(Panel(body, title=f"[bold red]root cause: {cause.title}[/]", title_align="left"))
     others = [m for m in explanation.matches if m is not cause]
@@ -330,9 +340,7 @@ def _explanation_markdown(explanation: Explanation) -> str:
         out.append("No known failure signature in this log.")
     else:
         out += [f"## Root cause: {cause.title} (`{cause.signature}`)", "",
-                f"- line {cause.line_number}: `{cause.line.strip()}`",
-                f"- gate: `{cause.gate}`" if cause.gate else "- gate: none on the EAGLE-3 path",
-                f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
+                f"- line {cause.line_number}: `{cause.line.strip()}`", *_cause_markdown(cause)]
     others = [m for m in explanation.matches if m is not cause]
     if others:
         out += ["", "## Other known lines", "", "| line | signature | text |", "|---|---|---|"]
@@ -387,9 +395,7 @@ def print_smoke(result: SmokeResult, console: Console) -> None:
     console.print(Text(result.verdict, style=_STYLE[result.verdict]) + Text(f"  {result.reason}"))
     cause = result.cause
     if cause:
-        body = Group(Text("\n".join(cause.context), style="dim"),
-                     Text.assemble(("gate   ", "bold"), cause.gate or "- (not a gate of the EAGLE-3 path)"),
-                     Text.assemble(("hint   ", "bold"), (cause.hint, "green")))
+        body = Group(Text("\n".join(cause.context), style="dim"), *_cause_gate_and_hint(cause))
         console.print(Panel(body, title=f"[bold red]{cause.title}[/] (log line {cause.line_number})", title_align="left"))
     elif result.last_lines and result.verdict == SmokeVerdict.FAILED:
         console.print(Panel(Text("\n".join(result.last_lines[-12:]), style="dim"), title="last lines of the log",
@@ -417,8 +423,7 @@ def _smoke_markdown(result: SmokeResult) -> str:
     cause = result.cause
     if cause:
         out += ["", f"## Crash: {cause.title} (`{cause.signature}`), log line {cause.line_number}", "",
-                f"- gate: `{cause.gate}`" if cause.gate else "- gate: none on the EAGLE-3 path",
-                f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
+                *_cause_markdown(cause)]
     elif result.last_lines and result.verdict == SmokeVerdict.FAILED:
         out += ["", "## Last lines of the log", "", "```", *result.last_lines, "```"]
     if result.answers:

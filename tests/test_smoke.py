@@ -28,7 +28,7 @@ from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
 from specaudit.remote_probe import group_alive
-from specaudit.report import smoke_rows
+from specaudit.report import smoke_rows, to_html, to_markdown
 from specaudit.smoke import SmokeOptions, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -272,6 +272,7 @@ def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engin
     assert result.cause is not None and result.cause.root
     assert result.cause.signature == "vllm-weight-shape-mismatch"
     assert result.cause.line in Path(result.logs[0]).read_text()
+    assert all(f"log line {result.cause.line_number}" in render(result) for render in (to_markdown, to_html))
     assert not any(group_alive(g) for g in launched_groups(view.events))
 
 
