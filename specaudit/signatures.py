@@ -75,36 +75,33 @@ class Explanation:
         return {**asdict(self), "exit_code": self.exit_code}
 
 
-def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
+def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | None, required: bool) -> list:
+    """``make(engine, entry)`` for each entry under ``key`` in the signature files of the engines asked for."""
     directory = directory or data_dir("rules") / "signatures"
-    signatures = []
+    made = []
     for path in sorted(directory.glob("*.yaml")):
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
             engine = data["engine"]
             if engines is not None and engine not in engines:
                 continue
-            for entry in data["signatures"]:
-                signatures.append(Signature(
-                    id=entry["id"], engine=engine, title=entry["title"], pattern=re.compile(entry["pattern"]),
-                    hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), root=entry.get("root", True),
-                    examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ())),
-                ))
+            made += [make(engine, entry) for entry in (data[key] if required else data.get(key) or ())]
         except (yaml.YAMLError, KeyError, TypeError, re.error) as exc:
             raise SpecauditError(f"{path}: not a valid signature file ({type(exc).__name__}: {exc})") from None
-    return signatures
+    return made
+
+
+def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
+    return _entries("signatures", lambda engine, entry: Signature(
+        id=entry["id"], engine=engine, title=entry["title"], pattern=re.compile(entry["pattern"]),
+        hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), root=entry.get("root", True),
+        examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ())),
+    ), engines, directory, required=True)
 
 
 def load_milestones(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
-    directory = directory or data_dir("rules") / "signatures"
-    milestones = []
-    for path in sorted(directory.glob("*.yaml")):
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        if engines is not None and data["engine"] not in engines:
-            continue
-        for entry in data.get("milestones", ()):
-            milestones.append(Milestone(entry["name"], data["engine"], re.compile(entry["pattern"])))
-    return milestones
+    return _entries("milestones", lambda engine, entry: Milestone(entry["name"], engine, re.compile(entry["pattern"])),
+                    engines, directory, required=False)
 
 
 def clean_line(line: str) -> str:
