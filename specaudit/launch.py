@@ -121,17 +121,15 @@ def strip_assignments(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[cut:], argv[:cut]
 
 
-def without_speculation(argv: list[str], engine: str) -> list[str]:
-    """The same launch with no drafter: every ``--speculative...`` option dropped with its value."""
-    parse_launch_command(argv)  # refuses what is not a launch command
+def without_speculation(argv: list[str]) -> list[str]:
+    """The same launch with no drafter: every ``--speculative...`` option dropped with its value (no option of
+    either engine by that name is a flag)."""
     kept, i = [], 0
     while i < len(argv):
         word = argv[i]
         i += 1
-        name = word[2:].split("=", 1)[0].replace("_", "-")
-        if word.startswith("--") and name.startswith("speculative"):
-            flag = engine == "sglang" and name.replace("-", "_") in _SGLANG_FLAGS
-            if "=" not in word and not flag and i < len(argv) and not argv[i].startswith("--"):
+        if word.startswith(("--speculative-", "--speculative_")):
+            if "=" not in word and i < len(argv) and not argv[i].startswith("--"):
                 i += 1  # its value
             continue
         kept.append(word)

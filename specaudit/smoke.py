@@ -456,19 +456,25 @@ class Smoke:
                 raise _Stop(SmokeVerdict.FAILED, f"not ready within {self.options.ready_timeout:.0f} s "
                                                  f"(last milestone: {watch.reached[-1] if watch.reached else 'none'})")
 
-    def _pump(self, watch: LogWatch, timeout: float) -> None:
+    def _take(self, watch: LogWatch, timeout: float) -> None:
+        """Show the lines that arrived, and put the milestones among them on the timeline."""
         for milestone, at in watch.pump(timeout, self.view):
             self.note("engine", milestone, at)
+
+    def _pump(self, watch: LogWatch, timeout: float) -> None:
+        self._take(watch, timeout)
         if watch.fatal_at is not None:
             self._fail_from_log(watch)
         if watch.ended:
             self._regain(watch)
 
-    def _fail_from_log(self, watch: LogWatch) -> None:
-        # The lines right after the cause say more (the traceback's end): give them a moment to arrive.
-        until = watch.fatal_at + 1.0
+    def _settle(self, watch: LogWatch, until: float) -> None:
+        """Take in the lines still on their way (the end of a traceback) until ``until`` (monotonic)."""
         while time.monotonic() < until and not watch.ended:
-            watch.pump(max(0.0, until - time.monotonic()), self.view)
+            self._take(watch, max(0.0, until - time.monotonic()))
+
+    def _fail_from_log(self, watch: LogWatch) -> None:
+        self._settle(watch, watch.fatal_at + 1.0)
         cause = watch.cause()
         self.note("crash", f"{cause.title}: line {cause.line_number} of the log" if cause else "fatal line")
         raise _Stop(SmokeVerdict.FAILED, f"{cause.title}: {cause.line}" if cause else "the engine crashed")
@@ -482,9 +488,7 @@ class Smoke:
             return
         if state and state[0] == "exited":
             self._exit_status = int(state[1]) if len(state) > 1 and state[1].lstrip("-").isdigit() else None
-            # The last lines may still be on their way.
-            watch.pump(1.0, self.view)
-            watch.pump(0.5, self.view)
+            self._settle(watch, time.monotonic() + 1.5)
             cause = watch.cause()
             self.note("exit", f"the engine exited with status {self._exit_status}")
             if cause:
@@ -549,7 +553,7 @@ class Smoke:
         """Greedy tokens with the drafter and without it must be identical: relaunch without it and compare."""
         self.note("lossless", "relaunching without the drafter")
         self._stop_runs()
-        watch = self.launch(tuple(without_speculation(list(self.options.argv), self.engine)))
+        watch = self.launch(tuple(without_speculation(list(self.options.argv))))
         self.wait_ready(watch)
         plain, _ = self.exercise(watch, measure=False)
         lossless = compare_answers(answers, plain)

@@ -81,8 +81,8 @@ def test_the_lossless_relaunch_drops_every_speculative_option():
     vllm = ["VLLM_CPU_KVCACHE_SPACE=1", "python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m",
             "--speculative-config", '{"method": "eagle3"}', "--speculative_config.num_speculative_tokens=3",
             "--port", "8000"]
-    assert without_speculation(vllm, "vllm") == vllm[:6] + ["--port", "8000"]
+    assert without_speculation(vllm) == vllm[:6] + ["--port", "8000"]
     sglang = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--speculative-algorithm", "EAGLE3",
               "--speculative-draft-model-path", "/d", "--speculative-num-steps", "3", "--tp", "8"]
-    assert without_speculation(sglang, "sglang") == ["python3", "-m", "sglang.launch_server", "--model-path", "/m",
+    assert without_speculation(sglang) == ["python3", "-m", "sglang.launch_server", "--model-path", "/m",
                                                       "--tp", "8"]
