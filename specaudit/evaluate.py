@@ -11,14 +11,17 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .decide import Evaluator, decide, entry_findings, path_findings
 from .gates import KINDS, SITELESS_KINDS, Finding, Status
 from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
-from .result import (ArchitectureRow, Landscape, LaunchSummary, RuleStatus, ScanResult, TreeSummary, Verdict)
-from .ruleset import Rule, load_rules
+from .result import (ArchitectureRow, Landscape, LaunchSummary, PathSummary, RuleStatus, ScanResult, TreeSummary,
+                     Verdict)
+from .ruleset import PHASES, Rule, load_rules
 from .target import Launch
+from .trace import TracedPath, trace
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
 
@@ -113,9 +116,11 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
     sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in code_rules}
+    path = trace(index, resolver)
 
     findings: list[Finding] = []
     candidates: list[Finding] = []
+    decided: dict[str, int] = {}
     if launch is not None and launch.target is not None:
         judge = Judge(launch, resolver, registry, protocols)
         for rule in gate_rules:
@@ -125,7 +130,13 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
                 finding = KINDS[rule.kind].judge(rule, None, judge)
                 findings += [finding] if finding else []
         findings = _merge_repeats(findings, rules)
-        findings.sort(key=lambda f: (_phase(rules, f.rule_id), f.file, f.line))
+        options = launch.options if launch.engine == tree.engine.name else {}
+        evaluator = Evaluator(resolver, launch.target, judge.target_class(), launch.method, path,
+                              judge.target_class_problem(), options)
+        decisions = decide(path, evaluator)
+        for decision in decisions:
+            decided[decision.status] = decided.get(decision.status, 0) + 1
+        findings = _with_path(findings, decisions, sites, path)
     # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in code_rules:
@@ -144,6 +155,7 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         findings=findings,
         candidates=candidates,
         rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in code_rules],
+        path=PathSummary.of(path, decided),
         landscape=landscape,
         skipped=dict(sorted(index.skipped.items())),
         files_indexed=len(index.modules),
@@ -166,8 +178,23 @@ def _merge_repeats(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
     return list(merged.values())
 
 
-def _phase(rules: list[Rule], rule_id: str) -> int:
-    return next(r.phase_order for r in rules if r.id == rule_id)
+def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list], path: TracedPath) -> list[Finding]:
+    """The rules' findings, placed where the traced path meets them, and the path's own gates that no rule
+    names; all in the order the launch meets them."""
+    spans = {(f.rule_id, s.file, s.line): s.end_line for f in findings for s in sites.get(f.rule_id, ())}
+    steps: dict[int, int] = {}
+    unclaimed = []
+    for decision in decisions:
+        o = decision.obligation
+        claimant = next((i for i, f in enumerate(findings) if f.file == o.file
+                         and f.line <= o.line <= spans.get((f.rule_id, f.file, f.line), f.line)), None)
+        if claimant is None:
+            unclaimed.append(decision)
+        else:
+            steps[claimant] = min(steps.get(claimant, o.step), o.step)
+    placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
+    merged = placed + path_findings(unclaimed) + entry_findings(path)
+    return sorted(merged, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
 
 
 def _verdict(findings: list[Finding], launch: Launch | None) -> str:

@@ -55,6 +55,7 @@ class Finding:
     why: str
     hint: str
     also: tuple[str, ...] = ()  # other places where the engine meets the same gate with the same outcome
+    step: int = 0  # where the traced path meets it (0: not on the traced path); orders gates within a phase
 
     @property
     def location(self) -> str:

@@ -48,6 +48,7 @@ class ClassInfo:
     decorators: tuple[str, ...]
     bound: frozenset[str]  # names given a value in the class body: methods, assignments
     annotated: frozenset[str]  # names only annotated in the class body (no value)
+    assigned: frozenset[str] = frozenset()  # instance attributes: `self.x = ...` in its methods
     defaults: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # literal class attributes
 
     @property
@@ -213,6 +214,10 @@ def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
             (bound if stmt.value is not None else annotated).add(stmt.target.id)
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             bound.add(stmt.target.id)
+    assigned = {target.attr for function in node.body if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for stmt in ast.walk(function) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"}
     bases = []
     for base in node.bases:
         # Generic[T] and Protocol[T] name their class through the subscript.
@@ -229,6 +234,7 @@ def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
         decorators=decorators,
         bound=frozenset(bound),
         annotated=frozenset(annotated - bound),
+        assigned=frozenset(assigned),
         defaults=defaults,
     )
 
@@ -321,6 +327,10 @@ class TreeIndex:
 
     def has_module(self, name: str) -> bool:
         return name in self.files
+
+    def note_read(self, relpath: str) -> None:
+        """A later stage read this file itself: results memoized after it depend on its content too."""
+        self.digests[relpath] = self._digest(relpath)
 
     def source(self, relpath: str) -> bytes:
         if relpath in self.overlay:
@@ -495,7 +505,7 @@ def _code_salt() -> str:
     """Cached facts are only valid for the code that extracted them."""
     here = Path(__file__).parent
     digest = hashlib.blake2b(digest_size=8)
-    for name in ("index.py", "match.py", "resolve.py", "registry.py", "evaluate.py"):
+    for name in ("index.py", "match.py", "resolve.py", "registry.py", "evaluate.py", "trace.py"):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())

@@ -223,17 +223,19 @@ class Resolver:
         module = self.index.module(module_name)
         if module is None:
             return {}
-        found: dict[str, Protocol] = {}
-        for cls in module.classes.values():
-            if not self._is_protocol(cls):
-                continue
-            members: set[str] = set()
-            for base in self.hierarchy(cls).linear:
-                if isinstance(base, ClassInfo) and (base is cls or self._is_protocol(base)):
-                    members |= base.bound | base.annotated
-            runtime = any(d.rsplit(".", 1)[-1] == "runtime_checkable" for d in cls.decorators)
-            found[cls.name] = Protocol(cls, tuple(sorted(m for m in members if _is_member(m))), runtime)
-        return found
+        found = (self.protocol(cls) for cls in module.classes.values())
+        return {p.cls.name: p for p in found if p is not None}
+
+    def protocol(self, cls: ClassInfo) -> Protocol | None:
+        """``cls`` as a Protocol (its members as typing computes them), or None when it is not one."""
+        if not self._is_protocol(cls):
+            return None
+        members: set[str] = set()
+        for base in self.hierarchy(cls).linear:
+            if isinstance(base, ClassInfo) and (base is cls or self._is_protocol(base)):
+                members |= base.bound | base.annotated
+        runtime = any(d.rsplit(".", 1)[-1] == "runtime_checkable" for d in cls.decorators)
+        return Protocol(cls, tuple(sorted(m for m in members if _is_member(m))), runtime)
 
     def _is_protocol(self, cls: ClassInfo) -> bool:
         module = self.index.module(cls.module)

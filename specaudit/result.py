@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ExitCode
 from .gates import Finding
 from .metrics import Acceptance
 from .signatures import SignatureMatch
 from .target import Launch
+
+if TYPE_CHECKING:
+    from .trace import TracedPath
 
 
 class Verdict:
@@ -59,6 +62,34 @@ class RuleStatus:
 
 
 @dataclass(frozen=True)
+class PathEntry:
+    role: str
+    function: str | None  # None: not found in this tree
+    file: str | None
+    line: int | None
+    problem: str
+
+
+@dataclass(frozen=True)
+class PathSummary:
+    """How the EAGLE-3 path was traced: the runner, the entry points, and what was decided on it."""
+
+    runner: str | None
+    runner_reason: str
+    entries: list[PathEntry]
+    functions: int  # functions followed
+    obligations: int  # raises, asserts and reads of the target met on the way
+    decided: dict[str, int]  # status -> obligations, for the launch's target
+
+    @classmethod
+    def of(cls, path: "TracedPath", decided: dict[str, int]) -> "PathSummary":
+        entries = [PathEntry(e.role, e.function, e.file, e.line, e.problem) for e in path.entries
+                   if e.runner is None or e.runner == path.runner]
+        return cls(path.runner, path.runner_reason, entries, len(set(path.traced)), len(path.obligations),
+                   dict(sorted(decided.items())))
+
+
+@dataclass(frozen=True)
 class ArchitectureRow:
     architecture: str
     module: str
@@ -91,6 +122,7 @@ class ScanResult:
     findings: list[Finding]
     candidates: list[Finding]
     rules: list[RuleStatus]
+    path: PathSummary
     landscape: Landscape
     skipped: dict[str, str]
     files_indexed: int
