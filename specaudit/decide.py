@@ -23,7 +23,7 @@ from .index import ClassInfo
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
 from .trace import CONFIG, METHOD, MODEL_CONFIG, OPTIONS, OUTPUT, TARGET, TEXT_CONFIG, Condition, Obligation, \
-    Summary, TracedPath, placeholder, reads_target
+    Summary, TracedPath, placeholder, reads_target, runs
 
 # Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
 PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {
@@ -123,6 +123,7 @@ class Evaluator:
         self.class_problem = class_problem
         self.functions = path.functions
         self.model_config = {k: ast.parse(v, mode="eval").body for k, v in path.model_config.items()}
+        self.external_members = path.external_members
         complete = "_about" not in target.config
         config_class = _config_class(target)
         self.env: dict[str, Any] = {
@@ -221,7 +222,7 @@ class Evaluator:
                     if isinstance(value, dict) and name.endswith("config") else value
             if name in PRETRAINED_CONFIG_DEFAULTS:
                 return PRETRAINED_CONFIG_DEFAULTS[name]
-            if name in PRETRAINED_CONFIG_METHODS:
+            if name in PRETRAINED_CONFIG_METHODS or name.startswith("__"):
                 return Unknown(f"{text}(...)")
             if not base.complete:
                 return Unknown(f"{text}: the target's config is a snapshot of some keys, without {name}")
@@ -256,6 +257,9 @@ class Evaluator:
                 return True
         if name in dir(object):
             return True
+        for base in hierarchy.linear:
+            if isinstance(base, External) and name in self.external_members.get(base.qualname, ()):
+                return True
         if hierarchy.unknown:
             return Unknown(f"whether {cls.name} has {name}: its MRO is incomplete ({hierarchy.unknown[0]})")
         return False
@@ -305,6 +309,8 @@ class Evaluator:
             if isinstance(value, Raises) and len(args) == 3:
                 return args[2]
             return value
+        if name == "callable" and len(args) == 1 and isinstance(args[0], (Method, Function)):
+            return True
         if name == "type" and len(args) == 1 and isinstance(args[0], TargetModel):
             return ClassValue(args[0].cls)
         unknown = next((a for a in args if isinstance(a, Unknown)), None)
@@ -338,6 +344,8 @@ class Evaluator:
         if isinstance(value, Config) and isinstance(kind, ClassValue):
             return True if kind.cls.name == value.class_name else Unknown(
                 f"{text}: whether the config class {value.class_name} is a {kind.cls.name}")
+        if isinstance(kind, Builtin) and isinstance(value, (TargetModel, Config)):
+            return kind.name == "object"  # an instance of the engine's classes, not a builtin type
         if isinstance(kind, Builtin) and not isinstance(value, (TargetModel, Config, ClassValue, Method, Function)):
             python_type = getattr(builtins, kind.name, None)
             return isinstance(value, python_type) if isinstance(python_type, type) else Unknown(text)
@@ -383,7 +391,9 @@ class Evaluator:
                 if isinstance(side, (Unknown, Raises)):
                     return side
             if any(isinstance(s, (TargetModel, Config, ClassValue, Method, Function)) for s in (left, right)):
-                if isinstance(op, (ast.Is, ast.IsNot)) and right is None:
+                if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(left, Config) and isinstance(right, Config):
+                    result = (left.values is right.values) == isinstance(op, ast.Is)
+                elif isinstance(op, (ast.Is, ast.IsNot)) and right is None:
                     result = isinstance(op, ast.IsNot)
                 else:
                     return Unknown(_text(node))
@@ -708,7 +718,7 @@ def entry_findings(path: TracedPath) -> list[Finding]:
     traced, so no verdict but UNKNOWN can be earned."""
     found = []
     for entry in path.entries:
-        if entry.function is None and entry.required and (entry.runner is None or entry.runner == path.runner):
+        if entry.function is None and entry.required and runs(entry.runner, path.runner):
             found.append(Finding("path-entry", f"EAGLE-3 path entry point not found: {entry.role}", entry.phase,
                                  Status.UNKNOWN, entry.tried[0].partition(":")[0].replace(".", "/") + ".py", 0, "",
                                  None, f"none of the declared entry points is in this tree: {entry.problem}",

@@ -83,8 +83,10 @@ class PathSummary:
 
     @classmethod
     def of(cls, path: "TracedPath", decided: dict[str, int]) -> "PathSummary":
+        from .trace import runs
+
         entries = [PathEntry(e.role, e.function, e.file, e.line, e.problem) for e in path.entries
-                   if e.runner is None or e.runner == path.runner]
+                   if runs(e.runner, path.runner)]
         return cls(path.runner, path.runner_reason, entries, len(set(path.traced)), len(path.obligations),
                    dict(sorted(decided.items())))
 

@@ -56,6 +56,9 @@ class Role:
     objects: dict[str, tuple[str, ...]]  # expression -> "module:Class" candidates it is an instance of
     runner: str | None = None  # the model runner this role belongs to, when the engine has several
     required: bool = True
+    # A stage every launch runs (loading the model): only what it does because of speculative decoding,
+    # under a condition on the method, is on the EAGLE-3 path.
+    speculative_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class PathSpec:
     depth: int
     runner: RunnerChoice | None
     model_config: dict[str, str]  # attribute of the engine's model config -> expression over the target
+    external_members: dict[str, tuple[str, ...]]  # a base class outside the tree -> the attributes it gives
     source: str
 
 
@@ -99,6 +103,7 @@ def load_path_spec(engine: str) -> PathSpec:
             depth=int(data.get("depth", 4)),
             runner=RunnerChoice(**runner) if runner else None,
             model_config={str(k): str(v) for k, v in (data.get("model_config") or {}).items()},
+            external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -115,7 +120,8 @@ def _role(data: dict, path) -> Role:
                              f"(known: {', '.join(DENOTATIONS)})")
     return Role(name=str(data["role"]), phase=str(data["phase"]), entries=tuple(data["entries"]), seeds=seeds,
                 objects={k: tuple(v) for k, v in (data.get("objects") or {}).items()},
-                runner=data.get("runner"), required=bool(data.get("required", True)))
+                runner=data.get("runner"), required=bool(data.get("required", True)),
+                speculative_only=bool(data.get("speculative_only", False)))
 
 
 # -- the result ---------------------------------------------------------------------------------------
@@ -194,6 +200,7 @@ class TracedPath:
     traced: tuple[str, ...]  # every function followed
     unparsed: tuple[str, ...]  # files on the path that could not be parsed: "file: why"
     model_config: dict[str, str]  # what the engine's model config answers, over the target's placeholders
+    external_members: dict[str, tuple[str, ...]]  # what base classes outside the tree give the target
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -344,13 +351,14 @@ class Tracer:
                 entries.append(EntryPoint(role.name, role.phase, role.runner, role.required, None, None, None,
                                           role.entries, "; ".join(problems)))
         for role, function in found_entries:
-            if role.runner and runner and role.runner != runner:
+            if not runs(role.runner, runner):
                 continue
             for start in [function, *self._validators(function)]:
                 self._trace(start, _Frame(role, function.owner, {}, {}, (), 0), ())
         return TracedPath(self.spec.engine, runner, runner_reason, tuple(entries), tuple(self.obligations),
                           dict(self.functions), tuple(self.traced),
-                          tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config))
+                          tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
+                          dict(self.spec.external_members))
 
     def _validators(self, function: _Function) -> list[_Function]:
         """Constructing a pydantic config runs its ``model_validator`` methods after ``__post_init__``."""
@@ -374,10 +382,13 @@ class Tracer:
         if choice is None:
             return None, "this engine has one model runner"
         module = self.index.module(choice.defaults_file)
-        default = _env_default(self._module_ast(module), choice.variable) if module else None
-        if default is None:
+        default = _env_default(self._module_ast(module), choice.variable) if module else _UNSET
+        if default is _UNSET:
             return choice.otherwise, (f"{choice.variable} is not declared in this release "
                                       f"({choice.defaults_file}): {choice.otherwise}")
+        if default is None:
+            return BOTH_RUNNERS, (f"{choice.variable} is unset by default ({choice.defaults_file}): the engine picks "
+                                  f"the runner per model and configuration, so both runners' paths are traced")
         runner = choice.when_set if _truthy(default) else choice.otherwise
         return runner, f"{choice.variable} defaults to {default!r} ({choice.defaults_file}): {runner}"
 
@@ -456,6 +467,8 @@ class _Walk:
                 self.frame.restore(_agreed(after_body, self.frame.bindings()))
             if body_ends and else_ends:
                 return None
+            if body_ends and _raises(stmt.body) and not reads_target(test.source):
+                return guards  # past a check of the launch's own state: a launch that failed it failed elsewhere
             if body_ends:
                 return guards + (_negate(test),)  # an early return or raise: what follows needs the test false
             if else_ends:
@@ -520,6 +533,11 @@ class _Walk:
                 self.frame.denoted[target.id] = denoted
             elif _is_literal(value):
                 self.frame.literals[target.id] = value
+            elif isinstance(value, (ast.BoolOp, ast.Compare, ast.UnaryOp)):
+                # A test kept in a name (`uses_mtp = self.method == "mtp" and ...`) is the test where it is used.
+                rewritten = _Rewrite(self).visit(copy.deepcopy(value))
+                if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
+                    self.frame.literals[target.id] = rewritten
         elif isinstance(target, (ast.Tuple, ast.List)):
             if denoted == OUTPUT and not any(isinstance(e, ast.Starred) for e in target.elts):
                 self._record("unpack", stmt, guards, "ValueError", None, member=str(len(target.elts)),
@@ -646,6 +664,8 @@ class _Walk:
 
     def _record(self, kind: str, node: ast.AST, guards: tuple[Condition, ...], exception: str | None,
                 message: str | None, member: str | None = None, receiver: str | None = None) -> None:
+        if self.frame.role.speculative_only and not any(placeholder(METHOD) in g.source for g in guards):
+            return
         statement_lines = self.lines[node.lineno - 1: node.end_lineno]
         code = _excerpt(statement_lines, node.col_offset)
         self.t.record(Obligation(kind, self.frame.role.name, self.frame.role.phase, self.module.name,
@@ -729,6 +749,10 @@ def _terminates(body: list[ast.stmt]) -> bool:
     if isinstance(last, ast.If):
         return _terminates(last.body) and bool(last.orelse) and _terminates(last.orelse)
     return False
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], ast.Raise)
 
 
 def _negate(condition: Condition) -> Condition:
@@ -841,18 +865,27 @@ def _excerpt(lines: list[str], column: int, limit: int = 16) -> str:
     return "\n".join(x[column:] if x[:column].isspace() else x.lstrip() for x in lines)
 
 
+BOTH_RUNNERS = "v1 and v2"
+_UNSET = object()
+
+
+def runs(role_runner: str | None, runner: str | None) -> bool:
+    """Whether a role of a given runner is on the path of a launch that uses ``runner``."""
+    return role_runner is None or runner is None or runner in (role_runner, BOTH_RUNNERS)
+
+
 def _env_default(tree: ast.Module | None, variable: str) -> Any:
     """The default of ``os.getenv("VAR", default)`` / ``os.environ.get("VAR", default)`` wherever the module
-    declares it (vLLM's ``envs.py`` lambdas); None when the variable is not declared."""
+    declares it (vLLM's ``envs.py`` lambdas): None when it has none, _UNSET when the variable is not declared."""
     if tree is None:
-        return None
+        return _UNSET
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) >= 1 and isinstance(node.args[0], ast.Constant) \
                 and node.args[0].value == variable and (_dotted(node.func) or "").endswith(("getenv", "environ.get")):
             if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                 return node.args[1].value
-            return ""
-    return None
+            return None
+    return _UNSET
 
 
 def _truthy(value: Any) -> bool:
