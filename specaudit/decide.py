@@ -191,6 +191,9 @@ class Evaluator:
         if literal is not None:
             return literal
         found = self.resolver.resolve(info, dotted)
+        owner, _, name = dotted.rpartition(".")
+        if not isinstance(found, ClassInfo) and self.resolver.index.has_module(owner):
+            found = self.resolver.find_class(owner, name)  # an absolute name: a function's own import
         if isinstance(found, ClassInfo):
             return ClassValue(found)
         if isinstance(found, External) and found.qualname.startswith("builtins."):
@@ -204,11 +207,14 @@ class Evaluator:
 
     def _Attribute(self, node, local, module):
         base = self.eval(node.value, local, module)
+        if isinstance(base, Unknown):
+            head = node
+            while isinstance(head, ast.Attribute):
+                head = head.value
+            if isinstance(head, ast.Name) and head.id not in local and head.id not in self.env:
+                return self._global(_text(node), module)  # a dotted global: module.Class
         if isinstance(base, (Unknown, Raises)):
-            dotted = _text(node)
-            return self._global(dotted, module) if isinstance(node.value, ast.Name) and \
-                node.value.id not in local and node.value.id not in self.env and \
-                isinstance(base, Unknown) else base
+            return base
         return self.attribute(base, node.attr, _text(node))
 
     def attribute(self, base: Any, name: str, text: str) -> Any:

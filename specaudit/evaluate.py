@@ -190,8 +190,13 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
                          and f.line <= o.line <= spans.get((f.rule_id, f.file, f.line), f.line)), None)
         if claimant is None:
             unclaimed.append(decision)
-        else:
-            steps[claimant] = min(steps.get(claimant, o.step), o.step)
+            continue
+        steps[claimant] = min(steps.get(claimant, o.step), o.step)
+        rule_finding = findings[claimant]
+        if rule_finding.status == Status.UNKNOWN and decision.status in (Status.BLOCKS, Status.PASSES):
+            # The rule could not read this shape; the traced path could.
+            findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "
+                                         f"traced path: {rule_finding.why})", error=decision.error or rule_finding.error)
     placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
     merged = placed + path_findings(unclaimed) + entry_findings(path)
     return sorted(merged, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))

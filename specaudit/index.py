@@ -152,7 +152,7 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
                 top = alias.name.split(".")[0]
                 info.imports.setdefault(top, Import(top, None))
     elif isinstance(stmt, ast.ImportFrom):
-        source = _absolute_module(stmt.module, stmt.level, package)
+        source = absolute_module(stmt.module, stmt.level, package)
         for alias in stmt.names:
             if alias.name == "*":
                 info.star_imports.append(source)
@@ -184,7 +184,7 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
             info.computed.setdefault(target, stmt.lineno)
 
 
-def _absolute_module(module: str | None, level: int, package: str) -> str:
+def absolute_module(module: str | None, level: int, package: str) -> str:
     if level == 0:
         return module or ""
     parts = package.split(".") if package else []

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import yaml
 
 from .errors import SpecauditError
-from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, parse
+from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, parse
 from .resolve import External, Resolver
 from .ruleset import PHASES, rules_dir
 
@@ -519,6 +519,12 @@ class _Walk:
             return guards
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return guards  # nested definitions run only when called
+        if isinstance(stmt, ast.ImportFrom):  # an import inside a function binds names only there
+            package = self.module.name if self.module.is_package else self.module.name.rpartition(".")[0]
+            source = absolute_module(stmt.module, stmt.level, package)
+            for alias in stmt.names:
+                self.frame.literals[alias.asname or alias.name] = _dotted_node(f"{source}.{alias.name}")
+            return guards
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.expr):
                 self.expression(child, guards, catching)
@@ -562,6 +568,13 @@ class _Walk:
                 if receiver in (TARGET, CONFIG, TEXT_CONFIG) and not self._derived(sub):
                     kind = "config" if receiver != TARGET else ("call" if _is_called(sub, node) else "attribute")
                     self._record(kind, sub, guards, "AttributeError", None, member=sub.attr, receiver=receiver)
+            if isinstance(sub, ast.Call) and _dotted(sub.func) == "getattr" and len(sub.args) == 2 and not catching \
+                    and isinstance(sub.args[1], ast.Constant) and isinstance(sub.args[1].value, str):
+                receiver = self.denote(sub.args[0])  # getattr(x, "name") without a default reads like x.name
+                if receiver in (TARGET, CONFIG, TEXT_CONFIG):
+                    kind = "config" if receiver != TARGET else "attribute"
+                    self._record(kind, sub, guards, "AttributeError", None, member=sub.args[1].value,
+                                 receiver=receiver)
             if isinstance(sub, ast.Call):
                 self.call(sub, guards)
 
@@ -581,9 +594,10 @@ class _Walk:
         if not (on_self or objects or arguments):
             return  # the target does not flow into it
         denoted = dict(arguments)
+        literals = self.literal_arguments(callee, call)
         if on_self:  # the same object: what `self.x` denotes stays true
             denoted.update({k: v for k, v in self.frame.denoted.items() if k.startswith("self.")})
-        frame = _Frame(self.frame.role, self_class, denoted, {},
+        frame = _Frame(self.frame.role, self_class, denoted, literals,
                        self.frame.via + (f"{self.function.qualname} (line {call.lineno})",), self.frame.depth + 1)
         self.t._trace(callee, frame, guards)
 
@@ -625,6 +639,19 @@ class _Walk:
             if denoted:
                 bound[keyword.arg] = denoted
         return bound
+
+    def literal_arguments(self, callee: _Function, call: ast.Call) -> dict[str, ast.expr]:
+        """The callee's parameters that receive a literal (a list a gate tests against)."""
+        params = [a.arg for a in callee.node.args.posonlyargs + callee.node.args.args]
+        if callee.owner is not None and params and params[0] in ("self", "cls"):
+            params = params[1:]
+        pairs = list(zip(params, call.args)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+        found = {}
+        for param, arg in pairs:
+            value = self.frame.literals.get(arg.id) if isinstance(arg, ast.Name) else arg if _is_literal(arg) else None
+            if value is not None:
+                found[param] = value
+        return found
 
     def denote(self, node: ast.expr) -> str | None:
         """Which part of the target an expression is, if any."""
@@ -826,6 +853,14 @@ def _dotted_call(node: ast.AST) -> str | None:
     if isinstance(node, ast.Name):
         return node.id
     return None
+
+
+def _dotted_node(dotted: str) -> ast.expr:
+    head, *rest = dotted.split(".")
+    node: ast.expr = ast.Name(head, ast.Load())
+    for part in rest:
+        node = ast.Attribute(node, part, ast.Load())
+    return node
 
 
 def _is_literal(node: ast.expr) -> bool:

@@ -1,0 +1,216 @@
+"""Metamorphic tests of the traced EAGLE-3 path: real gates of real releases, refactored without changing what
+they do, must keep their verdict. BLOCKED stays BLOCKED and READY stays READY, whatever shape the gate takes.
+
+Each refactor edits the real file through the scan's overlay (the tree on disk is never touched). The snippets
+come from the releases' own source (vLLM 0.17.0 and SGLang 0.5.8, read by hand): a refactor whose snippet is not
+in the file fails loudly instead of silently testing nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import engine_tree
+from specaudit.evaluate import scan
+from specaudit.target import Launch, Target, load_preset
+
+# Qwen2MoeForCausalLM passes vLLM 0.17.0's allowlist ("qwen" is a substring of "qwen2_moe") and lacks
+# SupportsEagle3 (qwen2_moe.py: `class Qwen2MoeForCausalLM(nn.Module, SupportsPP, SupportsLoRA)`): only the
+# model runner's interface check stops it.
+QWEN2_MOE = Target("qwen2-moe", "test", {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe",
+                                         "hidden_size": 2048, "num_hidden_layers": 24, "vocab_size": 151936})
+# Gemma2ForCausalLM has no set_eagle3_layers_to_capture in SGLang 0.5.8 (srt/models/gemma2.py).
+GEMMA2 = Target("gemma2", "test", {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2",
+                                   "hidden_size": 2304, "num_hidden_layers": 26, "vocab_size": 256000})
+
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+SPEC = "vllm/config/speculative.py"
+PROPOSER = "vllm/v1/spec_decode/eagle.py"
+UTILS = "vllm/v1/worker/utils.py"
+SGL_RUNNER = "sglang/srt/model_executor/model_runner.py"
+SGL_UTILS = "sglang/srt/utils/common.py"
+
+INTERFACE_CHECK = """                    if not supports_eagle3(self.get_model()):
+                        raise RuntimeError(
+                            "Model does not support EAGLE3 interface but "
+                            "aux_hidden_state_outputs was requested"
+                        )
+"""
+ALLOWLIST_TEST = """        if (
+            self.method in ("eagle3", "extract_hidden_states")
+            and self.target_model_config
+            and not any(
+                supported_model in self.target_model_config.hf_text_config.model_type
+                for supported_model in aux_hidden_states_supported
+            )
+        ):
+"""
+IMAGE_TOKEN_READ = """                self.model.config.image_token_index = (
+                    target_model.config.image_token_index
+                )
+"""
+SGL_CAPTURE = """        if self.eagle_use_aux_hidden_state:
+            self.model.set_eagle3_layers_to_capture(
+"""
+
+
+@dataclass(frozen=True)
+class Refactor:
+    name: str
+    release: str
+    edits: tuple[tuple[str, str, str], ...]  # (file, old, new); old "" appends new to the file
+
+
+def _interface(new: str, *more: tuple[str, str, str]) -> tuple[tuple[str, str, str], ...]:
+    return ((RUNNER, INTERFACE_CHECK, new),) + more
+
+
+REFACTORS = [
+    Refactor("interface: isinstance instead of supports_eagle3", "vllm==0.17.0", _interface(
+        """                    from vllm.model_executor.models.interfaces import SupportsEagle3
+                    if not isinstance(self.get_model(), SupportsEagle3):
+                        raise RuntimeError("Model does not support EAGLE3 interface but "
+                                           "aux_hidden_state_outputs was requested")
+""")),
+    Refactor("interface: assert instead of if/raise", "vllm==0.17.0", _interface(
+        """                    assert supports_eagle3(self.get_model()), "no EAGLE3 interface"
+""")),
+    Refactor("interface: another message and exception type", "vllm==0.17.0", _interface(
+        """                    if not supports_eagle3(self.get_model()):
+                        raise TypeError(f"{type(self.model).__name__} cannot serve as an EAGLE-3 target")
+""")),
+    Refactor("interface: the model in a local name", "vllm==0.17.0", _interface(
+        """                    loaded = self.get_model()
+                    if not supports_eagle3(loaded):
+                        raise RuntimeError("unsupported")
+""")),
+    Refactor("interface: hasattr of the method the runner calls next", "vllm==0.17.0", _interface(
+        """                    if not hasattr(self.model, "set_aux_hidden_state_layers"):
+                        raise RuntimeError("unsupported")
+""")),
+    Refactor("interface: moved into a method of the runner", "vllm==0.17.0", _interface(
+        """                    self._require_eagle3(self.get_model())
+""", (RUNNER, "    def load_model(self, load_dummy_weights: bool = False) -> None:\n",
+      """    def _require_eagle3(self, candidate) -> None:
+        if not supports_eagle3(candidate):
+            raise RuntimeError("unsupported")
+
+    def load_model(self, load_dummy_weights: bool = False) -> None:
+"""))),
+    Refactor("interface: moved into a helper in another module", "vllm==0.17.0", _interface(
+        """                    from vllm.v1.worker.utils import ensure_eagle3_target
+                    ensure_eagle3_target(self.get_model())
+""", (UTILS, "", """
+
+def ensure_eagle3_target(network):
+    from vllm.model_executor.models.interfaces import SupportsEagle3
+    assert isinstance(network, SupportsEagle3), "not an EAGLE-3 target"
+"""))),
+    Refactor("interface: no explicit check (the next call raises AttributeError)", "vllm==0.17.0", _interface("")),
+    Refactor("allowlist: a module-level tuple", "vllm==0.17.0", (
+        (SPEC, ALLOWLIST_TEST, """        if (
+            self.method in ("eagle3", "extract_hidden_states")
+            and self.target_model_config
+            and not any(name in self.target_model_config.hf_text_config.model_type for name in _AUX_MODELS)
+        ):
+"""), (SPEC, "", """
+_AUX_MODELS = ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe", "nemotron_h")
+"""))),
+    Refactor("allowlist: all(not in) instead of not any(in)", "vllm==0.17.0", ((SPEC, ALLOWLIST_TEST, """        if (
+            self.method in ("eagle3", "extract_hidden_states")
+            and self.target_model_config
+            and all(
+                s not in self.target_model_config.hf_text_config.model_type
+                for s in aux_hidden_states_supported
+            )
+        ):
+"""),)),
+    Refactor("allowlist: the model type in a local name, an assert", "vllm==0.17.0", ((SPEC, ALLOWLIST_TEST, """        text_type = self.target_model_config.hf_text_config.model_type
+        assert self.method not in ("eagle3", "extract_hidden_states") or any(
+            m in text_type for m in aux_hidden_states_supported), "unsupported target"
+        if False:
+"""),)),
+    Refactor("allowlist: moved into a helper method", "vllm==0.17.0", ((SPEC, ALLOWLIST_TEST, """        self._check_aux_target(aux_hidden_states_supported)
+        if False:
+"""), (SPEC, "    @model_validator(mode=\"after\")\n", """    def _check_aux_target(self, supported):
+        if self.method == "eagle3" and not any(
+                s in self.target_model_config.hf_text_config.model_type for s in supported):
+            raise NotImplementedError("unsupported target")
+
+    @model_validator(mode="after")
+"""))),
+    Refactor("image token: getattr without a default", "vllm==0.17.0", ((PROPOSER, IMAGE_TOKEN_READ, """                self.model.config.image_token_index = getattr(
+                    target_model.config, "image_token_index"
+                )
+"""),)),
+    Refactor("image token: the config in a local name", "vllm==0.17.0", ((PROPOSER, IMAGE_TOKEN_READ, """                target_config = target_model.config
+                self.model.config.image_token_index = target_config.image_token_index
+"""),)),
+    Refactor("sglang capture: a hasattr guard that raises", "sglang==0.5.8", ((SGL_RUNNER, SGL_CAPTURE, """        if self.eagle_use_aux_hidden_state:
+            if not hasattr(self.model, "set_eagle3_layers_to_capture"):
+                raise ValueError("target cannot capture aux hidden states")
+            self.model.set_eagle3_layers_to_capture(
+"""),)),
+    Refactor("sglang capture: the model in a local name", "sglang==0.5.8", ((SGL_RUNNER, SGL_CAPTURE, """        if self.eagle_use_aux_hidden_state:
+            served = self.model
+            served.set_eagle3_layers_to_capture(
+"""),)),
+    Refactor("sglang capture: an isinstance-free capability test in a helper of another module", "sglang==0.5.8", (
+        (SGL_RUNNER, SGL_CAPTURE, """        if self.eagle_use_aux_hidden_state:
+            from sglang.srt.utils.common import require_capture
+            require_capture(self.model)
+            self.model.set_eagle3_layers_to_capture(
+"""), (SGL_UTILS, "", """
+
+def require_capture(net):
+    if not callable(getattr(net, "set_eagle3_layers_to_capture", None)):
+        raise RuntimeError("target cannot capture aux hidden states")
+"""))),
+]
+
+# What each release says without a refactor, verified by reading the code: the targets the refactors are about.
+CASES = {
+    "vllm==0.17.0": [(QWEN2_MOE, "BLOCKED"), (load_preset("kimi-k2"), "BLOCKED"), (load_preset("kimi-k2.5"), "BLOCKED"),
+                     (load_preset("llama3"), "READY")],
+    "sglang==0.5.8": [(GEMMA2, "BLOCKED"), (load_preset("llama3"), "READY")],
+}
+
+
+def _overlay(release: str, edits) -> dict[str, bytes]:
+    tree = engine_tree(release)
+    texts: dict[str, str] = {}
+    for relpath, old, new in edits:
+        text = texts.get(relpath) or (tree.root / relpath).read_text(encoding="utf-8")
+        if old:
+            assert text.count(old) == 1, f"{relpath}: the snippet to refactor is not (once) in {release}"
+            text = text.replace(old, new)
+        else:
+            text += new
+        texts[relpath] = text
+    return {k: v.encode() for k, v in texts.items()}
+
+
+@pytest.mark.parametrize("release", sorted(CASES))
+def test_unrefactored_verdicts(release):
+    for target, verdict in CASES[release]:
+        assert scan(engine_tree(release), Launch(target)).verdict == verdict, target.name
+
+
+@pytest.mark.parametrize("refactor", REFACTORS, ids=[r.name for r in REFACTORS])
+def test_refactor_keeps_the_verdict(refactor):
+    overlay = _overlay(refactor.release, refactor.edits)
+    for target, verdict in CASES[refactor.release]:
+        result = scan(engine_tree(refactor.release), Launch(target), overlay=overlay)
+        blocking = [f"{f.rule_id} {f.location}" for f in result.findings if f.status in ("blocks", "unknown")]
+        assert result.verdict == verdict, f"{target.name}: {result.verdict}, {blocking}"
+
+
+def test_refactored_interface_check_is_found_where_it_now_is():
+    """The generic finding names the new place of a refactored gate, with the error it now raises."""
+    refactor = next(r for r in REFACTORS if r.name.startswith("interface: another message"))
+    result = scan(engine_tree("vllm==0.17.0"), Launch(QWEN2_MOE), overlay=_overlay(refactor.release, refactor.edits))
+    found = [f for f in result.blocking if f.file == RUNNER and f.error and f.error.startswith("TypeError")]
+    assert found and "cannot serve as an EAGLE-3 target" in found[0].error
+    assert "supports_eagle3" in found[0].why
