@@ -100,6 +100,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
     if result.skipped:
         console.print(f"[yellow]skipped {len(result.skipped)} unparsable file(s):[/] " +
                       "; ".join(f"{p} ({why})" for p, why in result.skipped.items()))
+    console.print(Text(path_line(result), style="dim"))
     console.print(f"[dim]{result.files_indexed} modules indexed in {result.seconds:.2f} s[/]")
 
 
@@ -208,6 +209,17 @@ def to_markdown(report: Report) -> str:
     return "\n".join(out)
 
 
+def path_line(result: ScanResult) -> str:
+    """How the EAGLE-3 path was traced, in one line: the runner and why, what was followed and decided."""
+    path = result.path
+    found = [e for e in path.entries if e.function]
+    missing = [e.role for e in path.entries if not e.function]
+    decided = ", ".join(f"{n} {status}" for status, n in path.decided.items())
+    text = (f"EAGLE-3 path: {path.runner_reason}; {path.functions} functions traced from {len(found)} entry points"
+            f" ({path.obligations} raises, asserts and reads of the target{': ' + decided if decided else ''})")
+    return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
+
+
 def _markdown(result: ScanResult) -> str:
     tree, launch, land = result.tree, result.launch, result.landscape
     out = [f"# specaudit scan: {tree.engine} {tree.version}", "",
@@ -249,6 +261,8 @@ def _markdown(result: ScanResult) -> str:
     out += ["", "</details>", ""]
     if result.skipped:
         out += ["## Skipped files", ""] + [f"- `{p}`: {why}" for p, why in result.skipped.items()] + [""]
+    out.append(f"_{path_line(result)}_")
+    out.append("")
     out.append(f"_{result.files_indexed} modules indexed in {result.seconds:.2f} s._")
     return "\n".join(out) + "\n"
 
@@ -271,7 +285,8 @@ def to_html(report: Report) -> str:
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
-                                                summary=_summary, gate_lines=_gate_lines, Status=Status)
+                                                summary=_summary, gate_lines=_gate_lines, Status=Status,
+                                                path_line=path_line)
 
 
 # -- patch status ------------------------------------------------------------------------------------------
