@@ -18,7 +18,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .gates import Finding, Status, render_message
+from .gates import _COMPARE, Finding, Status, render_message
 from .index import ClassInfo
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
@@ -307,9 +307,11 @@ class Evaluator:
             value = self.attribute(args[0], args[1], _text(node))
             if isinstance(value, Raises):
                 return False
-            if isinstance(value, Unknown) and not isinstance(args[0], (TargetModel, Config)):
-                return value
-            return value if isinstance(value, Unknown) and "snapshot" in value.what else True
+            if isinstance(value, Unknown):
+                # A config's own methods are there; whatever else is not known stays unknown.
+                present = isinstance(args[0], Config) and "snapshot" not in value.what
+                return True if present else value
+            return True
         if name == "getattr" and len(args) in (2, 3) and isinstance(args[1], str):
             value = self.attribute(args[0], args[1], _text(node))
             if isinstance(value, Raises) and len(args) == 3:
@@ -545,13 +547,6 @@ def _text(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
-_COMPARE = {
-    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
-}
 
 
 def _config_class(target: Target) -> str:

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import yaml
 
 from .errors import SpecauditError
-from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, parse
+from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, parse
 from .resolve import External, Resolver
 from .ruleset import PHASES, rules_dir
 
@@ -155,10 +155,6 @@ class Obligation:
     member: str | None = None  # the method or attribute (call, attribute, config); the arity (unpack)
     receiver: str | None = None  # the denotation the member is read from
     step: int = 0  # order along the path
-
-    @property
-    def reads_target(self) -> bool:
-        return self.receiver is not None or any(reads_target(g.source) for g in self.guards)
 
 
 def reads_target(source: str) -> bool:
@@ -367,7 +363,7 @@ class Tracer:
         found = []
         for name in sorted(function.owner.bound):
             method = self.method(function.owner, name)
-            if method and any((_dotted(d.func if isinstance(d, ast.Call) else d) or "").endswith("model_validator")
+            if method and any((dotted_name(d.func if isinstance(d, ast.Call) else d) or "").endswith("model_validator")
                               for d in method.node.decorator_list):
                 found.append(method)
         return found
@@ -553,7 +549,7 @@ class _Walk:
                     self.frame.denoted.pop(element.id, None)
                     self.frame.literals.pop(element.id, None)
         elif isinstance(target, ast.Attribute):
-            dotted = _dotted(target)
+            dotted = dotted_name(target)
             if dotted and dotted.startswith("self.") and denoted:
                 self.frame.denoted[dotted] = denoted  # self.model = <the loaded target>
 
@@ -568,7 +564,7 @@ class _Walk:
                 if receiver in (TARGET, CONFIG, TEXT_CONFIG) and not self._derived(sub):
                     kind = "config" if receiver != TARGET else ("call" if _is_called(sub, node) else "attribute")
                     self._record(kind, sub, guards, "AttributeError", None, member=sub.attr, receiver=receiver)
-            if isinstance(sub, ast.Call) and _dotted(sub.func) == "getattr" and len(sub.args) == 2 and not catching \
+            if isinstance(sub, ast.Call) and dotted_name(sub.func) == "getattr" and len(sub.args) == 2 and not catching \
                     and isinstance(sub.args[1], ast.Constant) and isinstance(sub.args[1].value, str):
                 receiver = self.denote(sub.args[0])  # getattr(x, "name") without a default reads like x.name
                 if receiver in (TARGET, CONFIG, TEXT_CONFIG):
@@ -604,7 +600,7 @@ class _Walk:
     def callee(self, func: ast.expr) -> tuple[_Function | None, ClassInfo | None]:
         """The function of the tree a call reaches, and the class `self` is in it."""
         if isinstance(func, ast.Attribute):
-            owner = _dotted(func.value)
+            owner = dotted_name(func.value)
             if owner == "self" and self.frame.self_class is not None:
                 return self.t.method(self.frame.self_class, func.attr), self.frame.self_class
             for candidate in self.frame.role.objects.get(owner or "", ()):
@@ -612,7 +608,7 @@ class _Walk:
                 found = self.t.method(cls, func.attr) if cls else None
                 if found:
                     return found, cls
-        dotted = _dotted(func)
+        dotted = dotted_name(func)
         if dotted is None or dotted.startswith("self."):
             return None, None
         resolved = self.t.resolver.resolve(self.module, dotted)
@@ -749,7 +745,7 @@ def _flatten(body: list[ast.stmt]) -> Iterator[ast.stmt]:
 
 
 def _is_overload(node: ast.AST) -> bool:
-    return any((_dotted(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
+    return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
 
 
 def _is_docstring(stmt: ast.stmt) -> bool:
@@ -790,7 +786,7 @@ def _catches_attribute_error(handler: ast.ExceptHandler) -> bool:
     if handler.type is None:
         return True
     names = [handler.type] if not isinstance(handler.type, ast.Tuple) else handler.type.elts
-    return any((_dotted(n) or "").rsplit(".", 1)[-1] in ("AttributeError", "Exception", "BaseException")
+    return any((dotted_name(n) or "").rsplit(".", 1)[-1] in ("AttributeError", "Exception", "BaseException")
                for n in names)
 
 
@@ -806,12 +802,12 @@ def _guarded_reads(node: ast.expr) -> set[int]:
                     if isinstance(inner, ast.Attribute) and inner.attr in tested:
                         guarded.add(id(inner))
                 for inner in ast.walk(value):
-                    if isinstance(inner, ast.Call) and _dotted(inner.func) == "hasattr" and len(inner.args) == 2 \
+                    if isinstance(inner, ast.Call) and dotted_name(inner.func) == "hasattr" and len(inner.args) == 2 \
                             and isinstance(inner.args[1], ast.Constant):
                         tested.add(str(inner.args[1].value))
         if isinstance(sub, ast.IfExp):
             for inner in ast.walk(sub.test):
-                if isinstance(inner, ast.Call) and _dotted(inner.func) == "hasattr":
+                if isinstance(inner, ast.Call) and dotted_name(inner.func) == "hasattr":
                     guarded.update(id(n) for n in ast.walk(sub.body) if isinstance(n, ast.Attribute))
     return guarded
 
@@ -831,15 +827,6 @@ def _postorder(node: ast.AST) -> Iterator[ast.AST]:
 
 def _is_called(attribute: ast.Attribute, root: ast.expr) -> bool:
     return any(isinstance(n, ast.Call) and n.func is attribute for n in ast.walk(root))
-
-
-def _dotted(node: ast.AST) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return f"{head}.{node.attr}" if head else None
-    return None
 
 
 def _dotted_call(node: ast.AST) -> str | None:
@@ -873,8 +860,8 @@ def _is_literal(node: ast.expr) -> bool:
 
 def _exception(node: ast.expr) -> tuple[str | None, str | None]:
     if isinstance(node, ast.Call):
-        return _dotted(node.func), _template(node.args[0]) if node.args else None
-    return _dotted(node), None
+        return dotted_name(node.func), _template(node.args[0]) if node.args else None
+    return dotted_name(node), None
 
 
 def _template(node: ast.expr) -> str | None:
@@ -916,7 +903,7 @@ def _env_default(tree: ast.Module | None, variable: str) -> Any:
         return _UNSET
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and len(node.args) >= 1 and isinstance(node.args[0], ast.Constant) \
-                and node.args[0].value == variable and (_dotted(node.func) or "").endswith(("getenv", "environ.get")):
+                and node.args[0].value == variable and (dotted_name(node.func) or "").endswith(("getenv", "environ.get")):
             if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
                 return node.args[1].value
             return None
