@@ -137,6 +137,9 @@ class Evaluator:
             placeholder(TARGET): TargetModel(target_class) if target_class else
             Unknown(f"the target model class ({class_problem})"),
         }
+        # Target conditions of the gates already met that block: a later obligation is reported as the launch
+        # meets it once those are opened (an unpack of the aux outputs after the interface check, say).
+        self.opened: list[Condition] = []
         self._parsed: dict[str, ast.AST] = {}
         self._depth = 0
 
@@ -558,7 +561,15 @@ def _config_class(target: Target) -> str:
 
 
 def decide(path: TracedPath, evaluator: Evaluator) -> list[Decision]:
-    return [decide_one(o, evaluator) for o in path.obligations]
+    """Each obligation in launch order, as met once the gates before it are opened: a gate that blocks on a
+    condition of the target counts as opened for the obligations after it (see ``Evaluator.opened``)."""
+    decisions = []
+    for obligation in sorted(path.obligations, key=lambda o: o.step):
+        decision = decide_one(obligation, evaluator)
+        if decision.status is Status.BLOCKS and obligation.kind in ("raise", "assert"):
+            evaluator.opened.extend(c for c in obligation.guards if reads_target(c.source))
+        decisions.append(decision)
+    return decisions
 
 
 def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
@@ -652,6 +663,12 @@ def _returns_aux(obligation: Obligation, evaluator: Evaluator) -> tuple[bool | U
     aux = sorted(n for n in names if "aux_hidden_state" in n or "eagle3" in n)
     if aux:
         return True, f"{cls.name} implements {', '.join(aux)}: its forward returns the aux hidden states"
+    # A gate before it that tests the model object itself (an interface check, not a config value) is the one
+    # that asks for the aux outputs; once it is opened, the model returns them.
+    interface = next((c for c in evaluator.opened if placeholder(TARGET) in c.source), None)
+    if interface is not None:
+        return True, (f"reached only once the gate before it on the model itself ({interface.written}) is opened, "
+                      f"which gives {cls.name} the aux hidden-state outputs")
     return False, (f"{cls.name} has no aux hidden-state methods: its forward returns one value, which the path "
                    f"unpacks into {obligation.member}")
 
