@@ -16,6 +16,7 @@ from .checkpoint import read_checkpoint
 from .engines import ENGINES
 from .errors import SpecauditError
 from .evaluate import scan as run_scan
+from .index import PLATFORMS
 from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
 from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
@@ -64,12 +65,14 @@ def main() -> None:
 @click.option("--model", "model_dir", type=click.Path(), help="A checkpoint directory with config.json.")
 @click.option("--draft", "draft_dir", type=click.Path(), help="The drafter checkpoint directory.")
 @click.option("--speculative-config", "spec_json", help="vLLM's --speculative-config JSON.")
+@click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
+              help="The branch of the engine's platform dispatches to read (`if current_platform.is_rocm(): ...`).")
 @click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report in this format.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: str | None, preset: str | None,
-         model_dir: str | None, draft_dir: str | None, spec_json: str | None, formats: tuple[str, ...],
-         out_dir: str) -> None:
+         model_dir: str | None, draft_dir: str | None, spec_json: str | None, platform: str,
+         formats: tuple[str, ...], out_dir: str) -> None:
     """Audit engine TREES (vllm==X, sglang==X, a wheel, a directory; default: the installed engine) for a
     launch. Several trees give one report with a column per engine release.
 
@@ -92,7 +95,7 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
             raise SpecauditError(f"the launch command is {command.engine}'s, the tree is "
                                  f"{', '.join(t.label for t in located if t.engine.name != command.engine)}")
         launch = _launch(command, preset, model_dir, draft_dir, spec_json)
-        results = [run_scan(tree, launch) for tree in located]
+        results = [run_scan(tree, launch, platform=platform) for tree in located]
         report = results[0] if len(results) == 1 else Comparison(results)
         print_report(report, console)
         for fmt in formats:

@@ -124,7 +124,7 @@ class Evaluator:
         self.functions = path.functions
         self.model_config = {k: ast.parse(v, mode="eval").body for k, v in path.model_config.items()}
         self.external_members = path.external_members
-        complete = "_about" not in target.config
+        complete = "_about" not in target.config  # a preset that is a snapshot of some keys says so
         config_class = _config_class(target)
         self.env: dict[str, Any] = {
             placeholder(METHOD): method,
@@ -586,8 +586,10 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
             return Decision(obligation, Status.PASSES,
                             f"not reached: {condition.written} is {'false' if condition.holds else 'true'} "
                             f"for this launch", None)
+        if isinstance(value, Unknown) and condition.checked:
+            continue  # a check passed on the way: whether it does is that check's own decision
         if isinstance(value, Unknown):
-            if reads_target(condition.source):
+            if reads_target(condition.source) and not _launch_state(value):
                 on_target = on_target or (condition, value)
             else:
                 on_launch = on_launch or (condition, value)
@@ -612,6 +614,12 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
                 why = f"{why}, reached if {condition.written if condition.holds else f'not ({condition.written})'}"
             return Decision(obligation, status, f"{why}; cannot decide {value.what}", error, value.what)
     return Decision(obligation, Status.BLOCKS, why, error)
+
+
+def _launch_state(value: Unknown) -> bool:
+    """What could not be decided is the runner's own state (``self.num_effective_layers``), not the target's:
+    conditions are rewritten so that what denotes the target is a placeholder."""
+    return value.what.startswith("self.") and not reads_target(value.what) and "target" not in value.what
 
 
 def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:

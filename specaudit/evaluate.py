@@ -20,13 +20,16 @@ from .resolve import Conformance, Protocol, Resolver
 from .result import (ArchitectureRow, Landscape, LaunchSummary, PathSummary, RuleStatus, ScanResult, TreeSummary,
                      Verdict)
 from .ruleset import PHASES, Rule, load_rules
-from .target import Launch
-from .trace import TracedPath, trace
+from .target import Launch, load_preset
+from .trace import TARGET, Obligation, TracedPath, placeholder, trace
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
 
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
+
+
+CONTRACT_TARGET = "llama3"  # the target every engine's EAGLE-3 path is written for
 
 
 @dataclass(frozen=True)
@@ -104,14 +107,15 @@ class Judge:
 
 
 def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
-         overlay: dict[str, bytes] | None = None) -> ScanResult:
-    """Audit a tree for a launch (None: the landscape only). ``overlay`` replaces files' contents."""
+         overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> ScanResult:
+    """Audit a tree for a launch (None: the landscape only). ``overlay`` replaces files' contents; ``platform``
+    picks the branch of the engine's platform dispatches that is read."""
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
     code_rules = [r for r in rules if r.kind not in SITELESS_KINDS]
     gate_rules = [r for r in code_rules if r.kind != "candidate"]
     eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
-    index = build_index(tree, eager_modules=eager, rules=code_rules, overlay=overlay)
+    index = build_index(tree, eager_modules=eager, rules=code_rules, overlay=overlay, platform=platform)
     resolver = Resolver(index)
     registry = read_registry(resolver)
     protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
@@ -144,12 +148,13 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
             sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
             candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]]
 
-    contract = _contract(code_rules, sites, protocols)
+    contract = _contract(path, resolver, protocols)
     landscape = index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
                            lambda: _landscape(index, resolver, registry, protocols, contract))
     index.save()
     return ScanResult(
-        tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin),
+        tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin, platform,
+                         _platform_branches(index, registry, launch, path)),
         launch=LaunchSummary.of(launch) if launch else None,
         verdict=_verdict(findings, launch),
         findings=findings,
@@ -161,6 +166,18 @@ def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = Non
         files_indexed=len(index.modules),
         seconds=round(time.perf_counter() - started, 3),
     )
+
+
+def _platform_branches(index: TreeIndex, registry: Registry | None, launch: Launch | None,
+                       path: TracedPath) -> tuple[str, ...]:
+    modules = {traced.partition(":")[0] for traced in path.traced}
+    if registry is not None and launch is None:
+        modules |= {e.module for e in registry.entries.values()}
+    elif registry is not None and launch.target is not None:
+        entry = registry.lookup(launch.target.architectures)
+        modules |= {entry.module} if entry else set()
+    return tuple(f"{info.path}:{line} {branch}" for name in sorted(modules) if (info := index.modules.get(name))
+                 for line, branch in info.platform_branches)
 
 
 def _merge_repeats(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
@@ -213,18 +230,26 @@ def _verdict(findings: list[Finding], launch: Launch | None) -> str:
     return Verdict.READY
 
 
-def _contract(rules: list[Rule], sites: dict[str, list], protocols: dict[str, Protocol]) -> Contract:
-    """What a target class must have for EAGLE-3 in this release: vLLM's SupportsEagle3 protocol, or the
-    methods SGLang calls on the target (the sites of its required_method rules)."""
+def _contract(path: TracedPath, resolver: Resolver, protocols: dict[str, Protocol]) -> Contract:
+    """What a target class must have for EAGLE-3 in this release: vLLM's SupportsEagle3 protocol where it
+    exists; elsewhere (SGLang, vLLM before 0.10.1) the methods the traced path calls on every EAGLE-3 target."""
     protocol = protocols.get(EAGLE3_PROTOCOL)
     if protocol is not None:
         return Contract(EAGLE3_PROTOCOL, protocol.members, protocol, EAGLE3_PROTOCOL)
-    methods = tuple(sorted({site.details["method"] for rule in rules if rule.kind == "required_method"
-                            and "eagle3" in [m.lower() for m in rule.params.get("methods", [])]
-                            for site in sites[rule.id]}))
+    # The calls an EAGLE-3 launch makes on a plain dense text target (Llama 3's config, its class left
+    # open): their conditions hold for it, leaving out the call's own `if not hasattr(model, m): raise`. A call
+    # reached only for multimodal targets, or for another algorithm, is no contract.
+    evaluator = Evaluator(resolver, load_preset(CONTRACT_TARGET), None, "eagle3", path, "any class")
+
+    def made_on_every_target(o: Obligation) -> bool:
+        own_check = f"hasattr({placeholder(TARGET)}, {o.member!r})"
+        return all(evaluator.satisfied(c) is True for c in o.guards if c.source not in (own_check, f"not {own_check}"))
+
+    methods = tuple(sorted({o.member for o in path.obligations
+                            if o.kind == "call" and o.receiver == TARGET and made_on_every_target(o)}))
     if methods:
         return Contract("EAGLE-3 target methods", methods, None, " and ".join(f"def {m}" for m in methods))
-    return Contract("SupportsEagle3", (), None, EAGLE3_PROTOCOL)
+    return Contract(EAGLE3_PROTOCOL, (), None, EAGLE3_PROTOCOL)
 
 
 def _landscape(index: TreeIndex, resolver: Resolver, registry: Registry | None,

@@ -15,7 +15,7 @@ import os
 import pickle
 import re
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -57,6 +57,17 @@ class ClassInfo:
 
 
 @dataclass(frozen=True)
+class Factory:
+    """A function that builds a class and returns it: ``def as_seq_cls_model(cls): class M(cls, ...): ...;
+    return M``. ``made`` is that class as written, its bases naming the parameters."""
+
+    params: tuple[str, ...]
+    made: ClassInfo
+    returns_argument: bool  # some branch returns a parameter unchanged (`if is_pooling_model(cls): return cls`)
+    imports: dict[str, "Import"] = field(default_factory=dict)  # imports inside the function
+
+
+@dataclass(frozen=True)
 class Import:
     module: str  # absolute module name
     name: str | None  # None: the binding is the module itself
@@ -75,9 +86,12 @@ class ModuleInfo:
     literals: dict[str, Any] = field(default_factory=dict)
     literal_lines: dict[str, int] = field(default_factory=dict)  # line of each literal, alias and name list
     functions: set[str] = field(default_factory=set)
+    factories: dict[str, Factory] = field(default_factory=dict)
+    factory_calls: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # X = f(A, B): (f, (A, B))
     computed: dict[str, int] = field(default_factory=dict)  # names bound to a value computed at import: line
     declared_imports: dict[str, Import] = field(default_factory=dict)  # TYPE_CHECKING imports of a __getattr__ module
     all_names: tuple[str, ...] | None = None  # __all__, when it is a literal
+    platform_branches: list[tuple[int, str]] = field(default_factory=list)  # platform dispatches: (line, branch)
 
 
 class SyntaxProblem(Exception):
@@ -99,11 +113,11 @@ def parse(source: bytes, relpath: str) -> ast.Module:
         raise SyntaxProblem(f"{type(exc).__name__} at line {line}: {getattr(exc, 'msg', exc)}") from None
 
 
-def module_info(tree: ast.Module, relpath: str) -> ModuleInfo:
+def module_info(tree: ast.Module, relpath: str, platform: str = "cuda") -> ModuleInfo:
     name = module_name_for(relpath)
     info = ModuleInfo(name=name, path=relpath, is_package=relpath.endswith("__init__.py"))
     package = name if info.is_package else name.rpartition(".")[0]
-    for stmt in _flatten(tree.body):
+    for stmt in flatten(tree.body, platform, info.platform_branches):
         _index_statement(stmt, info, package)
     if "__getattr__" in info.functions:
         # A module __getattr__ (PEP 562) picks classes at run time, often per platform; the imports it
@@ -111,32 +125,79 @@ def module_info(tree: ast.Module, relpath: str) -> ModuleInfo:
         declared = ModuleInfo(name=info.name, path=relpath, is_package=info.is_package)
         for stmt in tree.body:
             if isinstance(stmt, ast.If) and dotted_name(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-                for inner in _flatten(stmt.body):
+                for inner in flatten(stmt.body):
                     _index_statement(inner, declared, package)
         info.declared_imports = declared.imports
     return info
 
 
-def _flatten(body: Iterable[ast.stmt]) -> Iterable[ast.stmt]:
-    """Statements of a block, descending into if/try/with, where module-level names are often bound."""
+# What each platform a user can name answers true to, in a test like `current_platform.is_rocm()` or SGLang's
+# `_is_hip`: `is_cuda_alike` holds on ROCm too.
+PLATFORMS = {
+    "cuda": {"cuda", "cuda_alike", "nvidia"},
+    "rocm": {"rocm", "hip", "cuda_alike", "amd"},
+    "xpu": {"xpu"},
+    "cpu": {"cpu"},
+    "tpu": {"tpu"},
+    "npu": {"npu"},
+    "hpu": {"hpu"},
+}
+_PLATFORM_NAMES = set().union(*PLATFORMS.values())
+
+
+def platform_tested(test: ast.expr) -> set[str] | None:
+    """The platforms a dispatch test names (``current_platform.is_rocm()``, ``is_hip()``, ``_is_cuda``, joined
+    with ``or``); None when the test is anything else."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        parts = [platform_tested(v) for v in test.values]
+        return set().union(*parts) if all(p is not None for p in parts) else None
+    node = test.func if isinstance(test, ast.Call) and not test.args else test
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    tested = name.lstrip("_").removeprefix("is_")
+    return {tested} if name.lstrip("_").startswith("is_") and tested in _PLATFORM_NAMES else None
+
+
+def flatten(body: Iterable[ast.stmt], platform: str = "cuda",
+             followed: list[tuple[int, str]] | None = None) -> Iterable[ast.stmt]:
+    """Statements of a block, descending into if/try/with, where module-level names are often bound.
+
+    A platform dispatch (`if current_platform.is_rocm(): ... elif ...: ... else: ...`) follows the one branch
+    that runs on ``platform``, noted in ``followed`` as (line, branch). Other ifs yield every branch."""
     for stmt in body:
-        if isinstance(stmt, ast.If):
+        if isinstance(stmt, ast.If) and platform_tested(stmt.test) is not None:
+            branch, label = _platform_branch(stmt, platform)
+            if followed is not None:
+                followed.append((stmt.lineno, label))
+            yield from flatten(branch, platform, followed)
+        elif isinstance(stmt, ast.If):
             # A name bound in several branches keeps its first binding: the else branch goes first, as
-            # it is the default path of a platform dispatch (CUDA in vLLM's `if is_rocm(): ... else:`).
-            yield from _flatten(stmt.orelse)
+            # it is the default branch of a dispatch the test of which is not a platform's.
+            yield from flatten(stmt.orelse, platform, followed)
             # `if TYPE_CHECKING:` never runs: its names would shadow the ones the engine really binds.
             if dotted_name(stmt.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-                yield from _flatten(stmt.body)
+                yield from flatten(stmt.body, platform, followed)
         elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            yield from _flatten(stmt.body)
+            yield from flatten(stmt.body, platform, followed)
             for handler in stmt.handlers:
-                yield from _flatten(handler.body)
-            yield from _flatten(stmt.orelse)
-            yield from _flatten(stmt.finalbody)
+                yield from flatten(handler.body, platform, followed)
+            yield from flatten(stmt.orelse, platform, followed)
+            yield from flatten(stmt.finalbody, platform, followed)
         elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            yield from _flatten(stmt.body)
+            yield from flatten(stmt.body, platform, followed)
         else:
             yield stmt
+
+
+def _platform_branch(stmt: ast.If, platform: str) -> tuple[list[ast.stmt], str]:
+    """The branch of an if/elif chain on platforms that runs on ``platform``, and how to name it."""
+    node: ast.If = stmt
+    while True:
+        if platform_tested(node.test) & PLATFORMS[platform]:
+            return node.body, f"`{ast.unparse(node.test)}`"
+        if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) and platform_tested(node.orelse[0].test):
+            node = node.orelse[0]
+            continue
+        return node.orelse, "the else branch" if node.orelse else "no branch"
 
 
 def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
@@ -144,6 +205,9 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
         info.classes.setdefault(stmt.name, _class_info(stmt, info.name))
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         info.functions.add(stmt.name)
+        factory = _factory(stmt, info.name, package)
+        if factory is not None:
+            info.factories[stmt.name] = factory
     elif isinstance(stmt, ast.Import):
         for alias in stmt.names:
             if alias.asname:
@@ -174,6 +238,11 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
                 info.name_lists[target] = tuple(names)
                 info.literal_lines[target] = stmt.lineno
                 return
+        call = factory_call(stmt.value)
+        if call is not None:
+            info.factory_calls.setdefault(target, call)
+            info.literal_lines[target] = stmt.lineno
+            return
         value = literal_value(stmt.value)
         if value is not _NOT_LITERAL:
             info.literals[target] = value
@@ -192,11 +261,39 @@ def absolute_module(module: str | None, level: int, package: str) -> str:
     return ".".join(base + ([module] if module else []))
 
 
+def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, package: str) -> Factory | None:
+    params = tuple(a.arg for a in function.args.posonlyargs + function.args.args)
+    made = {stmt.name: stmt for stmt in flatten(function.body) if isinstance(stmt, ast.ClassDef)}
+    returned = [stmt.value.id for stmt in ast.walk(function)
+                if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name)]
+    classes = [made[name] for name in returned if name in made]
+    if not made or len({c.name for c in classes}) != 1:
+        return None
+    info = _class_info(classes[0], module)
+    info = replace(info, name=f"{function.name}.<locals>.{info.name}")
+    local = ModuleInfo(name=module, path="", is_package=False)
+    for stmt in ast.walk(function):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            _index_statement(stmt, local, package)
+    return Factory(params, info, any(name in params for name in returned), local.imports)
+
+
+def factory_call(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
+    """``f(A, B)`` with names only, the shape of a class built by a factory; None for any other value."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    func = dotted_name(node.func)
+    args = tuple(dotted_name(a) for a in node.args)
+    if func is None or not args or not all(args):
+        return None
+    return func, args  # type: ignore[return-value]
+
+
 def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
     bound: set[str] = set()
     annotated: set[str] = set()
     defaults: dict[str, Any] = {}
-    for stmt in _flatten(node.body):
+    for stmt in flatten(node.body):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             value = literal_value(stmt.value)
@@ -313,6 +410,7 @@ class TreeIndex:
     _pool: "_Pool | None" = None  # only while build_index runs
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
+    platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -360,7 +458,7 @@ class TreeIndex:
                 todo.append((relpath, digest, file_rules))
         # Largest first: the big engine files then overlap with the many small model files.
         todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
-        jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath))
+        jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath), self.platform)
                 for relpath, digest, file_rules in todo]
         for relpath, digest, file_rules, result, sites in _parse_many(jobs, self._pool, meanwhile):
             self._store.modules[(relpath, digest)] = result
@@ -402,7 +500,7 @@ class TreeIndex:
 
 
 def _parse_one(job: tuple) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list]]:
-    root, relpath, digest, rules, overlaid = job
+    root, relpath, digest, rules, overlaid, platform = job
     try:
         source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
         tree = parse(source, relpath)
@@ -410,7 +508,7 @@ def _parse_one(job: tuple) -> tuple[str, str, tuple, ModuleInfo | str, dict[str,
         return relpath, digest, rules, str(exc), {}
     except OSError as exc:
         return relpath, digest, rules, f"unreadable: {exc.strerror}", {}
-    info = module_info(tree, relpath)
+    info = module_info(tree, relpath, platform)
     sites: dict[str, list] = {}
     if rules:
         from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
@@ -460,8 +558,10 @@ def _rules_key(rules: tuple) -> str:
 class _CacheStore:
     """One pickle per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites."""
 
-    def __init__(self, root: Path, salt: str):
-        self.path = cache_dir("index") / (hashlib.sha1(str(root.resolve()).encode()).hexdigest() + ".pickle")
+    def __init__(self, root: Path, salt: str, platform: str = "cuda"):
+        # A platform dispatch binds other names on another platform: each platform has its own facts.
+        key = str(root.resolve()) + ("" if platform == "cuda" else f":{platform}")
+        self.path = cache_dir("index") / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
         self.salt = salt
         self.stats: dict[str, tuple[int, int, str]] = {}
         self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
@@ -518,16 +618,16 @@ _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
 def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = (),
-                overlay: dict[str, bytes] | None = None) -> TreeIndex:
+                overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> TreeIndex:
     """Index the engine's models package, the named modules, the files the rules look in (finding their
     sites), the modules their classes' bases come from, and every module that subclasses a model class.
 
     ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match.
     """
     files = _python_files(tree)
-    store = _CacheStore(tree.root, _code_salt())
+    store = _CacheStore(tree.root, _code_salt(), platform)
     index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, sites={}, _store=store,
-                      overlay=dict(overlay or {}))
+                      overlay=dict(overlay or {}), platform=platform)
     rules = list(rules)
     for rule in rules:
         index.sites[rule.id] = []

@@ -101,6 +101,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
         console.print(f"[yellow]skipped {len(result.skipped)} unparsable file(s):[/] " +
                       "; ".join(f"{p} ({why})" for p, why in result.skipped.items()))
     console.print(Text(path_line(result), style="dim"))
+    console.print(Text(platform_line(result), style="dim"))
     console.print(f"[dim]{result.files_indexed} modules indexed in {result.seconds:.2f} s[/]")
 
 
@@ -220,6 +221,14 @@ def path_line(result: ScanResult) -> str:
     return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
 
 
+def platform_line(result: ScanResult) -> str:
+    """Which branch of the engine's platform dispatches the verdict read."""
+    branches = result.tree.platform_branches
+    shown = "; ".join(branches[:3]) + (f"; and {len(branches) - 3} more" if len(branches) > 3 else "")
+    return (f"platform {result.tree.platform} (--platform):"
+            + (f" {len(branches)} platform dispatches followed: {shown}" if branches else " no platform dispatch read"))
+
+
 def _markdown(result: ScanResult) -> str:
     tree, launch, land = result.tree, result.launch, result.landscape
     out = [f"# specaudit scan: {tree.engine} {tree.version}", "",
@@ -263,6 +272,8 @@ def _markdown(result: ScanResult) -> str:
         out += ["## Skipped files", ""] + [f"- `{p}`: {why}" for p, why in result.skipped.items()] + [""]
     out.append(f"_{path_line(result)}_")
     out.append("")
+    out.append(f"_{platform_line(result)}_")
+    out.append("")
     out.append(f"_{result.files_indexed} modules indexed in {result.seconds:.2f} s._")
     return "\n".join(out) + "\n"
 
@@ -286,7 +297,7 @@ def to_html(report: Report) -> str:
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
                                                 summary=_summary, gate_lines=_gate_lines, Status=Status,
-                                                path_line=path_line)
+                                                path_line=path_line, platform_line=platform_line)
 
 
 # -- patch status ------------------------------------------------------------------------------------------

@@ -8,11 +8,12 @@ never a silent no.
 
 from __future__ import annotations
 
+import ast
 import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, TreeIndex
+from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, TreeIndex, factory_call
 
 # Names typing's own _get_protocol_attrs leaves out of a protocol's members (CPython 3.10-3.13).
 _NOT_PROTOCOL_MEMBERS = frozenset({
@@ -76,6 +77,9 @@ class Resolver:
         self.index = index
         self.package = index.tree.engine.package
         self._hierarchies: dict[str, Hierarchy] = {}
+        # Classes a factory built: the names its parameters are bound to, and, when the factory may return
+        # its argument unchanged instead, that argument.
+        self._made: dict[str, tuple[dict[str, Resolved], ClassInfo | None]] = {}
 
     # -- names ---------------------------------------------------------------------------------------
 
@@ -127,6 +131,9 @@ class Resolver:
             if self.index.has_module(f"{imp.module}.{imp.name}"):
                 return self.resolve_module(f"{imp.module}.{imp.name}")
             return source
+        if name in module.factory_calls:
+            function, args = module.factory_calls[name]
+            return self.made_class(module, function, args, {})
         if name in module.functions or name in module.literals:
             return External(f"{module.name}.{name}")  # not a class: nothing to linearize
         if name in module.computed:
@@ -157,6 +164,37 @@ class Resolver:
             return External(f"{target.qualname}.{attr}")  # a nested name: not followed
         return target
 
+    def made_class(self, module: ModuleInfo, function: str, args: tuple[str, ...],
+                   bindings: dict[str, Resolved]) -> Resolved:
+        """The class ``function(*args)`` returns, where ``function`` is a factory of the tree: the class it
+        defines, with its parameters bound to the arguments (vLLM's ``as_seq_cls_model(LlamaForCausalLM)``)."""
+        found = self.resolve(module, function)
+        where, _, name = found.qualname.rpartition(".") if isinstance(found, External) else ("", "", "")
+        home = self.index.module(where) if self._inside(where) else None
+        factory = home.factories.get(name) if home is not None else None
+        if factory is None or len(args) > len(factory.params):
+            reason = found.reason if isinstance(found, Unresolved) else f"{function} does not return a class it builds"
+            return Unresolved(f"{function}(...)", f"{function}({', '.join(args)}) is a call: {reason}")
+        values = [self._bound(module, a, bindings) for a in args]
+        # Named by what the arguments resolved to: one factory called on two classes makes two classes.
+        named = ", ".join(getattr(v, "qualname", None) or getattr(v, "name", "?") for v in values)
+        made = ClassInfo(**{**factory.made.__dict__, "name": f"{factory.made.name}[{named}]"})
+        if made.qualname not in self._made:
+            argument = values[0] if factory.returns_argument and isinstance(values[0], ClassInfo) else None
+            local = ModuleInfo(name=home.name, path=home.path, is_package=home.is_package, imports=factory.imports)
+            scope = {name: self._lookup(local, name, set()) for name in factory.imports}
+            self._made[made.qualname] = ({**scope, **dict(zip(factory.params, values))}, argument)
+        return made
+
+    def _bound(self, module: ModuleInfo, dotted: str, bindings: dict[str, Resolved]) -> Resolved:
+        head, _, rest = dotted.partition(".")
+        if head not in bindings:
+            return self.resolve(module, dotted)
+        target = bindings[head]
+        for attr in rest.split(".") if rest else ():
+            target = self._attribute(target, attr)
+        return target
+
     def find_class(self, module: str, name: str) -> ClassInfo | Unresolved:
         info = self.resolve_module(module)
         if not isinstance(info, ModuleInfo):
@@ -180,14 +218,21 @@ class Resolver:
 
     def _linearize(self, cls: ClassInfo) -> Hierarchy:
         module = self.index.module(cls.module)
+        bindings = self._made.get(cls.qualname, ({}, None))[0]
         unknown: list[str] = []
         base_mros: list[list[ClassInfo | External]] = []
         direct: list[ClassInfo | External] = []
         for dotted, written in zip(cls.bases, cls.base_sources):
-            if dotted is None:
+            call = factory_call(ast.parse(written, mode="eval").body) if dotted is None else None
+            if module is None:
+                target = Unresolved(written, "module not indexed")
+            elif call is not None:
+                target = self.made_class(module, call[0], call[1], bindings)
+            elif dotted is None:
                 unknown.append(f"base {written} of {cls.qualname} is not a plain name")
                 continue
-            target = self.resolve(module, dotted) if module else Unresolved(dotted, "module not indexed")
+            else:
+                target = self._bound(module, dotted, bindings)
             if target is cls:
                 # `class X(X)` subclasses the X bound before this statement: an import or alias.
                 target = self._shadowed(module, dotted)
@@ -258,7 +303,9 @@ class Resolver:
                     protocol: ClassInfo | None = None) -> Conformance:
         """Whether ``hasattr(cls, m)`` holds for every member, reading the class's MRO."""
         hierarchy = self.hierarchy(cls)
+        conditional = self._conditional_layers(hierarchy)
         provided: dict[str, str] = {}
+        maybe: dict[str, str] = {}
         for member in members:
             if member in _OBJECT_ATTRIBUTES:
                 provided[member] = "builtins.object"
@@ -268,9 +315,15 @@ class Resolver:
                 # except on the protocol itself, which typing fills in.
                 if isinstance(base, ClassInfo) and (member in base.bound or
                                                     (base is protocol and member in base.annotated)):
-                    provided[member] = base.qualname
-                    break
+                    if base.qualname not in conditional:
+                        provided[member] = base.qualname
+                        break
+                    maybe.setdefault(member, conditional[base.qualname])
         missing = tuple(m for m in members if m not in provided)
+        if missing and all(m in maybe for m in missing):
+            return Conformance(label, None, missing, provided,
+                               f"{', '.join(missing)} only in the class {maybe[missing[0]]}, which returns its "
+                               f"argument unchanged in some branch")
         if not missing:
             return Conformance(label, True, (), provided, f"all of {', '.join(members)} found in its MRO")
         if hierarchy.unknown:
@@ -280,6 +333,20 @@ class Resolver:
                      if isinstance(b, External) and b.qualname.split(".")[0] not in ("builtins", *_TYPING_MODULES)]
         note = f" (external bases {', '.join(externals)} taken to add none)" if externals else ""
         return Conformance(label, False, missing, provided, f"missing {', '.join(missing)}{note}")
+
+    def _conditional_layers(self, hierarchy: Hierarchy) -> dict[str, str]:
+        """The classes of an MRO that are there only when a factory wraps its argument (qualname -> factory):
+        the ones it adds above the argument's own MRO."""
+        layers: dict[str, str] = {}
+        for made in hierarchy.linear:
+            argument = self._made.get(made.qualname, ({}, None))[1] if isinstance(made, ClassInfo) else None
+            if argument is None:
+                continue
+            kept = set(self.hierarchy(argument).linear)
+            for base in self.hierarchy(made).linear:
+                if isinstance(base, ClassInfo) and base not in kept:
+                    layers[base.qualname] = made.name.split(".<locals>")[0]
+        return layers
 
     # -- literals ------------------------------------------------------------------------------------
 

@@ -32,6 +32,10 @@ class TreeSummary:
     version: str
     root: str
     origin: str
+    platform: str = "cuda"
+    # The platform dispatches that decided what the verdict read: "file:line branch" (the target's modules, the
+    # traced path's; every registered module's for the landscape).
+    platform_branches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

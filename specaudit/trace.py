@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import yaml
 
 from .errors import SpecauditError
-from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, parse
+from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, flatten, parse
 from .resolve import External, Resolver
 from .ruleset import PHASES, rules_dir
 
@@ -135,6 +135,8 @@ class Condition:
     written: str  # as the engine wrote it
     holds: bool
     module: str  # where its other names resolve
+    # Passed a check to get here (after an assert, or an `if ...: raise`): the check is an obligation of its own.
+    checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -276,16 +278,16 @@ class Tracer:
         if module.path not in self._defs:
             defs: dict[str, ast.AST] = {}
             tree = self._module_ast(module)
-            for stmt in _flatten(tree.body if tree else []):
+            for stmt in flatten(tree.body if tree else [], self.index.platform):
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     defs.setdefault(stmt.name, stmt)
                 elif isinstance(stmt, ast.ClassDef):
                     defs.setdefault(stmt.name, stmt)
-                    for inner in _flatten(stmt.body):
+                    for inner in flatten(stmt.body, self.index.platform):
                         if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_overload(inner):
                             defs[f"{stmt.name}.{inner.name}"] = inner
             # A module function defined several times (typing overloads) is its last, real definition.
-            for stmt in _flatten(tree.body if tree else []):
+            for stmt in flatten(tree.body if tree else [], self.index.platform):
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_overload(stmt):
                     defs[stmt.name] = stmt
             self._defs[module.path] = defs
@@ -465,8 +467,8 @@ class _Walk:
                 return None
             if body_ends and _raises(stmt.body) and not reads_target(test.source):
                 return guards  # past a check of the launch's own state: a launch that failed it failed elsewhere
-            if body_ends:
-                return guards + (_negate(test),)  # an early return or raise: what follows needs the test false
+            if body_ends:  # an early return or raise: what follows needs the test false
+                return guards + (replace(_negate(test), checked=_raises(stmt.body)),)
             if else_ends:
                 return guards + (test,)
             return guards
@@ -483,7 +485,7 @@ class _Walk:
                          _template(stmt.msg) if stmt.msg is not None else None)
             # Past an assert that does not read the target, a launch that failed it has failed for another
             # reason: what follows is judged as reached.
-            return guards + (_negate(test),) if reads_target(test.source) else guards
+            return guards + (replace(_negate(test), checked=True),) if reads_target(test.source) else guards
         if isinstance(stmt, (ast.Return, ast.Continue, ast.Break)):
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 self.expression(stmt.value, guards, catching)
@@ -733,17 +735,6 @@ def _normal(expression: str) -> str:
     return ast.unparse(ast.parse(expression, mode="eval").body)
 
 
-def _flatten(body: list[ast.stmt]) -> Iterator[ast.stmt]:
-    for stmt in body:
-        if isinstance(stmt, ast.If):
-            yield from _flatten(stmt.orelse)
-            yield from _flatten(stmt.body)
-        elif isinstance(stmt, ast.Try):
-            yield from _flatten(stmt.body)
-        else:
-            yield stmt
-
-
 def _is_overload(node: ast.AST) -> bool:
     return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
 
@@ -779,10 +770,14 @@ def _raises(body: list[ast.stmt]) -> bool:
 
 
 def _negate(condition: Condition) -> Condition:
-    return Condition(condition.source, condition.written, not condition.holds, condition.module)
+    return replace(condition, holds=not condition.holds)
 
 
 def _catches_attribute_error(handler: ast.ExceptHandler) -> bool:
+    """Whether the handler swallows an AttributeError; one that may re-raise it (`if not ...: raise`) does not,
+    and what the try reads stays an obligation."""
+    if any(isinstance(node, ast.Raise) and node.exc is None for node in ast.walk(handler)):
+        return False
     if handler.type is None:
         return True
     names = [handler.type] if not isinstance(handler.type, ast.Tuple) else handler.type.elts

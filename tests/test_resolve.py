@@ -185,3 +185,33 @@ def test_a_protocol_that_is_not_runtime_checkable_cannot_be_checked(make_tree):
     assert protocol.runtime_checkable is False
     result = resolver.conformance(resolver.find_class("vllm.model_executor.models.a", "Plain"), protocol)
     assert result.conforms is None and "isinstance raises TypeError" in result.reason
+
+
+def test_a_factory_that_may_return_its_argument_leaves_what_only_it_adds_unknown(make_tree):
+    # The shape of vLLM's adapters.py: `if is_pooling_model(cls): return cls` before building the subclass.
+    resolver, protocol = resolver_for(make_tree, {
+        "vllm/model_executor/models/adapters.py": """
+            def wrap(cls):
+                if already(cls):
+                    return cls
+                from .interfaces import SupportsEagle3
+                class Wrapped(cls, SupportsEagle3): ...
+                return Wrapped
+
+            def always(cls):
+                class Wrapped(cls):
+                    supports_eagle3 = True
+                    def set_aux_hidden_state_layers(self, layers): ...
+                    def get_eagle3_aux_hidden_state_layers(self): ...
+                return Wrapped
+        """,
+        "vllm/model_executor/models/a.py": """
+            from .adapters import always, wrap
+            class Plain: ...
+            Maybe = wrap(Plain)
+            class Sure(always(Plain)): ...
+        """,
+    })
+    maybe = conforms(resolver, protocol, "vllm.model_executor.models.a", "Maybe")
+    assert maybe.conforms is None and "returns its argument unchanged" in maybe.reason
+    assert conforms(resolver, protocol, "vllm.model_executor.models.a", "Sure").conforms is True

