@@ -21,8 +21,7 @@ from .launch import LaunchCommand, parse_launch_command
 from .locate import locate
 from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
 from .result import Comparison
-from .live import LiveView
-from .smoke import RUNS_DIR, SmokeOptions, run_smoke
+from .remote import RUNS_DIR
 from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
 
 
@@ -213,6 +212,9 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 flagged (runs, but acceptance or losslessness is
     wrong), 130 interrupted.
     """
+    from .live import LiveView  # here: the smoke stage and its live view are not a scan's to load
+    from .smoke import SmokeOptions, run_smoke
+
     console = Console()
     with _reported_errors("interrupted"), _interrupt_on_termination():
         if "launch_command" not in ctx.meta:

@@ -262,7 +262,7 @@ class Evaluator:
         attribute one of its methods assigns."""
         hierarchy = self.resolver.hierarchy(cls)
         for base in hierarchy.linear:
-            if isinstance(base, ClassInfo) and (name in base.bound or name in base.assigned):
+            if isinstance(base, ClassInfo) and (name in base.bound or name in self.resolver.instance_attributes(base)):
                 return True
         if name in dir(object):
             return True

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import gc
 import hashlib
 import os
 import pickle
 import re
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from .cache import cache_dir
 from .locate import EngineTree
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,6 @@ class ClassInfo:
     decorators: tuple[str, ...]
     bound: frozenset[str]  # names given a value in the class body: methods, assignments
     annotated: frozenset[str]  # names only annotated in the class body (no value)
-    assigned: frozenset[str] = frozenset()  # instance attributes: `self.x = ...` in its methods
     defaults: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)  # literal class attributes
 
     @property
@@ -262,12 +264,14 @@ def absolute_module(module: str | None, level: int, package: str) -> str:
 
 
 def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, package: str) -> Factory | None:
-    params = tuple(a.arg for a in function.args.posonlyargs + function.args.args)
     made = {stmt.name: stmt for stmt in flatten(function.body) if isinstance(stmt, ast.ClassDef)}
+    if not made:
+        return None
+    params = tuple(a.arg for a in function.args.posonlyargs + function.args.args)
     returned = [stmt.value.id for stmt in ast.walk(function)
                 if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name)]
     classes = [made[name] for name in returned if name in made]
-    if not made or len({c.name for c in classes}) != 1:
+    if len({c.name for c in classes}) != 1:
         return None
     info = _class_info(classes[0], module)
     info = replace(info, name=f"{function.name}.<locals>.{info.name}")
@@ -311,10 +315,6 @@ def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
             (bound if stmt.value is not None else annotated).add(stmt.target.id)
         elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             bound.add(stmt.target.id)
-    assigned = {target.attr for function in node.body if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for stmt in ast.walk(function) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"}
     bases = []
     for base in node.bases:
         # Generic[T] and Protocol[T] name their class through the subscript.
@@ -331,7 +331,6 @@ def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
         decorators=decorators,
         bound=frozenset(bound),
         annotated=frozenset(annotated - bound),
-        assigned=frozenset(assigned),
         defaults=defaults,
     )
 
@@ -411,6 +410,8 @@ class TreeIndex:
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
+    # Syntax trees of the files parsed in this process, kept for the stages that read code (trace.py).
+    parsed: dict[str, ast.Module] = field(default_factory=dict)
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -429,6 +430,13 @@ class TreeIndex:
     def note_read(self, relpath: str) -> None:
         """A later stage read this file itself: results memoized after it depend on its content too."""
         self.digests[relpath] = self._digest(relpath)
+
+    def syntax(self, relpath: str) -> ast.Module:
+        """A file's syntax tree, parsed once in this process; SyntaxProblem or OSError when it has none."""
+        found = self.parsed.get(relpath)
+        if found is None:
+            found = self.parsed[relpath] = parse(self.source(relpath), relpath)
+        return found
 
     def source(self, relpath: str) -> bytes:
         if relpath in self.overlay:
@@ -460,7 +468,9 @@ class TreeIndex:
         todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
         jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath), self.platform)
                 for relpath, digest, file_rules in todo]
-        for relpath, digest, file_rules, result, sites in _parse_many(jobs, self._pool, meanwhile):
+        for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
+            if syntax is not None:
+                self.parsed[relpath] = syntax
             self._store.modules[(relpath, digest)] = result
             if file_rules:
                 self._store.sites[(relpath, digest, _rules_key(file_rules))] = sites
@@ -479,17 +489,19 @@ class TreeIndex:
         """A result derived from the indexed files, reused while none of the files it read has changed.
 
         Its inputs are every module indexed by the time it is computed, so on-demand indexing done
-        by ``compute`` itself is covered.
+        by ``compute`` itself is covered; a file added to or removed from the tree is a new key.
         """
-        key = f"memo:{name}:" + hashlib.blake2b(repr(sorted(self.digests.items())).encode(), digest_size=16).hexdigest()
+        listing = hashlib.blake2b(repr(sorted(self.files.values())).encode(), digest_size=16).hexdigest()
+        key = f"memo:{name}:{listing}"
         entry = self._store.extras.get(key)
         if entry is not None:
             inputs, value = entry
-            if all(self._store.digest(self.tree.root, rel) == digest for rel, digest in inputs.items()):
+            if all(self._digest(rel) == digest for rel, digest in inputs.items()):
                 return value
         value = compute()
         family = name.split(":")[0]
-        self._store.extras = {k: v for k, v in self._store.extras.items() if not k.startswith(f"memo:{family}:")}
+        self._store.extras = {k: v for k, v in self._store.extras.items()
+                              if k.split(":")[:2] != ["memo", family]}
         self._store.extras[key] = (dict(self.digests), value)
         self._store.dirty = True
         return value
@@ -499,27 +511,29 @@ class TreeIndex:
             self._store.save()
 
 
-def _parse_one(job: tuple) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list]]:
+def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list], Any]:
+    """Index one file; ``keep``: return its syntax tree too (in this process: pickling it back from a worker
+    would cost more than parsing again)."""
     root, relpath, digest, rules, overlaid, platform = job
     try:
         source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
         tree = parse(source, relpath)
     except SyntaxProblem as exc:
-        return relpath, digest, rules, str(exc), {}
+        return relpath, digest, rules, str(exc), {}, None
     except OSError as exc:
-        return relpath, digest, rules, f"unreadable: {exc.strerror}", {}
+        return relpath, digest, rules, f"unreadable: {exc.strerror}", {}, None
     info = module_info(tree, relpath, platform)
     sites: dict[str, list] = {}
     if rules:
         from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
 
         sites = find_sites(tree, source.decode("utf-8", errors="replace"), info, relpath, rules)
-    return relpath, digest, rules, info, sites
+    return relpath, digest, rules, info, sites, tree if keep else None
 
 
 def _parse_many(jobs: list[tuple], pool: "_Pool | None", meanwhile: Callable[[], None] | None) -> list:
     if pool is None or pool.workers < 2 or len(jobs) < 16:
-        results = [_parse_one(job) for job in jobs]
+        results = [_parse_one(job, keep=True) for job in jobs]
         if meanwhile:
             meanwhile()
         return results
@@ -538,7 +552,9 @@ class _Pool:
 
     def executor(self) -> ProcessPoolExecutor:
         if self._executor is None:
-            self._executor = ProcessPoolExecutor(max_workers=self.workers)
+            from concurrent.futures import ProcessPoolExecutor  # here: a warm scan starts no pool
+
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=gc.disable)
         return self._executor
 
     def __enter__(self) -> "_Pool":
@@ -618,11 +634,13 @@ _IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
 
 
 def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = (),
-                overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> TreeIndex:
+                overlay: dict[str, bytes] | None = None, platform: str = "cuda",
+                alongside: Callable[[TreeIndex], None] | None = None) -> TreeIndex:
     """Index the engine's models package, the named modules, the files the rules look in (finding their
     sites), the modules their classes' bases come from, and every module that subclasses a model class.
 
-    ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match.
+    ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match. ``alongside``
+    runs here while the pool parses the models package: work that needs only the modules it indexes on demand.
     """
     files = _python_files(tree)
     store = _CacheStore(tree.root, _code_salt(), platform)
@@ -646,6 +664,8 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     def read_bases() -> None:
         indexed = set(wanted)
         bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], store))
+        if alongside is not None:
+            alongside(index)
 
     with _Pool(min(os.cpu_count() or 1, 8)) as pool:
         index._pool = pool

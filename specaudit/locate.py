@@ -8,7 +8,6 @@ cache, keeping only its ``.py`` files and its metadata.
 
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -78,6 +77,8 @@ def locate_installed(engine: str) -> EngineTree:
     tree = _tree_from_root(package_dir.parent, profile, origin=f"installed in {sys.executable}")
     if tree.version == "unknown":
         # An editable install keeps its metadata elsewhere; ask the interpreter's metadata.
+        import importlib.metadata  # here: costly to import, and only this fallback needs it
+
         for dist in profile.distributions:
             try:
                 version = importlib.metadata.version(dist)

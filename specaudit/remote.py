@@ -20,6 +20,8 @@ from pathlib import Path
 
 from .errors import ExitCode, SpecauditError
 
+RUNS_DIR = "~/.cache/specaudit/runs"  # where launches keep their logs, on the remote
+
 
 class SSHError(SpecauditError):
     """The remote cannot be reached, refuses us, or is not who it was."""

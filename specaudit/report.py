@@ -8,7 +8,6 @@ from pathlib import Path
 
 from rich.console import Console, Group
 from rich.panel import Panel
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
@@ -106,6 +105,8 @@ def print_terminal(result: ScanResult, console: Console) -> None:
 
 
 def _finding_panel(f: Finding, number: int) -> Panel:
+    from rich.syntax import Syntax  # here: pygments is a tenth of a warm scan, and only a blocking gate shows code
+
     body = Group(
         Text.assemble(("where  ", "bold"), f"{f.location}  ", ("(" + f.phase.replace("_", " ") + ")", "dim"),
                       (f"; also at {', '.join(f.also)}" if f.also else "", "dim")),

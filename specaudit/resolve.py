@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, TreeIndex, factory_call
+from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, SyntaxProblem, TreeIndex, factory_call, flatten
 
 # Names typing's own _get_protocol_attrs leaves out of a protocol's members (CPython 3.10-3.13).
 _NOT_PROTOCOL_MEMBERS = frozenset({
@@ -80,6 +80,7 @@ class Resolver:
         # Classes a factory built: the names its parameters are bound to, and, when the factory may return
         # its argument unchanged instead, that argument.
         self._made: dict[str, tuple[dict[str, Resolved], ClassInfo | None]] = {}
+        self._instance_attributes: dict[str, frozenset[str]] = {}
 
     # -- names ---------------------------------------------------------------------------------------
 
@@ -260,6 +261,36 @@ class Resolver:
             return Unresolved(dotted, f"class {dotted} names itself as a base")
         without = ModuleInfo(**{**module.__dict__, "classes": {k: v for k, v in module.classes.items() if k != head}})
         return self.resolve(without, dotted)
+
+    def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
+        """The attributes its methods assign on ``self``: read from the class's code when first asked, as only
+        the target's classes ever are (indexing them for every class would double the cost of a cold scan)."""
+        found = self._instance_attributes.get(cls.qualname)
+        if found is None:
+            node = self._class_node(cls)
+            found = frozenset(
+                target.attr for function in (node.body if node else [])
+                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for stmt in ast.walk(function) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self")
+            self._instance_attributes[cls.qualname] = found
+        return found
+
+    def _class_node(self, cls: ClassInfo) -> ast.ClassDef | None:
+        module = self.index.module(cls.module)
+        try:
+            body = self.index.syntax(module.path).body if module else []
+        except (SyntaxProblem, OSError):
+            return None
+        # A class a factory made is `function.<locals>.Name[arguments]`: its statement is in that function.
+        function, _, local = cls.name.partition(".<locals>.")
+        if local:
+            body = next((s.body for s in flatten(body, self.index.platform)
+                         if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == function), [])
+        name = local.partition("[")[0] if local else cls.name
+        return next((s for s in flatten(body, self.index.platform) if isinstance(s, ast.ClassDef) and s.name == name),
+                    None)
 
     # -- protocols -----------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import yaml
 
 from .errors import SpecauditError
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
 
 # The order in which a launch meets the gates: what fails first is reported first.
 PHASES = ("arguments", "model_config", "speculative_config", "drafter_load", "model_runner", "candidate")
@@ -61,7 +61,7 @@ def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
     rules = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
         except yaml.YAMLError as exc:
             raise SpecauditError(f"{path}: invalid YAML ({exc})") from None
         rule = _rule_from(data, path)

@@ -23,8 +23,6 @@ import subprocess
 import tarfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -39,12 +37,11 @@ from .evaluate import scan as run_scan
 from .launch import parse_launch_command, strip_assignments, without_speculation
 from .locate import EngineTree, locate_directory
 from .metrics import Acceptance, ServingProfile, acceptance, load_serving
-from .remote import Remote, SSHError, bash_command, quote_command
+from .remote import RUNS_DIR, Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import SignatureMatch, classify, clean_line, load_milestones, load_signatures, match_line
 from .target import Launch, Target, method_of
 
-RUNS_DIR = "~/.cache/specaudit/runs"
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
 # Both engines' OpenAI servers take these extras: greedy, exactly max_tokens tokens, and the token ids back
@@ -673,17 +670,21 @@ def compare_answers(with_drafter: list[Answer], without: list[Answer]) -> Lossle
 
 
 def _get(port: int | None, path: str, timeout: float) -> tuple[int, str]:
-    return _http(urllib.request.Request(f"http://127.0.0.1:{port}{path}"), timeout)
+    return _http(f"http://127.0.0.1:{port}{path}", None, timeout)
 
 
 def _post(port: int | None, path: str, body: dict, timeout: float) -> tuple[int, str]:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    return _http(request, timeout)
+    return _http(f"http://127.0.0.1:{port}{path}", body, timeout)
 
 
-def _http(request: urllib.request.Request, timeout: float) -> tuple[int, str]:
+def _http(url: str, body: dict | None, timeout: float) -> tuple[int, str]:
     """Status and body; status 0 when nothing answered (not listening yet, or the connection broke)."""
+    import urllib.error  # here: urllib.request loads ssl and certifi, which a scan does not need
+    import urllib.request
+
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    request = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else None,
+                                     headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, response.read().decode("utf-8", errors="replace")

@@ -27,9 +27,9 @@ from typing import Any, Iterator
 import yaml
 
 from .errors import SpecauditError
-from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, flatten, parse
+from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, flatten
 from .resolve import External, Resolver
-from .ruleset import PHASES, rules_dir
+from .ruleset import PHASES, YAML_LOADER, rules_dir
 
 # What an expression denotes, when it is a part of the target; each has a placeholder name in conditions.
 TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT = "target", "model_config", "config", "text_config", "output"
@@ -88,7 +88,7 @@ class PathSpec:
 def load_path_spec(engine: str) -> PathSpec:
     path = rules_dir() / "paths" / f"{engine}.yaml"
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
     except (OSError, yaml.YAMLError) as exc:
         raise SpecauditError(f"{path}: cannot read the EAGLE-3 path ({exc})") from None
     try:
@@ -261,7 +261,7 @@ class Tracer:
         found = self._asts.get(module.path)
         if found is None:
             try:
-                found = parse(self.index.source(module.path), module.path)
+                found = self.index.syntax(module.path)
             except SyntaxProblem as exc:
                 found = str(exc)
             except OSError as exc:
