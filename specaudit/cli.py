@@ -2,27 +2,32 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import click
-from rich.console import Console
+try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt like any other
+    import click
+    from rich.console import Console
 
-from . import __version__
-from .checkpoint import read_checkpoint
-from .engines import ENGINES
-from .errors import SpecauditError
-from .evaluate import scan as run_scan
-from .index import PLATFORMS
-from .launch import LaunchCommand, parse_launch_command
-from .locate import locate
-from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
-from .result import Comparison
-from .remote import RUNS_DIR
-from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
+    from . import __version__
+    from .checkpoint import read_checkpoint
+    from .engines import ENGINES
+    from .errors import SpecauditError
+    from .evaluate import scan as run_scan
+    from .index import PLATFORMS
+    from .launch import LaunchCommand, parse_launch_command
+    from .locate import locate
+    from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
+    from .result import Comparison
+    from .remote import RUNS_DIR
+    from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
+except KeyboardInterrupt:
+    sys.stderr.write("specaudit: interrupted\n")
+    sys.exit(130)
 
 
 @contextmanager
@@ -35,7 +40,11 @@ def _reported_errors(interrupted: str) -> Iterator[None]:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo(f"specaudit: {interrupted}", err=True)
-        sys.exit(130)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Every cleanup on the way up has run. The interpreter's own exit would join the process pool's manager
+        # thread, which a worker stopped mid-write leaves blocked on a partial message: leave without it.
+        os._exit(130)
 
 
 class _WithLaunchCommand(click.Command):

@@ -15,6 +15,8 @@ import hashlib
 import os
 import pickle
 import re
+import signal
+import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
@@ -347,6 +349,9 @@ def dotted_name(node: ast.AST) -> str | None:
 _NOT_LITERAL = object()
 
 
+MAX_FILE_BYTES = 8_000_000  # the largest engine module is under 1 MB; a file past this is not parsed
+
+
 def literal_value(node: ast.AST) -> Any:
     """A literal's value; dict/list literals with ``**name``/``*name`` spreads become :class:`Merge`."""
     try:
@@ -381,15 +386,22 @@ def literal_value(node: ast.AST) -> Any:
                 parts.append([value])
         return Merge("list", tuple(parts))
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.BitOr, ast.Add)):
-        # {**a} | {...} and [..] + [..] merge the same way as spreads.
-        left, right = literal_value(node.left), literal_value(node.right)
-        if _NOT_LITERAL in (left, right):
-            left = LiteralRef(dotted_name(node.left)) if dotted_name(node.left) else left
-            right = LiteralRef(dotted_name(node.right)) if dotted_name(node.right) else right
-            if _NOT_LITERAL in (left, right):
-                return _NOT_LITERAL
-        kind = "dict" if isinstance(node.op, ast.BitOr) else "list"
-        return Merge(kind, (left, right))
+        # {**a} | {...} and [..] + [..] merge the same way as spreads. A chain `a + b + c ...` is read as one
+        # flat merge, without recursion: an engine file may chain hundreds of terms.
+        op = type(node.op)
+        operands: list[ast.expr] = []
+        while isinstance(node, ast.BinOp) and isinstance(node.op, op):
+            operands.append(node.right)
+            node = node.left
+        operands.append(node)
+        parts = []
+        for operand in reversed(operands):
+            name = dotted_name(operand)
+            value = LiteralRef(name) if name else literal_value(operand)
+            if not isinstance(value, (list, tuple, dict, Merge, LiteralRef)):
+                return _NOT_LITERAL  # a string or number sum, or a computed term
+            parts.append(value)
+        return Merge("dict" if op is ast.BitOr else "list", tuple(parts))
     return _NOT_LITERAL
 
 
@@ -516,13 +528,18 @@ def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleI
     would cost more than parsing again)."""
     root, relpath, digest, rules, overlaid, platform = job
     try:
+        size = len(overlaid) if overlaid is not None else Path(root, relpath).stat().st_size
+        if size > MAX_FILE_BYTES:
+            return relpath, digest, rules, f"{size / 1e6:.0f} MB, larger than any engine module: not read", {}, None
         source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
         tree = parse(source, relpath)
+        info = module_info(tree, relpath, platform)
     except SyntaxProblem as exc:
         return relpath, digest, rules, str(exc), {}, None
     except OSError as exc:
         return relpath, digest, rules, f"unreadable: {exc.strerror}", {}, None
-    info = module_info(tree, relpath, platform)
+    except RecursionError:
+        return relpath, digest, rules, "nested too deeply to read", {}, None
     sites: dict[str, list] = {}
     if rules:
         from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
@@ -554,15 +571,31 @@ class _Pool:
         if self._executor is None:
             from concurrent.futures import ProcessPoolExecutor  # here: a warm scan starts no pool
 
-            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=gc.disable)
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_worker_init)
         return self._executor
 
     def __enter__(self) -> "_Pool":
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        if self._executor is not None:
+    def __exit__(self, kind: type | None, *exc: object) -> None:
+        if self._executor is None:
+            return
+        if kind is None:
             self._executor.shutdown()
+            return
+        # Interrupted (Ctrl-C) or failed: the workers are stopped, not waited for; one blocked on a full pipe
+        # would never finish.
+        processes = list(getattr(self._executor, "_processes", {}).values())
+        for process in processes:
+            process.terminate()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=1)
+
+
+def _worker_init() -> None:
+    gc.disable()  # see evaluate.scan: syntax trees make no cycles worth a collector's passes
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it stops the pool
 
 
 def _rules_key(rules: tuple) -> str:
@@ -571,8 +604,14 @@ def _rules_key(rules: tuple) -> str:
     return rules_digest(list(rules))
 
 
+_CACHE_MAGIC = b"specaudit-index\x001\n"  # format name and version; a checksum of the pickle follows
+
+
 class _CacheStore:
-    """One pickle per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites."""
+    """One file per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites.
+
+    The pickle is written after a header and its checksum, and loaded only when both match: a truncated or
+    corrupted file is discarded with a warning and rebuilt, never loaded."""
 
     def __init__(self, root: Path, salt: str, platform: str = "cuda"):
         # A platform dispatch binds other names on another platform: each platform has its own facts.
@@ -585,13 +624,16 @@ class _CacheStore:
         self.extras: dict[str, Any] = {}  # later stages keep their own content-keyed results here
         self.dirty = False
         try:
-            with self.path.open("rb") as fh:
-                data = pickle.load(fh)
-            if data.get("salt") == salt:
-                self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],
-                                                                     data["extras"])
-        except (OSError, pickle.UnpicklingError, EOFError, KeyError, AttributeError, TypeError):
-            pass
+            blob = self.path.read_bytes()
+        except OSError:
+            return  # no cache yet
+        data = _unpack(blob)
+        if data is None:
+            print(f"specaudit: warning: the index cache {self.path} is damaged; it is rebuilt", file=sys.stderr)
+            self.dirty = True
+        elif data.get("salt") == salt:
+            self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],
+                                                                 data["extras"])
 
     def digest(self, root: Path, relpath: str) -> str:
         path = os.path.join(root, relpath)
@@ -609,12 +651,31 @@ class _CacheStore:
         if not self.dirty:
             return
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
-        with tmp.open("wb") as fh:
-            pickle.dump({"salt": self.salt, "stats": self.stats, "modules": self.modules, "sites": self.sites,
-                         "extras": self.extras},
-                        fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, self.path)
+        try:
+            payload = pickle.dumps({"salt": self.salt, "stats": self.stats, "modules": self.modules,
+                                    "sites": self.sites, "extras": self.extras}, protocol=pickle.HIGHEST_PROTOCOL)
+            with tmp.open("wb") as fh:
+                fh.write(_CACHE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
+            os.replace(tmp, self.path)
+        except (OSError, RecursionError, pickle.PicklingError) as exc:
+            # The scan's result stands without its cache: the next scan indexes again.
+            print(f"specaudit: warning: the index cache was not saved ({type(exc).__name__}: {exc})", file=sys.stderr)
+        finally:
+            tmp.unlink(missing_ok=True)
         self.dirty = False
+
+
+def _unpack(blob: bytes) -> dict | None:
+    """The cache's contents, or None when the header, the checksum or the pickle does not hold."""
+    head, checksum, payload = blob[:len(_CACHE_MAGIC)], blob[len(_CACHE_MAGIC):len(_CACHE_MAGIC) + 16], \
+        blob[len(_CACHE_MAGIC) + 16:]
+    if head != _CACHE_MAGIC or hashlib.blake2b(payload, digest_size=16).digest() != checksum:
+        return None
+    try:
+        data = pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - written by this code and checksummed: only another version's classes fail
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _code_salt() -> str:

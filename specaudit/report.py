@@ -97,7 +97,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
     _print_candidates(result, console)
     _print_landscape(result, console, full=launch is None)
     if result.skipped:
-        console.print(f"[yellow]skipped {len(result.skipped)} unparsable file(s):[/] " +
+        console.print(f"[yellow]skipped {len(result.skipped)} file(s) it could not read:[/] " +
                       "; ".join(f"{p} ({why})" for p, why in result.skipped.items()))
     console.print(Text(path_line(result), style="dim"))
     console.print(Text(platform_line(result), style="dim"))

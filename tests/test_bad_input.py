@@ -1,0 +1,146 @@
+"""Bad, unusual and hostile input: a clear line, the right exit code, nothing lost, never a wrong verdict.
+
+Each case runs the real command line in a fresh process, with its own cache where the cache matters.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import vllm_tree
+from test_cli import ROOT, specaudit
+
+UNKNOWN, BLOCKED = 3, 1
+
+
+def _cache_files(cache: Path) -> list[str]:
+    return sorted(str(p.relative_to(cache)) for p in cache.rglob("*") if p.is_file())
+
+
+# -- a tree whose EAGLE-3 path is missing or broken is never READY ------------------------------------------------
+
+def test_an_empty_engine_package_is_unknown_not_ready(tmp_path):
+    tree = tmp_path / "x"
+    (tree / "vllm").mkdir(parents=True)
+    (tree / "vllm" / "__init__.py").write_text("")
+    proc = specaudit("scan", str(tree), "--target", "kimi-k2.5", env_cache=tmp_path / "cache")
+    assert proc.returncode == UNKNOWN, proc.stdout + proc.stderr
+    assert "UNKNOWN" in proc.stdout and "Traceback" not in proc.stderr
+    assert "speculative-config validation" in proc.stdout  # the entry point that is not there is named
+
+
+@pytest.fixture(scope="module")
+def tree_copy(tmp_path_factory):
+    """A copy of the real vLLM 0.17.0 tree (its .py files and metadata), to break."""
+    copy = tmp_path_factory.mktemp("vllm-0.17.0")
+    shutil.copytree(vllm_tree("0.17.0").root, copy, dirs_exist_ok=True)
+    return copy
+
+
+# The three files that hold 0.17.0's EAGLE-3 gates for Kimi-K2.5 (tests/test_vllm_facts.py).
+GATE_FILES = ("vllm/config/speculative.py", "vllm/v1/spec_decode/eagle.py", "vllm/v1/worker/gpu_model_runner.py")
+
+
+@pytest.mark.parametrize("damage", ["deleted", "syntax error"])
+def test_a_real_tree_with_its_gate_files_damaged_is_unknown(tree_copy, tmp_path, damage):
+    broken = tmp_path / "tree"
+    shutil.copytree(tree_copy, broken)
+    for relpath in GATE_FILES:
+        if damage == "deleted":
+            (broken / relpath).unlink()
+        else:
+            with (broken / relpath).open("a") as fh:
+                fh.write("\ndef oops(:\n")
+    proc = specaudit("scan", str(broken), "--target", "kimi-k2.5", env_cache=tmp_path / "cache")
+    # kimi-k2.5 is BLOCKED on the intact tree; with the gates gone it must not turn READY.
+    assert proc.returncode in (UNKNOWN, BLOCKED), proc.stdout + proc.stderr
+    assert "READY" not in proc.stdout.split("\n", 3)[1] and "Traceback" not in proc.stderr
+    assert "UNKNOWN" in proc.stdout or "not in this tree" in proc.stdout or "does not parse" in proc.stdout
+
+
+# -- a damaged cache is rebuilt, with a warning ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("damage", ["garbage", "flipped byte in the header", "flipped byte in the pickle",
+                                    "truncated"])
+def test_a_damaged_index_cache_is_discarded_and_rebuilt(tmp_path, damage):
+    tree = str(vllm_tree("0.17.0").root)
+    cache = tmp_path / "cache"
+    first = specaudit("scan", tree, "--target", "kimi-k2.5", env_cache=cache)
+    (stored,) = (cache / "index").glob("*.pickle")
+    blob = bytearray(stored.read_bytes())
+    if damage == "garbage":
+        blob = bytearray(b"\x80\x63x")
+    elif damage == "truncated":
+        blob = blob[: len(blob) // 2]
+    else:
+        at = 3 if "header" in damage else len(blob) // 2
+        blob[at] ^= 0xFF
+    stored.write_bytes(bytes(blob))
+    again = specaudit("scan", tree, "--target", "kimi-k2.5", env_cache=cache)
+    assert again.returncode == first.returncode == BLOCKED, again.stderr
+    assert "Traceback" not in again.stderr and "index cache" in again.stderr and "rebuilt" in again.stderr
+    third = specaudit("scan", tree, "--target", "kimi-k2.5", env_cache=cache)
+    assert third.returncode == BLOCKED and third.stderr == ""  # rebuilt and saved: no warning the next time
+
+
+# -- valid Python that is hard to read ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("terms", [900, 2500])
+def test_a_long_sum_of_strings_does_not_kill_the_scan(make_tree, tmp_path, terms):
+    tree = make_tree({
+        "vllm/model_executor/models/registry.py": "_TEXT = {'LlamaForCausalLM': ('llama', 'LlamaForCausalLM')}\n",
+        "vllm/model_executor/models/llama.py": "class LlamaForCausalLM: ...\n",
+        "vllm/model_executor/models/long.py": "X = " + " + ".join(['"a"'] * terms) + "\n",
+    })
+    cache = tmp_path / "cache"
+    proc = specaudit("scan", str(tree), "--target", "llama3", env_cache=cache)
+    assert proc.returncode == UNKNOWN and "Traceback" not in proc.stderr, proc.stderr  # a toy tree has no path
+    assert not [f for f in _cache_files(cache) if f.endswith(".tmp")]
+
+
+def test_a_file_larger_than_any_engine_module_is_skipped_with_a_note(make_tree, tmp_path):
+    tree = make_tree({
+        "vllm/model_executor/models/registry.py": "_TEXT = {'LlamaForCausalLM': ('llama', 'LlamaForCausalLM')}\n",
+        "vllm/model_executor/models/llama.py": "class LlamaForCausalLM: ...\n",
+    })
+    big = Path(tree) / "vllm/model_executor/models/huge.py"
+    big.write_text("X = 1\n" * 1_500_000)  # 9 MB
+    proc = specaudit("scan", str(tree), "--format", "md", "--out", str(tmp_path), env_cache=tmp_path / "cache")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    report = next(tmp_path.glob("scan-*.md")).read_text()
+    assert "huge.py" in report and "larger than any engine module" in report
+
+
+# -- Ctrl-C on a cold scan ends it within 2 s --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("after", [0.3, 0.8, 1.5, 2.5])
+def test_ctrl_c_on_a_cold_scan_exits_130_within_two_seconds(tmp_path, after):
+    tree = str(vllm_tree("0.33.0").root)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
+           "SPECAUDIT_CACHE": str(tmp_path / "cache")}  # an empty cache: the pool is parsing when Ctrl-C comes
+    proc = subprocess.Popen([sys.executable, "-m", "specaudit.cli", "scan", tree, "--target", "kimi-k2.5"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    time.sleep(after)
+    if proc.poll() is not None:
+        pytest.skip("the scan ended before the interrupt")
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    sent = time.monotonic()
+    try:
+        _, stderr = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    took = time.monotonic() - sent
+    # 130, or death by SIGINT itself (which a shell reports as 130) when it comes as the interpreter exits.
+    assert proc.returncode in (130, -signal.SIGINT) and "Traceback" not in stderr.decode(), stderr.decode()
+    assert took < 2.0, f"{took:.1f} s: {stderr.decode()}"
+    leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
+    assert not leftover  # no pool worker outlives the scan
