@@ -77,6 +77,8 @@ class Checkpoint:
 
 def read_checkpoint(path: str) -> Checkpoint:
     directory = Path(path).expanduser()
+    if directory.exists() and not directory.is_dir():
+        raise SpecauditError(f"{path}: a file; give the drafter's checkpoint directory (with its config.json)")
     config = read_config(str(directory))
     files = _weight_files(directory)
     tensors: dict[str, TensorInfo] = {}

@@ -21,10 +21,11 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
     from .locate import locate
-    from .report import FORMATS, print_explanation, print_patch_status, print_report, print_smoke, write_report
+    from .report import (FORMATS, check_out_dir, print_explanation, print_patch_status, print_report, print_smoke,
+                         write_report)
     from .result import Comparison
     from .remote import RUNS_DIR
-    from .target import Launch, load_model_dir, load_preset, method_of, parse_speculative_config
+    from .target import Launch, check_speculative, load_model_dir, load_preset, method_of, parse_speculative_config
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
     sys.exit(130)
@@ -95,6 +96,8 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
     with _reported_errors("interrupted"):
         if trees and path:
             raise SpecauditError("name the trees once: either TREES or --path")
+        if formats:
+            check_out_dir(Path(out_dir))
         command = parse_launch_command(ctx.meta["launch_command"]) if "launch_command" in ctx.meta else None
         # The launch command names the engine to find when no tree is named; a named tree says its own.
         located = [locate(spec, engine or (command.engine if command and spec is None else None))
@@ -118,11 +121,15 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     options: dict = {}
     if command is not None:
         options = command.options
-        speculative = {**command.speculative, **speculative}
+        speculative = check_speculative({**command.speculative, **speculative})
+        if (preset is not None or model_dir) and command.model:
+            raise SpecauditError(f"the launch command names its model ({command.model}): drop --target/--model, or the command's")
         model_dir = model_dir or command.model
-    if preset and model_dir and command is None:
+    if preset is not None and model_dir:
         raise SpecauditError("give --target or --model, not both")
-    target = load_preset(preset) if preset else load_model_dir(model_dir) if model_dir else None
+    if preset is not None and not preset.strip():
+        raise SpecauditError("--target needs a preset name (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3)")
+    target = load_preset(preset) if preset is not None else load_model_dir(model_dir) if model_dir else None
     draft = draft_dir or speculative.get("model")
     # A drafter named with --draft must be readable; one named by a launch command may live on another
     # machine, and is checked only when its directory is here.
@@ -166,6 +173,8 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
     with _reported_errors("interrupted; a write in progress was rolled back"):
         if tree and path:
             raise SpecauditError("name the tree once: either TREE or --path")
+        if formats:
+            check_out_dir(Path(out_dir))
         if sum((show_status, do_revert, bool(target))) != 1:
             raise SpecauditError("give one of --target NAME, --status, --revert")
         located = locate(tree or path, engine)
@@ -228,6 +237,10 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     with _reported_errors("interrupted"), _interrupt_on_termination():
         if "launch_command" not in ctx.meta:
             raise SpecauditError("give the launch command after --")
+        if ssh_config and not Path(ssh_config).expanduser().is_file():
+            raise SpecauditError(f"--ssh-config {ssh_config}: no such file")
+        if formats:
+            check_out_dir(Path(out_dir))
         argv = tuple(ctx.meta["launch_command"])
         if engine and parse_launch_command(list(argv)).engine != engine:
             raise SpecauditError(f"the launch command is not {engine}'s")
@@ -271,6 +284,8 @@ def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str
 
     console = Console()
     with _reported_errors("interrupted"):
+        if formats:
+            check_out_dir(Path(out_dir))
         explanation = explain_file(log, [engine] if engine else None)
         print_explanation(explanation, console)
         for fmt in formats:

@@ -629,7 +629,8 @@ class _CacheStore:
             return  # no cache yet
         data = _unpack(blob)
         if data is None:
-            print(f"specaudit: warning: the index cache {self.path} is damaged; it is rebuilt", file=sys.stderr)
+            print(f"specaudit: warning: the index cache {self.path} is unreadable (damaged, or written by another "
+                  "version); it is rebuilt", file=sys.stderr)
             self.dirty = True
         elif data.get("salt") == salt:
             self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],

@@ -62,7 +62,10 @@ def _vllm_options(args: list[str]) -> dict[str, Any]:
         key, has_value, value = arg[2:].partition("=")
         key = _NAME.sub(lambda m: m.group(0).replace("_", "-"), "--" + key, count=1)[2:]
         if not has_value:
-            if arg in _FLAGS or "--" + key in _FLAGS or i >= len(args) or args[i].startswith("--"):
+            missing = i >= len(args) or args[i].startswith("--")
+            if key in _JSON_OPTIONS and missing:
+                raise SpecauditError(f"--{key} needs a value (a JSON object)")
+            if arg in _FLAGS or "--" + key in _FLAGS or missing:
                 options[key] = True
                 continue
             value = args[i]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .cache import slug
+from .errors import SpecauditError
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import Explanation, SignatureMatch
@@ -42,11 +44,25 @@ def report_name(report: Report) -> str:
     return f"scan-{trees}-{name}"
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """The reports' directory exists (created if need be) and is writable: checked before the work, so a scan is
+    not done for nothing."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecauditError(f"--out {out_dir}: cannot create it ({exc.strerror})") from None
+    if not out_dir.is_dir() or not os.access(out_dir, os.W_OK | os.X_OK):
+        raise SpecauditError(f"--out {out_dir}: not a writable directory")
+
+
 def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_out_dir(out_dir)
     path = out_dir / f"{report_name(report)}.{fmt}"
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
-    path.write_text(render(report), encoding="utf-8")
+    try:
+        path.write_text(render(report), encoding="utf-8")
+    except OSError as exc:
+        raise SpecauditError(f"{path}: cannot write the report ({exc.strerror})") from None
     return path
 
 

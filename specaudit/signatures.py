@@ -9,6 +9,7 @@ traceback, "Engine core initialization failed. See root cause above" after it).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -145,8 +146,15 @@ def _first_of_each(matches: list[SignatureMatch]) -> list[SignatureMatch]:
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
-    log = Path(path)
-    if not log.is_file():
-        raise SpecauditError(f"{path}: no such log file")
-    text = log.read_bytes().decode("utf-8", errors="replace")
-    return classify(text.splitlines(), load_signatures(engines), str(log))
+    """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
+    if path == "-":
+        data, name = sys.stdin.buffer.read(), "standard input"
+    else:
+        log = Path(path)
+        if log.is_dir() or not log.exists():
+            raise SpecauditError(f"{path}: no such log file")
+        try:
+            data, name = log.read_bytes(), str(log)
+        except OSError as exc:
+            raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
+    return classify(data.decode("utf-8", errors="replace").splitlines(), load_signatures(engines), name)

@@ -109,12 +109,35 @@ def read_config(path: str) -> dict[str, Any]:
         data = json.loads(config_file.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecauditError(f"{config_file}: malformed JSON ({exc})") from None
+    except RecursionError:
+        raise SpecauditError(f"{config_file}: JSON nested too deeply to be a model config") from None
     if not isinstance(data, dict):
         raise SpecauditError(f"{config_file}: expected a JSON object, got {type(data).__name__}")
+    for config in (data, data.get("text_config")):
+        architectures = config.get("architectures") if isinstance(config, dict) else None
+        if architectures is not None and not (isinstance(architectures, list)
+                                              and all(isinstance(a, str) for a in architectures)):
+            raise SpecauditError(f"{config_file}: \"architectures\" must be a list of class names, "
+                                 f"not {json.dumps(architectures)[:60]}")
     return data
 
 
 def parse_speculative_config(text: str) -> dict[str, Any]:
     from .launch import json_option
 
-    return json_option("speculative-config", text)
+    return check_speculative(json_option("speculative-config", text))
+
+
+# The keys of a speculative config the scan reads, with the types the engines' own parsers require.
+_SPECULATIVE_TYPES = {"method": str, "model": str, "num_speculative_tokens": int, "draft_tensor_parallel_size": int}
+
+
+def check_speculative(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculative config whose keys have the types the engine requires: a wrong one is bad input, not a
+    launch to judge."""
+    for key, kind in _SPECULATIVE_TYPES.items():
+        value = config.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise SpecauditError(f"speculative config: {key} must be {'a string' if kind is str else 'an integer'}, "
+                                 f"not {json.dumps(value)}")
+    return config

@@ -144,3 +144,65 @@ def test_ctrl_c_on_a_cold_scan_exits_130_within_two_seconds(tmp_path, after):
     assert took < 2.0, f"{took:.1f} s: {stderr.decode()}"
     leftover = subprocess.run(["pgrep", "-s", str(proc.pid)], capture_output=True, text=True).stdout.split()
     assert not leftover  # no pool worker outlives the scan
+
+
+# -- bad input is one line and exit 2 -------------------------------------------------------------------------------
+
+def _config_dir(tmp_path: Path, name: str, text: str) -> str:
+    directory = tmp_path / name
+    directory.mkdir()
+    (directory / "config.json").write_text(text)
+    return str(directory)
+
+
+BAD_INPUTS = {
+    # name: (arguments, with {tree} and {tmp} filled in; a fragment of the error line)
+    "architectures is a number": (["scan", "{tree}", "--model", "config:" + '{"architectures": 5}'],
+                                  '"architectures" must be a list of class names'),
+    "architectures is a string": (["scan", "{tree}", "--model", "config:" + '{"architectures": "LlamaForCausalLM"}'],
+                                  '"architectures" must be a list of class names'),
+    "config nested 100k deep": (["scan", "{tree}", "--model", "config:" + '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+                                "nested too deeply"),
+    "speculative model is a number": (["scan", "{tree}", "--target", "llama3", "--speculative-config", '{"model": 5}'],
+                                      "model must be a string"),
+    "speculative method is a number": (["scan", "{tree}", "--target", "llama3", "--speculative-config", '{"method": 5}'],
+                                       "method must be a string"),
+    "num_speculative_tokens is a word": (["scan", "{tree}", "--target", "llama3", "--speculative-config",
+                                          '{"num_speculative_tokens": "five"}'], "must be an integer"),
+    "--speculative-config without a value": (["scan", "{tree}", "--", "vllm", "serve", "M", "--speculative-config"],
+                                             "--speculative-config needs a value"),
+    "two targets": (["scan", "{tree}", "--target", "llama3", "--", "vllm", "serve", "/some/kimi",
+                     "--speculative-config", '{"method": "eagle3"}'], "names its model"),
+    "empty --target": (["scan", "{tree}", "--target", ""], "--target needs a preset name"),
+    "draft is a file": (["scan", "{tree}", "--target", "llama3", "--draft", str(ROOT / "pyproject.toml")],
+                        "give the drafter's checkpoint directory"),
+    "unwritable --out for scan": (["scan", "{tree}", "--target", "llama3", "--format", "md", "--out", "/proc/x"],
+                                  "--out /proc/x"),
+    "unwritable --out for explain": (["explain", str(ROOT / "README.md"), "--format", "md", "--out", "/proc/x"],
+                                     "--out /proc/x"),
+    "missing --ssh-config": (["smoke", "node", "--ssh-config", "{tmp}/none", "--", "vllm", "serve", "M"],
+                             "no such file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUTS))
+def test_bad_input_is_one_line_and_exit_2(tmp_path, case):
+    arguments, fragment = BAD_INPUTS[case]
+    tree = str(vllm_tree("0.17.0").root)
+    filled = [_config_dir(tmp_path, "model", a[len("config:"):]) if a.startswith("config:")
+              else a.replace("{tree}", tree).replace("{tmp}", str(tmp_path)) for a in arguments]
+    before = _cache_files(tmp_path)
+    proc = specaudit(*filled, env_cache=tmp_path / "cache")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specaudit: error:") and fragment in lines[0], proc.stderr
+    assert [f for f in _cache_files(tmp_path) if not f.startswith("cache/")] == before  # nothing written
+
+
+@pytest.mark.parametrize("source", ["-", "/dev/stdin"])
+def test_explain_reads_a_log_from_a_pipe(source):
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "explain", source], input="a line\nanother\n",
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                                                               "HOME": str(Path.home())})
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "2 lines" in proc.stdout
