@@ -22,9 +22,11 @@ import hashlib
 import json
 import os
 import shutil
+import signal
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -190,6 +192,9 @@ class Shadow:
         """The history, created on the first write (a dry run or a status creates none)."""
         import git
 
+        # A commit the last run was killed in leaves git's own lock: only one specaudit holds this shadow (see
+        # lock), so it is stale.
+        (self.dir / ".git" / "index.lock").unlink(missing_ok=True)
         if not (self.dir / ".git").exists():
             repo = git.Repo.init(self.dir)
             with repo.config_writer() as config:
@@ -201,7 +206,7 @@ class Shadow:
     @property
     def state(self) -> dict[str, Any]:
         if self.state_file.exists():
-            return json.loads(self.state_file.read_text())
+            return _read_json(self.state_file)
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
 
     def copy(self, kind: str, relpath: str) -> bytes:
@@ -211,8 +216,9 @@ class Shadow:
         for (kind, relpath), data in copies.items():
             path = self.dir / kind / relpath
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
-        self.state_file.write_text(json.dumps(state, indent=2, sort_keys=True) + "\n")
+            _replace(path, data)
+        _replace(self.state_file, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
+        _crash_point()
         repo = self.repo
         repo.git.add(A=True)
         if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
@@ -222,28 +228,36 @@ class Shadow:
         return _Lock(self.dir / "lock")
 
     def recover(self) -> list[str]:
-        """Roll back a write that did not finish (the process was killed): every file back as it was."""
+        """Roll back an operation that did not finish (the process was killed): every file it names back as it
+        was, and the state as it was before. Runs first in every patch command."""
         if not self.journal.exists():
             return []
-        entries = json.loads(self.journal.read_text())
+        entries = _read_json(self.journal)
         for relpath, kind in entries["restore"].items():
             _replace(self.tree.root / relpath, self.copy(kind, relpath))
             _clear_pycache(self.tree.root / relpath)
+        self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(entries['restore'])}")
         self.journal.unlink()
         return list(entries["restore"])
 
-    def write(self, files: dict[str, bytes], restore_to: str) -> None:
-        """Write files into the tree; on any failure, or Ctrl-C, restore each to its ``restore_to`` copy."""
-        self.journal.write_text(json.dumps({"restore": {rel: restore_to for rel in files}}))
-        _fsync(self.journal)
+    @contextmanager
+    def transaction(self, files: dict[str, bytes], restore_to: str, state: dict[str, Any]) -> Iterator[None]:
+        """Write files into the tree, then let the caller save the new state. Until both are done the journal
+        names each file's ``restore_to`` copy and the ``state`` before: a failure, a Ctrl-C or a kill at any point
+        ends with the tree and the state as they were (here, or in the next run's ``recover``)."""
+        _replace(self.journal, json.dumps({"restore": {rel: restore_to for rel in files}, "state": state}).encode())
+        _crash_point()
         try:
             for relpath, data in files.items():
                 _replace(self.tree.root / relpath, data)
                 _clear_pycache(self.tree.root / relpath)
+                _crash_point()
+            yield
         except BaseException:
             self.recover()
             raise
         self.journal.unlink()
+        _crash_point()
 
 
 class _Lock:
@@ -275,9 +289,27 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _fsync(path: Path) -> None:
-    with open(path, "rb+") as fh:
-        os.fsync(fh.fileno())
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecauditError(f"{path}: unreadable patch state ({exc}); move the directory {path.parent} aside "
+                             f"to start over (it holds the pristine copies)") from None
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{path}: unreadable patch state (not a JSON object)")
+    return data
+
+
+_steps = 0
+
+
+def _crash_point() -> None:
+    """A boundary between two durable writes. The kill-at-every-step test sets SPECAUDIT_TEST_KILL_AT_STEP=N
+    and the process dies here, as with kill -9, at the Nth one."""
+    global _steps
+    _steps += 1
+    if os.environ.get("SPECAUDIT_TEST_KILL_AT_STEP") == str(_steps):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _clear_pycache(path: Path) -> None:
@@ -338,13 +370,14 @@ def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool =
         for rel, (old, _) in the_plan.edits.items():
             state["files"][rel] = {"pristine": sha256(old)}
         shadow.save(state, pristine, f"pristine copies before {bundle.id}")
-        shadow.write({rel: new for rel, (_, new) in the_plan.edits.items()}, restore_to="pristine")
-        for rel, (_, new) in the_plan.edits.items():
-            state["files"][rel]["applied"] = sha256(new)
-            state["files"][rel]["bundle"] = bundle.id
-        state["bundles"][bundle.id] = {"changes": the_plan.applied, "files": sorted(the_plan.edits)}
-        shadow.save(state, {("applied", rel): new for rel, (_, new) in the_plan.edits.items()},
-                    f"apply {bundle.id}: {', '.join(the_plan.applied)}")
+        before = json.loads(json.dumps(state))
+        with shadow.transaction({rel: new for rel, (_, new) in the_plan.edits.items()}, "pristine", before):
+            for rel, (_, new) in the_plan.edits.items():
+                state["files"][rel]["applied"] = sha256(new)
+                state["files"][rel]["bundle"] = bundle.id
+            state["bundles"][bundle.id] = {"changes": the_plan.applied, "files": sorted(the_plan.edits)}
+            shadow.save(state, {("applied", rel): new for rel, (_, new) in the_plan.edits.items()},
+                        f"apply {bundle.id}: {', '.join(the_plan.applied)}")
         note = f" (rolled back an interrupted run first: {', '.join(recovered)})" if recovered else ""
         return Outcome(_plan_summary(the_plan, "applied") + note, the_plan.diff(), tuple(the_plan.edits))
 
@@ -364,13 +397,14 @@ def revert(tree: EngineTree, force: bool = False) -> Outcome:
                 raise PatchRefused(f"{rel} changed since specaudit patched it; --force reverts it anyway:\n"
                                    + _diff(rel, shadow.copy("applied", rel), current))
         _check_writable(tree, dict.fromkeys(files))
-        shadow.write({rel: shadow.copy("pristine", rel) for rel in files}, restore_to="applied")
         bundles = sorted(state["bundles"])
-        for rel in files:
-            state["files"][rel].pop("applied", None)
-            state["files"][rel].pop("bundle", None)
-        state["bundles"] = {}
-        shadow.save(state, {}, f"revert {', '.join(bundles)}")
+        before = json.loads(json.dumps(state))
+        with shadow.transaction({rel: shadow.copy("pristine", rel) for rel in files}, "applied", before):
+            for rel in files:
+                state["files"][rel].pop("applied", None)
+                state["files"][rel].pop("bundle", None)
+            state["bundles"] = {}
+            shadow.save(state, {}, f"revert {', '.join(bundles)}")
         return Outcome(f"reverted {', '.join(bundles)}: {len(files)} file(s) restored byte for byte", changed=tuple(files))
 
 
@@ -384,6 +418,9 @@ class FileStatus:
 
 def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
     shadow = Shadow(tree)
+    if shadow.journal.exists():  # an interrupted run is rolled back first, as any patch command does
+        with shadow.lock():
+            shadow.recover()
     state = shadow.state
     rows = []
     for rel, info in sorted(state["files"].items()):
