@@ -190,7 +190,7 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         path=PathSummary.of(path, decided),
         landscape=landscape,
         skipped=dict(sorted(index.skipped.items())),
-        files_indexed=len(index.modules),
+        files_indexed=len(index.digests),
         seconds=round(time.perf_counter() - started, 3),
     )
 

@@ -64,14 +64,15 @@ class Finding:
 
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
-    """Fill a message template with the values the engine would format in; unknown ones stay ``{expr}``."""
+    """Fill a message template with the values the engine would format in; one not known before the launch
+    shows as ``<expr>``, a value left out, not text the engine prints."""
     if template is None:
         return None
 
     def fill(match: re.Match) -> str:
         expression, equal = match.group(1), match.group(2)
         if expression not in values:
-            return match.group(0)
+            return f"<{expression}>"
         value = values[expression]
         return f"{expression}={value!r}" if equal else str(value)
 

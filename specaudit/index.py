@@ -509,6 +509,7 @@ class TreeIndex:
         if entry is not None:
             inputs, value = entry
             if all(self._digest(rel) == digest for rel, digest in inputs.items()):
+                self.digests.update(inputs)  # what the result was computed from is part of this scan's reading
                 return value
         value = compute()
         family = name.split(":")[0]
@@ -617,6 +618,7 @@ class _CacheStore:
         # A platform dispatch binds other names on another platform: each platform has its own facts.
         key = str(root.resolve()) + ("" if platform == "cuda" else f":{platform}")
         self.path = cache_dir("index") / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
+        self.root = root
         self.salt = salt
         self.stats: dict[str, tuple[int, int, str]] = {}
         self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
@@ -651,6 +653,7 @@ class _CacheStore:
     def save(self) -> None:
         if not self.dirty:
             return
+        self._forget_the_gone()
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         try:
             payload = pickle.dumps({"salt": self.salt, "stats": self.stats, "modules": self.modules,
@@ -664,6 +667,14 @@ class _CacheStore:
         finally:
             tmp.unlink(missing_ok=True)
         self.dirty = False
+
+
+    def _forget_the_gone(self) -> None:
+        """Drop what was read from files deleted since, and from the old contents of files changed since."""
+        live = {rel: known[2] for rel, known in self.stats.items() if os.path.isfile(os.path.join(self.root, rel))}
+        self.stats = {rel: known for rel, known in self.stats.items() if rel in live}
+        self.modules = {key: info for key, info in self.modules.items() if live.get(key[0]) == key[1]}
+        self.sites = {key: found for key, found in self.sites.items() if live.get(key[0]) == key[1]}
 
 
 def _unpack(blob: bytes) -> dict | None:
@@ -704,9 +715,9 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match. ``alongside``
     runs here while the pool parses the models package: work that needs only the modules it indexes on demand.
     """
-    files = _python_files(tree)
+    files, unreadable = _python_files(tree)
     store = _CacheStore(tree.root, _code_salt(), platform)
-    index = TreeIndex(tree=tree, files=files, modules={}, skipped={}, digests={}, sites={}, _store=store,
+    index = TreeIndex(tree=tree, files=files, modules={}, skipped=dict(unreadable), digests={}, sites={}, _store=store,
                       overlay=dict(overlay or {}), platform=platform)
     rules = list(rules)
     for rule in rules:
@@ -765,16 +776,24 @@ def _index_base_modules(index: TreeIndex) -> None:
         frontier = [m for name, m in index.modules.items() if name not in before]
 
 
-def _python_files(tree: EngineTree) -> dict[str, str]:
+def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str]]:
+    """The tree's modules (name -> relpath), and the .py entries that cannot be read (relpath -> why)."""
     files: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
     root_len = len(str(tree.root)) + 1
     for dirpath, dirnames, filenames in os.walk(tree.package_dir):
         dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
         for filename in filenames:
             if filename.endswith(".py"):
-                relpath = os.path.join(dirpath, filename)[root_len:].replace(os.sep, "/")
-                files[module_name_for(relpath)] = relpath
-    return files
+                path = os.path.join(dirpath, filename)
+                relpath = path[root_len:].replace(os.sep, "/")
+                if not os.path.isfile(path):
+                    unreadable[relpath] = "a dangling or looping symlink, or not a file"
+                elif not os.access(path, os.R_OK):
+                    unreadable[relpath] = "unreadable: permission denied"
+                else:
+                    files[module_name_for(relpath)] = relpath
+    return files, unreadable
 
 
 def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore) -> dict[str, frozenset[bytes]]:

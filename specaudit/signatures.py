@@ -19,7 +19,8 @@ import yaml
 from .errors import SpecauditError
 from .ruleset import data_dir
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
 CONTEXT_LINES = 3
 
 
@@ -106,7 +107,10 @@ def load_milestones(engines: Iterable[str] | None = None, directory: Path | None
 
 
 def clean_line(line: str) -> str:
-    return _ANSI.sub("", line.rstrip("\n"))
+    """A log line as a terminal shows it: without control sequences, and only what the last carriage return
+    left (a progress bar redraws its line with `\r`; a CRLF line ends with one)."""
+    line = line.rstrip("\n").rstrip("\r")
+    return _ANSI.sub("", line.rpartition("\r")[2])
 
 
 def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Match] | None:
@@ -157,4 +161,8 @@ def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation
             data, name = log.read_bytes(), str(log)
         except OSError as exc:
             raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
-    return classify(data.decode("utf-8", errors="replace").splitlines(), load_signatures(engines), name)
+    # Lines end at "\n" only, so their numbers are the file's: `\r` redraws a line, it does not start one.
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    if lines and not lines[-1]:
+        lines.pop()  # the newline that ends the last line
+    return classify(lines, load_signatures(engines), name)

@@ -206,3 +206,55 @@ def test_explain_reads_a_log_from_a_pipe(source):
                                                                "HOME": str(Path.home())})
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "2 lines" in proc.stdout
+
+
+def test_dangling_and_looping_symlinks_in_the_tree_are_skipped_with_a_note(make_tree, tmp_path):
+    tree = Path(make_tree({"vllm/model_executor/models/llama.py": "class LlamaForCausalLM: ...\n"}))
+    models = tree / "vllm/model_executor/models"
+    (models / "loop.py").symlink_to("loop.py")
+    (models / "dangling.py").symlink_to("not-there.py")
+    proc = specaudit("scan", str(tree), "--target", "llama3", env_cache=tmp_path / "cache")
+    assert proc.returncode == UNKNOWN and "Traceback" not in proc.stderr, proc.stderr  # a toy tree has no path
+    assert "loop.py" in proc.stdout and "dangling.py" in proc.stdout and "symlink" in proc.stdout
+
+
+def test_the_index_cache_forgets_deleted_and_rewritten_files(make_tree, tmp_path):
+    from specaudit.index import _unpack
+
+    tree = Path(make_tree({"vllm/model_executor/models/llama.py": "class LlamaForCausalLM: ...\n",
+                           "vllm/model_executor/models/gone.py": "class Gone: ...\n",
+                           "vllm/model_executor/models/edited.py": "class Old: ...\n"}))
+    cache = tmp_path / "cache"
+    specaudit("scan", str(tree), env_cache=cache)
+    (tree / "vllm/model_executor/models/gone.py").unlink()
+    (tree / "vllm/model_executor/models/edited.py").write_text("class New: ...\n")
+    specaudit("scan", str(tree), env_cache=cache)
+    (stored,) = (cache / "index").glob("*.pickle")
+    data = _unpack(stored.read_bytes())
+    paths = [relpath for relpath, _ in data["modules"]]
+    assert "vllm/model_executor/models/gone.py" not in paths and "vllm/model_executor/models/gone.py" not in data["stats"]
+    assert paths.count("vllm/model_executor/models/edited.py") == 1  # the old content's facts are gone
+
+
+def test_explain_counts_lines_as_the_file_does_and_drops_control_sequences(tmp_path):
+    import json
+
+    log = tmp_path / "launch.log"
+    # a progress bar redrawn with \r, a CRLF line with an erase-line sequence, then the crash on line 3
+    log.write_bytes(b"loading 10%\rloading 100%\r\n\x1b[2Kstarting\x1b[0m\r\n"
+                    b"RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested\n")
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "explain", str(log), "--format", "json",
+                           "--out", str(tmp_path)], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())})
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert report["lines"] == 3 and report["matches"][0]["line_number"] == 3, report
+    assert not any("\x1b" in m["line"] or "\r" in m["line"] for m in report["matches"])
+
+
+def test_a_message_value_not_known_before_launch_is_marked_not_printed_raw():
+    from specaudit.gates import render_message
+
+    # vllm/model_executor/models/registry.py (0.14.0): f"... Supported architectures: {all_supported_archs}"
+    assert render_message("Supported architectures: {all_supported_archs}", {}) == \
+        "Supported architectures: <all_supported_archs>"
