@@ -94,12 +94,14 @@ def _weight_files(directory: Path) -> list[Path]:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
             raise SpecauditError(f"{index}: malformed index (expected a JSON object with a weight_map)") from None
+        if not isinstance(weight_map, dict) or not all(isinstance(n, str) for n in weight_map.values()):
+            raise SpecauditError(f"{index}: malformed index (weight_map must map tensor names to shard file names)")
         files = sorted({directory / name for name in weight_map.values()})
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise SpecauditError(f"{index}: names shards that are missing: {', '.join(missing)}")
         return files
-    files = sorted(directory.glob("*.safetensors"))
+    files = sorted(p for p in directory.glob("*.safetensors") if p.is_file())
     if not files:
         others = sorted(p.name for p in directory.glob("*.bin")) + sorted(p.name for p in directory.glob("*.pt"))
         also = f" (found {', '.join(others)}: only safetensors headers are read)" if others else ""
@@ -140,7 +142,7 @@ def _tensor(file: Path, name: str, entry: Any, data_start: int, size: int) -> Te
         dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
     except (KeyError, TypeError, ValueError):
         raise SpecauditError(f"{file}: header entry {name!r} lacks dtype, shape or data_offsets") from None
-    if dtype not in ITEM_SIZE:
+    if not isinstance(dtype, str) or dtype not in ITEM_SIZE:
         raise SpecauditError(f"{file}: {name} has unknown dtype {dtype!r}")
     if not all(isinstance(d, int) and d >= 0 for d in shape) or not all(isinstance(o, int) for o in (begin, end)):
         raise SpecauditError(f"{file}: {name} has a malformed shape or offsets")

@@ -258,3 +258,32 @@ def test_a_message_value_not_known_before_launch_is_marked_not_printed_raw():
     # vllm/model_executor/models/registry.py (0.14.0): f"... Supported architectures: {all_supported_archs}"
     assert render_message("Supported architectures: {all_supported_archs}", {}) == \
         "Supported architectures: <all_supported_archs>"
+
+
+def _draft(tmp_path: Path, case: str) -> Path:
+    import json
+    import struct
+
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}')
+    if case == "a dtype given as a list":
+        header = json.dumps({"w": {"dtype": ["F16"], "shape": [2], "data_offsets": [0, 4]}}).encode()
+        (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + bytes(4))
+    elif case == "weight_map is a number":
+        (draft / "model.safetensors.index.json").write_text('{"weight_map": 5}')
+    elif case == "weight_map with dict values":
+        (draft / "model.safetensors.index.json").write_text('{"weight_map": {"w": {"file": "x"}}}')
+    elif case == "a directory named model.safetensors":
+        (draft / "model.safetensors").mkdir()
+    return draft
+
+
+@pytest.mark.parametrize("case", ["a dtype given as a list", "weight_map is a number", "weight_map with dict values",
+                                  "a directory named model.safetensors"])
+def test_a_malformed_drafter_checkpoint_is_one_line_and_exit_2(tmp_path, case):
+    proc = specaudit("scan", str(vllm_tree("0.17.0").root), "--target", "llama3", "--draft", str(_draft(tmp_path, case)),
+                     env_cache=tmp_path / "cache")
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specaudit: error:") and "Traceback" not in proc.stderr
