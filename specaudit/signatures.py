@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 import sys
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
+from typing import IO, Iterable, Iterator
 
 import yaml
 
@@ -122,47 +123,49 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
     return None
 
 
-def classify(lines: list[str], signatures: list[Signature], log: str = "-") -> Explanation:
-    """Every line that matches a signature, and the root cause: the first match of a root signature."""
-    clean = [clean_line(line) for line in lines]
-    matches = []
-    for number, line in enumerate(clean, 1):
+def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-") -> Explanation:
+    """The first line that matches each signature, with the lines around it, and the root cause: the first
+    match of a root signature. Reads the lines once, keeping only a few: a log of any size fits in memory."""
+    before: deque[str] = deque(maxlen=CONTEXT_LINES)
+    first: dict[str, tuple[int, str, Signature, re.Match, list[str]]] = {}  # signature id -> its first match
+    waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
+    count = 0
+    for count, raw in enumerate(lines, 1):
+        line = clean_line(raw)
+        for context, _ in waiting:
+            context.append(line)
+        waiting = [(context, size) for context, size in waiting if len(context) < size]
         hit = match_line(line, signatures)
-        if hit:
-            signature, found = hit
-            context = tuple(clean[max(0, number - 1 - CONTEXT_LINES): number + CONTEXT_LINES])
-            fields = {k: v for k, v in found.groupdict().items() if v is not None}
-            matches.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
-                                          signature.gate, signature.hint, signature.root, context))
-    distinct = _first_of_each(matches)
+        if hit and hit[0].id not in first:
+            context = [*before, line]
+            first[hit[0].id] = (count, line, hit[0], hit[1], context)
+            waiting.append((context, len(context) + CONTEXT_LINES))
+        before.append(line)
+    distinct = []
+    for number, line, signature, found, context in sorted(first.values(), key=lambda m: m[0]):
+        fields = {k: v for k, v in found.groupdict().items() if v is not None}
+        distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
+                                       signature.gate, signature.hint, signature.root, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
-    return Explanation(log, len(clean), cause, distinct)
-
-
-def _first_of_each(matches: list[SignatureMatch]) -> list[SignatureMatch]:
-    """A traceback prints its error twice or more (in each process); keep each signature's first line."""
-    seen, first = set(), []
-    for match in matches:
-        if match.signature not in seen:
-            seen.add(match.signature)
-            first.append(match)
-    return first
+    return Explanation(log, count, cause, distinct)
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
+    signatures = load_signatures(engines)
     if path == "-":
-        data, name = sys.stdin.buffer.read(), "standard input"
-    else:
-        log = Path(path)
-        if log.is_dir() or not log.exists():
-            raise SpecauditError(f"{path}: no such log file")
-        try:
-            data, name = log.read_bytes(), str(log)
-        except OSError as exc:
-            raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
-    # Lines end at "\n" only, so their numbers are the file's: `\r` redraws a line, it does not start one.
-    lines = data.decode("utf-8", errors="replace").split("\n")
-    if lines and not lines[-1]:
-        lines.pop()  # the newline that ends the last line
-    return classify(lines, load_signatures(engines), name)
+        return classify(_decoded(sys.stdin.buffer), signatures, "standard input")
+    log = Path(path)
+    if log.is_dir() or not log.exists():
+        raise SpecauditError(f"{path}: no such log file")
+    try:
+        with log.open("rb") as fh:
+            return classify(_decoded(fh), signatures, str(log))
+    except OSError as exc:
+        raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
+
+
+def _decoded(stream: IO[bytes]) -> Iterator[str]:
+    """A byte stream's lines, ending at "\n" only, so their numbers are the file's (`\r` redraws a line)."""
+    for raw in stream:
+        yield raw.decode("utf-8", errors="replace")
