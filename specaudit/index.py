@@ -606,6 +606,7 @@ def _rules_key(rules: tuple) -> str:
 
 
 _CACHE_MAGIC = b"specaudit-index\x001\n"  # format name and version; a checksum of the pickle follows
+_OLD_CACHE_START = b"\x80\x05\x95"  # how the bare pickle that earlier versions wrote begins (protocol 5, a frame)
 
 
 class _CacheStore:
@@ -630,7 +631,9 @@ class _CacheStore:
         except OSError:
             return  # no cache yet
         data = _unpack(blob)
-        if data is None:
+        if data is None and blob.startswith(_OLD_CACHE_START):
+            self.dirty = True  # a cache of a specaudit before the checksummed format: replaced without a word
+        elif data is None:
             print(f"specaudit: warning: the index cache {self.path} is unreadable (damaged, or written by another "
                   "version); it is rebuilt", file=sys.stderr)
             self.dirty = True

@@ -83,6 +83,7 @@ class PathSpec:
     model_config: dict[str, str]  # attribute of the engine's model config -> expression over the target
     external_members: dict[str, tuple[str, ...]]  # a base class outside the tree -> the attributes it gives
     source: str
+    methods: tuple[str, ...] = ()  # "module:Name" of a Literal alias or an Enum that lists the engine's methods
 
 
 def load_path_spec(engine: str) -> PathSpec:
@@ -105,6 +106,7 @@ def load_path_spec(engine: str) -> PathSpec:
             model_config={str(k): str(v) for k, v in (data.get("model_config") or {}).items()},
             external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
+            methods=tuple(data.get("methods") or ()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed path file ({type(exc).__name__}: {exc})") from None
@@ -199,6 +201,8 @@ class TracedPath:
     unparsed: tuple[str, ...]  # files on the path that could not be parsed: "file: why"
     model_config: dict[str, str]  # what the engine's model config answers, over the target's placeholders
     external_members: dict[str, tuple[str, ...]]  # what base classes outside the tree give the target
+    # The speculative methods this release names: its declared list, and every method its path compares with.
+    methods: frozenset[str] = frozenset()
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -356,7 +360,24 @@ class Tracer:
         return TracedPath(self.spec.engine, runner, runner_reason, tuple(entries), tuple(self.obligations),
                           dict(self.functions), tuple(self.traced),
                           tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
-                          dict(self.spec.external_members))
+                          dict(self.spec.external_members), self._methods())
+
+    def _methods(self) -> frozenset[str]:
+        """The methods the release declares (``SpeculativeMethod = Literal[...]``, ``class SpeculativeAlgorithm(Enum)``)
+        and the ones the traced path and the path file's facts compare the method with; lower case."""
+        named: set[str] = set()
+        for declared in self.spec.methods:
+            module_name, _, name = declared.partition(":")
+            module = self.index.module(module_name)
+            tree = self._module_ast(module) if module else None
+            named |= _declared_names(tree, name) if tree else set()
+        method = placeholder(METHOD)
+        conditions = [c.source for o in self.obligations for c in o.guards] + list(self.spec.facts.values())
+        for source in conditions:
+            if method in source:
+                named |= {n.value for n in ast.walk(ast.parse(source, mode="eval"))
+                          if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        return frozenset(n.lower() for n in named)
 
     def _validators(self, function: _Function) -> list[_Function]:
         """Constructing a pydantic config runs its ``model_validator`` methods after ``__post_init__``."""
@@ -733,6 +754,24 @@ class _Rewrite(ast.NodeTransformer):
 
 def _normal(expression: str) -> str:
     return ast.unparse(ast.parse(expression, mode="eval").body)
+
+
+def _declared_names(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
+    """The strings of ``name = Literal[...]`` (following the aliases it nests) or the members of ``class name(Enum)``,
+    at the top of a module."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+            return {t.id for s in stmt.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(stmt.value, ast.Subscript):
+            found: set[str] = set()
+            for node in ast.walk(stmt.value.slice):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    found.add(node.value)
+                elif isinstance(node, ast.Name) and node.id not in seen | {name}:
+                    found |= _declared_names(tree, node.id, seen | {name})
+            return found
+    return set()
 
 
 def _is_overload(node: ast.AST) -> bool:

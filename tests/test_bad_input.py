@@ -5,6 +5,7 @@ Each case runs the real command line in a fresh process, with its own cache wher
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -237,8 +238,6 @@ def test_the_index_cache_forgets_deleted_and_rewritten_files(make_tree, tmp_path
 
 
 def test_explain_counts_lines_as_the_file_does_and_drops_control_sequences(tmp_path):
-    import json
-
     log = tmp_path / "launch.log"
     # a progress bar redrawn with \r, a CRLF line with an erase-line sequence, then the crash on line 3
     log.write_bytes(b"loading 10%\rloading 100%\r\n\x1b[2Kstarting\x1b[0m\r\n"
@@ -261,7 +260,6 @@ def test_a_message_value_not_known_before_launch_is_marked_not_printed_raw():
 
 
 def _draft(tmp_path: Path, case: str) -> Path:
-    import json
     import struct
 
     draft = tmp_path / "draft"
@@ -287,3 +285,37 @@ def test_a_malformed_drafter_checkpoint_is_one_line_and_exit_2(tmp_path, case):
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("specaudit: error:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("release, flag", [
+    ("vllm==0.17.0", ["--speculative-config", '{"method": "frobnicate"}']),
+    ("sglang==0.5.23", None),
+])
+def test_a_method_the_release_never_names_is_unknown_not_ready(tmp_path, release, flag):
+    # vllm/config/speculative.py (0.17.0): SpeculativeMethod = Literal["ngram", "medusa", ..., EagleModelTypes];
+    # sglang/srt/speculative/spec_info.py (0.5.23): class SpeculativeAlgorithm(Enum): DFLASH, ..., EAGLE3, ...
+    from conftest import engine_tree
+
+    tree = str(engine_tree(release).root)
+    if flag is None:  # SGLang names its algorithm in the launch command
+        flag = ["--", "python3", "-m", "sglang.launch_server", "--model-path", _config_dir(tmp_path, "m", (
+            '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}')), "--speculative-algorithm", "EAGLE4"]
+    proc = specaudit("scan", tree, *(["--target", "llama3"] if flag[0] != "--" else []), "--format", "json",
+                     "--out", str(tmp_path), *flag, env_cache=tmp_path / "cache")
+    assert proc.returncode == UNKNOWN, proc.stdout + proc.stderr
+    report = json.loads(next(tmp_path.glob("scan-*.json")).read_text())
+    (method,) = [f for f in report["findings"] if f["rule_id"] == "path-method"]
+    assert method["status"] == "unknown" and "names" in method["why"]
+
+
+def test_a_truncated_patch_state_is_one_line_and_exit_2(tmp_path):
+    tree = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, tree)
+    cache = tmp_path / "cache"
+    assert specaudit("patch", str(tree), "--target", "kimi_k2", env_cache=cache).returncode == 0
+    (state,) = (cache / "patches").glob("*/state.json")
+    state.write_text(state.read_text()[:40])
+    for command in (["--status"], ["--revert"]):
+        proc = specaudit("patch", str(tree), *command, env_cache=cache)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1 and "unreadable patch state" in proc.stderr
