@@ -167,7 +167,7 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         decisions = decide(path, evaluator)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
-        findings = _with_path(findings, decisions, sites, path) + method_findings(path, launch.method)
+        findings = method_findings(path, launch.method) + _with_path(findings, decisions, sites, path)
     # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in code_rules:

@@ -319,3 +319,12 @@ def test_a_truncated_patch_state_is_one_line_and_exit_2(tmp_path):
         proc = specaudit("patch", str(tree), *command, env_cache=cache)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1 and "unreadable patch state" in proc.stderr
+
+
+def test_a_cold_and_a_warm_scan_count_the_same_modules(tmp_path):
+    import re
+
+    tree, cache = str(vllm_tree("0.17.0").root), tmp_path / "cache"
+    counts = [re.search(r"(\d+) modules indexed", specaudit("scan", tree, "--target", "kimi-k2.5",
+                                                           env_cache=cache).stdout).group(1) for _ in range(2)]
+    assert counts[0] == counts[1], counts
