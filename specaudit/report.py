@@ -59,8 +59,10 @@ def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
     check_out_dir(out_dir)
     path = out_dir / f"{report_name(report)}.{fmt}"
     render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
+    # A report is shared and committed: paths under the home directory are written as a user writes them.
+    text = render(report).replace(str(Path.home()).rstrip("/") + "/", "~/")
     try:
-        path.write_text(render(report), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot write the report ({exc.strerror})") from None
     return path
