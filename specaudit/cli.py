@@ -278,7 +278,7 @@ def _interrupt_on_termination() -> Iterator[None]:
 def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str) -> None:
     """Classify a launch LOG made without specaudit: the root cause, its gate and what opens it.
 
-    Exit code 1 when a known failure is found, 0 when none is.
+    Exit code 1 when the log shows a failed launch (a known signature, or any traceback), 0 when it shows none.
     """
     from .signatures import explain_file
 

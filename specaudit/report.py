@@ -17,6 +17,7 @@ from .errors import SpecauditError
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import Explanation, SignatureMatch
+from .tracebacks import Crash
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -311,7 +312,7 @@ def to_html(report: Report) -> str:
     if isinstance(report, SmokeResult):
         return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report))
     if isinstance(report, Explanation):
-        return env.get_template("explain.html").render(e=report)
+        return env.get_template("explain.html").render(e=report, crash_lines=crash_lines)
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
@@ -354,8 +355,24 @@ def _cause_markdown(cause: SignatureMatch) -> list[str]:
             f"- hint: {cause.hint}", "", "```", *cause.context, "```"]
 
 
+def crash_lines(crash: Crash) -> list[str]:
+    """The root cause a log's tracebacks show, as lines every format prints: the exception, where it was raised,
+    and the way there (innermost frames last)."""
+    where = f"line {crash.line_number}" + (f", {crash.process}" if crash.process else "")
+    lines = [f"{crash.text}  ({where})"]
+    if crash.frames:
+        last = crash.frames[-1]
+        lines.append(f"raised in {last.function} at {last.file}:{last.line}")
+        lines += [f"  {f.file}:{f.line} in {f.function}" for f in crash.frames[-6:-1]]
+    return lines
+
+
 def print_explanation(explanation: Explanation, console: Console) -> None:
     console.print(f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)")
+    if explanation.crash is not None:
+        first, *rest = crash_lines(explanation.crash)
+        console.print(Panel(Group(Text(first, style="red"), Text("\n".join(rest), style="dim")),
+                            title="[bold red]the launch failed: root cause from its tracebacks[/]", title_align="left"))
     cause = explanation.cause
     if cause is None:
         console.print("no known failure signature in this log")
@@ -380,6 +397,10 @@ def print_explanation(explanation: Explanation, console: Console) -> None:
 
 def _explanation_markdown(explanation: Explanation) -> str:
     out = [f"# specaudit explain: `{explanation.log}`", "", f"{explanation.lines} lines.", ""]
+    if explanation.crash is not None:
+        first, *rest = crash_lines(explanation.crash)
+        out += ["## The launch failed: root cause from its tracebacks", "", f"`{first}`", ""]
+        out += [f"- {line.strip()}" for line in rest] + [""]
     cause = explanation.cause
     if cause is None:
         out.append("No known failure signature in this log.")

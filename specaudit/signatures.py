@@ -19,6 +19,7 @@ import yaml
 
 from .errors import SpecauditError
 from .ruleset import data_dir
+from .tracebacks import Crash, TracebackReader
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
@@ -67,10 +68,12 @@ class Explanation:
     lines: int
     cause: SignatureMatch | None  # the first root-cause match
     matches: list[SignatureMatch]
+    crash: Crash | None = None  # the root cause read from the tracebacks, signature or not
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.cause else 0
+        """1 when the log shows a failed launch (a known signature, or any traceback), 0 only when it shows none."""
+        return 1 if self.cause or self.crash else 0
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -102,6 +105,14 @@ def load_signatures(engines: Iterable[str] | None = None, directory: Path | None
     ), engines, directory, required=True)
 
 
+SERVER_UP = "server up"  # the milestone of a launch that came up (rules/signatures/*.yaml)
+
+
+def load_wrappers(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[re.Pattern]:
+    """Exceptions that only say something failed below them (``Engine core initialization failed``)."""
+    return _entries("wrappers", lambda engine, entry: re.compile(entry), engines, directory, required=False)
+
+
 def load_milestones(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
     return _entries("milestones", lambda engine, entry: Milestone(entry["name"], engine, re.compile(entry["pattern"])),
                     engines, directory, required=False)
@@ -123,15 +134,22 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
     return None
 
 
-def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-") -> Explanation:
-    """The first line that matches each signature, with the lines around it, and the root cause: the first
-    match of a root signature. Reads the lines once, keeping only a few: a log of any size fits in memory."""
+def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
+             wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None) -> Explanation:
+    """The first line that matches each signature, with the lines around it; the root cause, the first match of
+    a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature,
+    unless the log shows the server up (``up``): a traceback that a server outlives is a request's error, not a
+    failed launch. Reads the lines once, keeping only a few: a log of any size fits in memory."""
+    tracebacks = TracebackReader()
+    served = False
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
     first: dict[str, tuple[int, str, Signature, re.Match, list[str]]] = {}  # signature id -> its first match
     waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
     count = 0
     for count, raw in enumerate(lines, 1):
         line = clean_line(raw)
+        tracebacks.feed(count, line)
+        served = served or any(pattern.search(line) for pattern in up or ())
         for context, _ in waiting:
             context.append(line)
         waiting = [(context, size) for context, size in waiting if len(context) < size]
@@ -147,20 +165,21 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-") 
         distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
                                        signature.gate, signature.hint, signature.root, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
-    return Explanation(log, count, cause, distinct)
+    return Explanation(log, count, cause, distinct, None if served else tracebacks.root(wrappers or []))
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
-    signatures = load_signatures(engines)
+    signatures, wrappers = load_signatures(engines), load_wrappers(engines)
+    up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
-        return classify(_decoded(sys.stdin.buffer), signatures, "standard input")
+        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log))
+            return classify(_decoded(fh), signatures, str(log), wrappers, up)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

