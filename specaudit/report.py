@@ -357,13 +357,13 @@ def _cause_markdown(cause: SignatureMatch) -> list[str]:
 
 def crash_lines(crash: Crash) -> list[str]:
     """The root cause a log's tracebacks show, as lines every format prints: the exception, where it was raised,
-    and the way there (innermost frames last)."""
+    and the calls that led there, nearest first."""
     where = f"line {crash.line_number}" + (f", {crash.process}" if crash.process else "")
     lines = [f"{crash.text}  ({where})"]
     if crash.frames:
         last = crash.frames[-1]
         lines.append(f"raised in {last.function} at {last.file}:{last.line}")
-        lines += [f"  {f.file}:{f.line} in {f.function}" for f in crash.frames[-6:-1]]
+        lines += [f"  called from {f.function} at {f.file}:{f.line}" for f in reversed(crash.frames[-6:-1])]
     return lines
 
 
