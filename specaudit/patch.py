@@ -8,9 +8,9 @@ longer blocks) and compiling it. Nothing touches the tree before that.
 
 The patch state lives in a shadow git repository outside the engine tree (``~/.cache/specaudit/patches``),
 keyed by the tree's location and release: the pristine and applied copies of every file a bundle changed,
-a commit per apply and revert. Writing is journaled: the journal names what each file must be restored to,
-so an exception or Ctrl-C restores at once, and a kill is rolled back by the next run, before anything
-else. A lock keeps two runs apart.
+a commit per apply and revert. Writing is journaled: until the new state is saved, the journal names what
+each file must be restored to and the state from before, so an exception or Ctrl-C restores at once, and a
+kill at any step is rolled back by the next run, before anything else. A lock keeps two runs apart.
 """
 
 from __future__ import annotations
