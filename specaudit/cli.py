@@ -278,7 +278,7 @@ def _interrupt_on_termination() -> Iterator[None]:
 def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str) -> None:
     """Classify a launch LOG made without specaudit: the root cause, its gate and what opens it.
 
-    Exit code 1 when the log shows a failed launch (a known signature, or any traceback), 0 when it shows none.
+    Exit code 1 when the log shows a failed launch or a crash after it came up, 0 when it shows neither.
     """
     from .signatures import explain_file
 

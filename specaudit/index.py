@@ -270,8 +270,11 @@ def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, pack
     if not made:
         return None
     params = tuple(a.arg for a in function.args.posonlyargs + function.args.args)
-    returned = [stmt.value.id for stmt in ast.walk(function)
-                if isinstance(stmt, ast.Return) and isinstance(stmt.value, ast.Name)]
+    # Every return of the function itself (not of the methods it defines) gives the class it made or a parameter;
+    # a function that may return anything else is no factory, and what it returns stays unknown.
+    returned = [r.value.id if isinstance(r.value, ast.Name) else None for r in _own_returns(function)]
+    if any(name not in made and name not in params for name in returned):
+        return None
     classes = [made[name] for name in returned if name in made]
     if len({c.name for c in classes}) != 1:
         return None
@@ -282,6 +285,16 @@ def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, pack
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             _index_statement(stmt, local, package)
     return Factory(params, info, any(name in params for name in returned), local.imports)
+
+
+def _own_returns(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterable[ast.Return]:
+    pending: list[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return):
+            yield node
+        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            pending.extend(ast.iter_child_nodes(node))
 
 
 def factory_call(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:

@@ -72,7 +72,8 @@ class Explanation:
 
     @property
     def exit_code(self) -> int:
-        """1 when the log shows a failed launch (a known signature, or any traceback), 0 only when it shows none."""
+        """1 when the log shows a failed launch or a crash after it came up (a known signature, or a traceback),
+        0 only when it shows neither."""
         return 1 if self.cause or self.crash else 0
 
     def to_dict(self) -> dict:
@@ -137,11 +138,10 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
              wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
-    a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature,
-    unless the log shows the server up (``up``): a traceback that a server outlives is a request's error, not a
-    failed launch. Reads the lines once, keeping only a few: a log of any size fits in memory."""
+    a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
+    A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
+    counts. Reads the lines once, keeping only a few: a log of any size fits in memory."""
     tracebacks = TracebackReader()
-    served = False
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
     first: dict[str, tuple[int, str, Signature, re.Match, list[str]]] = {}  # signature id -> its first match
     waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
@@ -149,7 +149,8 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     for count, raw in enumerate(lines, 1):
         line = clean_line(raw)
         tracebacks.feed(count, line)
-        served = served or any(pattern.search(line) for pattern in up or ())
+        if any(pattern.search(line) for pattern in up or ()):
+            tracebacks.came_through()
         for context, _ in waiting:
             context.append(line)
         waiting = [(context, size) for context, size in waiting if len(context) < size]
@@ -165,7 +166,7 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
         distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
                                        signature.gate, signature.hint, signature.root, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
-    return Explanation(log, count, cause, distinct, None if served else tracebacks.root(wrappers or []))
+    return Explanation(log, count, cause, distinct, tracebacks.root(wrappers or []))
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:

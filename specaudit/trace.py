@@ -488,8 +488,10 @@ class _Walk:
                 return None
             if body_ends and _raises(stmt.body) and not reads_target(test.source):
                 return guards  # past a check of the launch's own state: a launch that failed it failed elsewhere
-            if body_ends:  # an early return or raise: what follows needs the test false
-                return guards + (replace(_negate(test), checked=_raises(stmt.body)),)
+            if body_ends:  # an early return or raise: what follows needs the test false; a raise recorded as an
+                # obligation decides itself whether it holds (checked)
+                checked = _raises(stmt.body) and self._records(guards + (test,))
+                return guards + (replace(_negate(test), checked=checked),)
             if else_ends:
                 return guards + (test,)
             return guards
@@ -506,7 +508,8 @@ class _Walk:
                          _template(stmt.msg) if stmt.msg is not None else None)
             # Past an assert that does not read the target, a launch that failed it has failed for another
             # reason: what follows is judged as reached.
-            return guards + (replace(_negate(test), checked=True),) if reads_target(test.source) else guards
+            checked = self._records(guards + (test,))
+            return guards + (replace(_negate(test), checked=checked),) if reads_target(test.source) else guards
         if isinstance(stmt, (ast.Return, ast.Continue, ast.Break)):
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 self.expression(stmt.value, guards, catching)
@@ -708,9 +711,14 @@ class _Walk:
         rewritten = _Rewrite(self).visit(copy.deepcopy(test))
         return Condition(ast.unparse(rewritten), ast.unparse(test), holds, self.module.name)
 
+    def _records(self, guards: tuple[Condition, ...]) -> bool:
+        """Whether a raise or read under these guards is an obligation: in a launch-only stage, only what
+        speculative decoding adds (a guard on the method) is."""
+        return not self.frame.role.speculative_only or any(placeholder(METHOD) in g.source for g in guards)
+
     def _record(self, kind: str, node: ast.AST, guards: tuple[Condition, ...], exception: str | None,
                 message: str | None, member: str | None = None, receiver: str | None = None) -> None:
-        if self.frame.role.speculative_only and not any(placeholder(METHOD) in g.source for g in guards):
+        if not self._records(guards):
             return
         statement_lines = self.lines[node.lineno - 1: node.end_lineno]
         code = _excerpt(statement_lines, node.col_offset)

@@ -74,6 +74,10 @@ class TracebackReader:
                 self.crashes.append(Crash(current.line_number, process, found["type"], found["message"] or "",
                                           tuple(current.frames)))
 
+    def came_through(self) -> None:
+        """The launch came up after the tracebacks read so far (its server answers): they did not stop it."""
+        self.crashes.clear()
+
     def root(self, wrappers: list[re.Pattern]) -> Crash | None:
         """The root cause: the first traceback in the log (the earliest failing process, and in a chain the
         exception that caused the others) that is not a wrapper saying that something below it failed."""

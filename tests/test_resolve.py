@@ -203,15 +203,26 @@ def test_a_factory_that_may_return_its_argument_leaves_what_only_it_adds_unknown
                     supports_eagle3 = True
                     def set_aux_hidden_state_layers(self, layers): ...
                     def get_eagle3_aux_hidden_state_layers(self): ...
+                    def itself(self):
+                        return cls  # a method's return, not the factory's
+                return Wrapped
+
+            def sometimes(cls):
+                class Wrapped(cls, SupportsEagle3): ...
+                if registry:
+                    return registry.lookup(cls)
                 return Wrapped
         """,
         "vllm/model_executor/models/a.py": """
-            from .adapters import always, wrap
+            from .adapters import always, sometimes, wrap
             class Plain: ...
             Maybe = wrap(Plain)
             class Sure(always(Plain)): ...
+            class Other(sometimes(Plain)): ...
         """,
     })
     maybe = conforms(resolver, protocol, "vllm.model_executor.models.a", "Maybe")
     assert maybe.conforms is None and "returns its argument unchanged" in maybe.reason
     assert conforms(resolver, protocol, "vllm.model_executor.models.a", "Sure").conforms is True
+    other = conforms(resolver, protocol, "vllm.model_executor.models.a", "Other")  # may return a lookup's answer
+    assert other.conforms is None and "sometimes(Plain)" in other.reason

