@@ -129,6 +129,11 @@ def test_ctrl_c_on_a_cold_scan_exits_130_within_two_seconds(tmp_path, after):
            "SPECAUDIT_CACHE": str(tmp_path / "cache")}  # an empty cache: the pool is parsing when Ctrl-C comes
     proc = subprocess.Popen([sys.executable, "-m", "specaudit.cli", "scan", tree, "--target", "kimi-k2.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    # Counted from the scan's start (its index cache opened), not the interpreter's: on a fresh clone, compiling
+    # specaudit's own bytecode takes a second first.
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "cache" / "index").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
     time.sleep(after)
     if proc.poll() is not None:
         pytest.skip("the scan ended before the interrupt")
