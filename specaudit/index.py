@@ -122,15 +122,15 @@ def module_info(tree: ast.Module, relpath: str, platform: str = "cuda") -> Modul
     info = ModuleInfo(name=name, path=relpath, is_package=relpath.endswith("__init__.py"))
     package = name if info.is_package else name.rpartition(".")[0]
     for stmt in flatten(tree.body, platform, info.platform_branches):
-        _index_statement(stmt, info, package)
+        _index_statement(stmt, info, package, platform)
     if "__getattr__" in info.functions:
         # A module __getattr__ (PEP 562) picks classes at run time, often per platform; the imports it
         # declares to type checkers say which ones it means.
         declared = ModuleInfo(name=info.name, path=relpath, is_package=info.is_package)
         for stmt in tree.body:
             if isinstance(stmt, ast.If) and dotted_name(stmt.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
-                for inner in flatten(stmt.body):
-                    _index_statement(inner, declared, package)
+                for inner in flatten(stmt.body, platform):
+                    _index_statement(inner, declared, package, platform)
         info.declared_imports = declared.imports
     return info
 
@@ -204,12 +204,12 @@ def _platform_branch(stmt: ast.If, platform: str) -> tuple[list[ast.stmt], str]:
         return node.orelse, "the else branch" if node.orelse else "no branch"
 
 
-def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str) -> None:
+def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str, platform: str) -> None:
     if isinstance(stmt, ast.ClassDef):
-        info.classes.setdefault(stmt.name, _class_info(stmt, info.name))
+        info.classes.setdefault(stmt.name, _class_info(stmt, info.name, platform))
     elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
         info.functions.add(stmt.name)
-        factory = _factory(stmt, info.name, package)
+        factory = _factory(stmt, info.name, package, platform)
         if factory is not None:
             info.factories[stmt.name] = factory
     elif isinstance(stmt, ast.Import):
@@ -265,8 +265,9 @@ def absolute_module(module: str | None, level: int, package: str) -> str:
     return ".".join(base + ([module] if module else []))
 
 
-def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, package: str) -> Factory | None:
-    made = {stmt.name: stmt for stmt in flatten(function.body) if isinstance(stmt, ast.ClassDef)}
+def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, package: str,
+             platform: str) -> Factory | None:
+    made = {stmt.name: stmt for stmt in flatten(function.body, platform) if isinstance(stmt, ast.ClassDef)}
     if not made:
         return None
     params = tuple(a.arg for a in function.args.posonlyargs + function.args.args)
@@ -278,12 +279,12 @@ def _factory(function: ast.FunctionDef | ast.AsyncFunctionDef, module: str, pack
     classes = [made[name] for name in returned if name in made]
     if len({c.name for c in classes}) != 1:
         return None
-    info = _class_info(classes[0], module)
+    info = _class_info(classes[0], module, platform)
     info = replace(info, name=f"{function.name}.<locals>.{info.name}")
     local = ModuleInfo(name=module, path="", is_package=False)
     for stmt in ast.walk(function):
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            _index_statement(stmt, local, package)
+            _index_statement(stmt, local, package, platform)
     return Factory(params, info, any(name in params for name in returned), local.imports)
 
 
@@ -308,11 +309,11 @@ def factory_call(node: ast.AST) -> tuple[str, tuple[str, ...]] | None:
     return func, args  # type: ignore[return-value]
 
 
-def _class_info(node: ast.ClassDef, module: str) -> ClassInfo:
+def _class_info(node: ast.ClassDef, module: str, platform: str) -> ClassInfo:
     bound: set[str] = set()
     annotated: set[str] = set()
     defaults: dict[str, Any] = {}
-    for stmt in flatten(node.body):
+    for stmt in flatten(node.body, platform):
         if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             value = literal_value(stmt.value)
