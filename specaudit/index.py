@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import gc
 import hashlib
 import os
@@ -457,6 +458,11 @@ class TreeIndex:
         """A later stage read this file itself: results memoized after it depend on its content too."""
         self.digests[relpath] = self._digest(relpath)
 
+    @functools.cached_property
+    def listing(self) -> str:
+        """A digest of the tree's file list: a memo is for this set of files."""
+        return hashlib.blake2b(repr(sorted(self.files.values())).encode(), digest_size=16).hexdigest()
+
     def syntax(self, relpath: str) -> ast.Module:
         """A file's syntax tree, parsed once in this process; SyntaxProblem or OSError when it has none."""
         found = self.parsed.get(relpath)
@@ -517,8 +523,7 @@ class TreeIndex:
         Its inputs are every module indexed by the time it is computed, so on-demand indexing done
         by ``compute`` itself is covered; a file added to or removed from the tree is a new key.
         """
-        listing = hashlib.blake2b(repr(sorted(self.files.values())).encode(), digest_size=16).hexdigest()
-        key = f"memo:{name}:{listing}"
+        key = f"memo:{name}:{self.listing}"
         entry = self._store.extras.get(key)
         if entry is not None:
             inputs, value = entry
