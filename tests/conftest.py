@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import textwrap
 from pathlib import Path
 
@@ -29,6 +30,12 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
         launch = Launch(load_preset(preset)) if preset else None
         _scans[key] = scan(engine_tree(requirement), launch)
     return _scans[key]
+
+
+def sigint_as_from_a_terminal() -> None:
+    """A child's preexec_fn: a job a shell started in the background (CI, say) inherits SIGINT ignored, and Python
+    then never raises KeyboardInterrupt; the tests of Ctrl-C give the command SIGINT's default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def vllm_tree(version: str) -> EngineTree:

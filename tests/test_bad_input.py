@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import vllm_tree
+from conftest import sigint_as_from_a_terminal, vllm_tree
 from test_cli import ROOT, specaudit
 
 UNKNOWN, BLOCKED = 3, 1
@@ -127,11 +127,9 @@ def test_ctrl_c_on_a_cold_scan_exits_130_within_two_seconds(tmp_path, after):
     tree = str(vllm_tree("0.33.0").root)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
            "SPECAUDIT_CACHE": str(tmp_path / "cache")}  # an empty cache: the pool is parsing when Ctrl-C comes
-    # A job a shell started in the background inherits SIGINT ignored, and Python then never turns it into
-    # KeyboardInterrupt: the scan gets the default disposition, as from a terminal.
     proc = subprocess.Popen([sys.executable, "-m", "specaudit.cli", "scan", tree, "--target", "kimi-k2.5"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                            preexec_fn=sigint_as_from_a_terminal)
     # Counted from the scan's start (its index cache opened), not the interpreter's: on a fresh clone, compiling
     # specaudit's own bytecode takes a second first.
     deadline = time.monotonic() + 60

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import sigint_as_from_a_terminal
 from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
@@ -280,7 +281,7 @@ def _smoke_process(sshd, tmp_path, argv, *extra) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "specaudit.cli", "smoke", sshd.alias, "--ssh-config",
                              str(sshd.config), "--runs-dir", str(tmp_path / "runs"), "--out", str(tmp_path / "reports"),
                              "--format", "json", *extra, "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=sigint_as_from_a_terminal)
 
 
 def _wait_for_launch(tmp_path: Path, timeout: float = 120) -> int:
