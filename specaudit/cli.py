@@ -273,20 +273,27 @@ def _interrupt_on_termination() -> Iterator[None]:
 @main.command()
 @click.argument("log", type=click.Path(dir_okay=False))
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None, help="Only this engine's signatures.")
+@click.option("--tree", default=None, help="The engine tree that wrote the log (vllm==X, a wheel, a directory); "
+                                           "default: the release the log names, fetched like scan's.")
+@click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default=None,
+              help="The platform branch to read in that tree (default: the one the log names, else cuda).")
 @click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the explanation.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
-def explain(log: str, engine: str | None, formats: tuple[str, ...], out_dir: str) -> None:
-    """Classify a launch LOG made without specaudit: the root cause, its gate and what opens it.
+def explain(log: str, engine: str | None, tree: str | None, platform: str | None, formats: tuple[str, ...],
+            out_dir: str) -> None:
+    """Classify a launch LOG made without specaudit: the root cause, the gate it is and what opens it.
 
+    The root cause is the first traceback that is not a wrapper, classified by where the engine raised it
+    against a scan of the release (a frame inside a gate's statement is that gate), else by its text.
     Exit code 1 when the log shows a failed launch or a crash after it came up, 0 when it shows neither.
     """
-    from .signatures import explain_file
+    from .diagnose import explain as explain_log
 
     console = Console()
     with _reported_errors("interrupted"):
         if formats:
             check_out_dir(Path(out_dir))
-        explanation = explain_file(log, [engine] if engine else None)
+        explanation = explain_log(log, [engine] if engine else None, tree, platform)
         print_explanation(explanation, console)
         for fmt in formats:
             console.print(f"report written to {write_report(explanation, fmt, Path(out_dir))}")

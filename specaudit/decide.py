@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from .gates import _COMPARE, Finding, Status, render_message
-from .index import ClassInfo
+from .index import ClassInfo, ModuleInfo, dotted_name
+from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
 from .trace import CONFIG, METHOD, MODEL_CONFIG, OPTIONS, OUTPUT, TARGET, TEXT_CONFIG, Condition, Obligation, \
@@ -58,6 +59,8 @@ class Raises:
 
 @dataclass(frozen=True)
 class TargetModel:
+    """An instance of a known class: the target model, or a part that its class builds (``self.model``)."""
+
     cls: ClassInfo
 
 
@@ -71,8 +74,10 @@ class Config:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """The engine's config object of the target model (vLLM's ModelConfig): what it answers is declared in the
-    path file, over the target's config."""
+    """The engine's config object of the target model (vLLM's ModelConfig), or one it holds (``prefix``
+    ``multimodal_config.``): what it answers is declared in the path file, over the target's config."""
+
+    prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -116,8 +121,11 @@ class Evaluator:
     """Three-valued evaluation of conditions over the abstract target."""
 
     def __init__(self, resolver: Resolver, target: Target, target_class: ClassInfo | None, method: str,
-                 path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None):
+                 path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None,
+                 registry: Registry | None = None):
         self.resolver = resolver
+        self.registry = registry
+        self.parts = path.target_parts
         self.target = target
         self.target_class = target_class
         self.class_problem = class_problem
@@ -199,6 +207,8 @@ class Evaluator:
             found = self.resolver.find_class(owner, name)  # an absolute name: a function's own import
         if isinstance(found, ClassInfo):
             return ClassValue(found)
+        if isinstance(found, External) and found.qualname == "typing.cast":
+            return Builtin("cast")
         if isinstance(found, External) and found.qualname.startswith("builtins."):
             name = found.qualname.split(".", 1)[1]
             return getattr(builtins, name) if name in ("True", "False", "None") else Builtin(name)
@@ -222,8 +232,15 @@ class Evaluator:
 
     def attribute(self, base: Any, name: str, text: str) -> Any:
         if isinstance(base, ModelConfig):
-            found = self.model_config.get(name)
-            return self.eval(found, {}, "") if found is not None else Unknown(f"{text} (the engine's model config)")
+            key = base.prefix + name
+            found = self.model_config.get(key)
+            if found is None:
+                return Unknown(f"{text} (the engine's model config)")
+            value = self.eval(found, {}, "")
+            if any(k.startswith(f"{key}.") for k in self.model_config):  # an object of its own, where it exists
+                exists = _truth(value) if not isinstance(value, Raises) else value
+                return ModelConfig(f"{key}.") if exists is True else None if exists is False else exists
+            return value
         if isinstance(base, Config):
             if name in base.values:
                 value = base.values[name]
@@ -243,7 +260,8 @@ class Evaluator:
             if found is True:
                 if name in base.cls.defaults:
                     return base.cls.defaults[name]
-                return Method(base, name)
+                part = self.resolver.part_class(base.cls, name) or self._registered_part(base.cls, name)
+                return TargetModel(part) if part else Method(base, name)
             if found is False:
                 return Raises(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
             return found
@@ -256,6 +274,34 @@ class Evaluator:
         if isinstance(base, str) and name in _SAFE_STR_METHODS or isinstance(base, dict) and name == "get":
             return getattr(base, name)
         return Unknown(text)
+
+    def _registered_part(self, cls: ClassInfo, name: str) -> ClassInfo | None:
+        """The class of a part that a builder builds from the registry (``self.language_model =
+        init_vllm_registered_model(..., architectures=["DeepseekV2ForCausalLM"])``)."""
+        found = self.resolver.part_calls(cls).get(name)
+        return self._built(*found) if found else None
+
+    def _built(self, module: ModuleInfo, call: ast.Call) -> ClassInfo | None:
+        dotted = dotted_name(call.func)
+        builder = self.resolver.resolve(module, dotted) if dotted else None
+        if self.registry is None or not isinstance(builder, External) or builder.qualname not in self.parts.builders:
+            return None
+        listed = next((k.value for k in call.keywords if k.arg == "architectures"), None)
+        try:
+            architectures = ast.literal_eval(listed) if listed is not None else None
+        except ValueError:
+            return None
+        entry = self.registry.lookup(architectures) if isinstance(architectures, list) else None
+        found = self.resolver.find_class(entry.module, entry.class_name) if entry else None
+        return found if isinstance(found, ClassInfo) else None
+
+    def language_model(self, target: TargetModel) -> TargetModel | Unknown:
+        """What a ``language_model`` method of the target returns: the one part its class builds with a builder."""
+        built = [cls for module, call in self.resolver.part_calls(target.cls).values()
+                 if (cls := self._built(module, call)) is not None]
+        if len(built) == 1:
+            return TargetModel(built[0])
+        return Unknown(f"the language model of {target.cls.name} ({len(built)} parts built from the registry)")
 
     def member(self, cls: ClassInfo, name: str) -> bool | Unknown:
         """``hasattr`` on an instance of ``cls``: a class attribute or method through the MRO, or an instance
@@ -286,6 +332,8 @@ class Evaluator:
             return failed
         if isinstance(func, Function):
             return self.run(func.summary, args, kwargs)
+        if isinstance(func, Method) and func.name in self.parts.language_model:
+            return self.language_model(func.owner)
         if callable(func) and getattr(func, "__self__", None).__class__ in (str, dict):
             if any(isinstance(a, Unknown) for a in args):
                 return next(a for a in args if isinstance(a, Unknown))
@@ -320,6 +368,8 @@ class Evaluator:
             if isinstance(value, Raises) and len(args) == 3:
                 return args[2]
             return value
+        if name == "cast" and len(args) == 2:  # typing.cast: the value, whatever the type says
+            return args[1]
         if name == "callable" and len(args) == 1 and isinstance(args[0], (Method, Function)):
             return True
         if name == "type" and len(args) == 1 and isinstance(args[0], TargetModel):
@@ -728,10 +778,14 @@ def path_findings(decisions: list[Decision]) -> list[Finding]:
     return [_finding(d, tuple(dict.fromkeys(also.get(key, ())))) for key, d in kept.items()]
 
 
+def obligation_title(o: Obligation) -> str:
+    return _TITLES[o.kind].format(exception=o.exception or "Exception", function=o.function.partition(":")[2],
+                                  member=o.member)
+
+
 def _finding(decision: Decision, also: tuple[str, ...]) -> Finding:
     o = decision.obligation
-    function = o.function.partition(":")[2]
-    title = _TITLES[o.kind].format(exception=o.exception or "Exception", function=function, member=o.member)
+    title = obligation_title(o)
     why = decision.why
     if o.via:
         why += f" (reached from {o.via[0].split(' ')[0].partition(':')[2]})"

@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
-from .decide import Evaluator, decide, entry_findings, method_findings, path_findings
+from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
 from .gates import KINDS, SITELESS_KINDS, Finding, Status
 from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
-from .result import (ArchitectureRow, Landscape, LaunchSummary, PathSummary, RuleStatus, ScanResult, TreeSummary,
-                     Verdict)
+from .result import (ArchitectureRow, GateSite, Landscape, LaunchSummary, PathSummary, RuleStatus, ScanResult,
+                     TreeSummary, Verdict)
 from .ruleset import PHASES, Rule, load_rules
 from .target import Launch, load_preset
 from .trace import TARGET, Obligation, TracedPath, placeholder, trace
@@ -163,7 +163,7 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         findings = _merge_repeats(findings, rules)
         options = launch.options if launch.engine == tree.engine.name else {}
         evaluator = Evaluator(resolver, launch.target, judge.target_class(), launch.method, path,
-                              judge.target_class_problem(), options)
+                              judge.target_class_problem(), options, registry)
         decisions = decide(path, evaluator)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
@@ -192,7 +192,18 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         skipped=dict(sorted(index.skipped.items())),
         files_indexed=len(index.digests),
         seconds=round(time.perf_counter() - started, 3),
+        gates=_gate_sites(gate_rules, sites, path),
     )
+
+
+def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> list[GateSite]:
+    """Every place a launch can be stopped: the rules' sites and the traced path's obligations, one per place."""
+    found = {(s.file, s.line, s.end_line): GateSite(rule.id, rule.title, s.file, s.line, s.end_line)
+             for rule in rules for s in sites[rule.id]}
+    for o in path.obligations:
+        found.setdefault((o.file, o.line, o.end_line), GateSite(f"path-{o.kind}", obligation_title(o), o.file, o.line,
+                                                                o.end_line))
+    return sorted(found.values(), key=lambda g: (g.file, g.line, g.end_line))
 
 
 def _platform_branches(index: TreeIndex, registry: Registry | None, launch: Launch | None,

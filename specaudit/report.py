@@ -6,6 +6,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -17,7 +18,10 @@ from .errors import SpecauditError
 from .gates import Finding, Status
 from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import Explanation, SignatureMatch
-from .tracebacks import Crash
+from .tracebacks import Crash, package_path
+
+if TYPE_CHECKING:
+    from .diagnose import Agreement, RootCause
 
 FORMATS = ("json", "md", "html")
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -310,9 +314,11 @@ def to_html(report: Report) -> str:
 
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
     if isinstance(report, SmokeResult):
-        return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report))
+        return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report), root_lines=root_lines,
+                                                     root=report.root, agreement=report.agreement)
     if isinstance(report, Explanation):
-        return env.get_template("explain.html").render(e=report, crash_lines=crash_lines)
+        return env.get_template("explain.html").render(e=report, root_lines=root_lines, root=report.root,
+                                                       agreement=None)
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
@@ -362,17 +368,54 @@ def crash_lines(crash: Crash) -> list[str]:
     lines = [f"{crash.text}  ({where})"]
     if crash.frames:
         last = crash.frames[-1]
-        lines.append(f"raised in {last.function} at {last.file}:{last.line}")
-        lines += [f"  called from {f.function} at {f.file}:{f.line}" for f in reversed(crash.frames[-6:-1])]
+        lines.append(f"raised in {last.function} at {package_path(last.file)}:{last.line}")
+        lines += [f"  called from {f.function} at {package_path(f.file)}:{f.line}" for f in reversed(crash.frames[-6:-1])]
     return lines
+
+
+def root_lines(root: RootCause) -> list[str]:
+    """A failed launch's root cause as lines every format prints: what and where, how it was classified, and the
+    calls that led there, nearest first."""
+    how = f"classified by {root.by}"
+    if root.gate:
+        how += f": gate {root.gate.rule_id} ({root.gate.location})"
+    elif root.signature:
+        how += f": {root.signature.signature}" + (f", gate {root.signature.gate}" if root.signature.gate else "")
+    return [root.summary, how, *(crash_lines(root.crash) if root.crash else [])]
+
+
+def _print_root(root: RootCause | None, agreement: Agreement | None, console: Console) -> None:
+    if root is not None:
+        first, *rest = root_lines(root)
+        console.print(Panel(Group(Text(first, style="red"), Text("\n".join(rest), style="dim")),
+                            title="[bold red]root cause of the failed launch[/]", title_align="left"))
+    if agreement is not None:
+        style = {True: "green", False: "bold red", None: "dim"}[agreement.agrees]
+        console.print(Text(agreement.line, style=style))
+        if agreement.bug_report:
+            console.print(Panel(Text(agreement.bug_report), title="a finding about specaudit: paste it into a bug "
+                                                                   "report", title_align="left"))
+
+
+def _root_markdown(root: RootCause | None, agreement: Agreement | None) -> list[str]:
+    out = []
+    if root is not None:
+        first, *rest = root_lines(root)
+        out += ["## Root cause of the failed launch", "", f"`{first}`", ""] + [f"- {line.strip()}" for line in rest] + [""]
+    if agreement is not None:
+        out += ["## Prediction against outcome", "", f"- predicted: {agreement.predicted}",
+                f"- outcome: {agreement.outcome}", f"- **{agreement.line}**", ""]
+        if agreement.bug_report:
+            out += ["<details><summary>A finding about specaudit: paste it into a bug report</summary>", "",
+                    agreement.bug_report, "", "</details>", ""]
+    return out
 
 
 def print_explanation(explanation: Explanation, console: Console) -> None:
     console.print(f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)")
-    if explanation.crash is not None:
-        first, *rest = crash_lines(explanation.crash)
-        console.print(Panel(Group(Text(first, style="red"), Text("\n".join(rest), style="dim")),
-                            title="[bold red]the launch failed: root cause from its tracebacks[/]", title_align="left"))
+    _print_root(explanation.root, None, console)
+    if explanation.scanned:
+        console.print(Text(f"held against the scan of {explanation.scanned}", style="dim"))
     cause = explanation.cause
     if cause is None:
         console.print("no known failure signature in this log")
@@ -397,10 +440,9 @@ def print_explanation(explanation: Explanation, console: Console) -> None:
 
 def _explanation_markdown(explanation: Explanation) -> str:
     out = [f"# specaudit explain: `{explanation.log}`", "", f"{explanation.lines} lines.", ""]
-    if explanation.crash is not None:
-        first, *rest = crash_lines(explanation.crash)
-        out += ["## The launch failed: root cause from its tracebacks", "", f"`{first}`", ""]
-        out += [f"- {line.strip()}" for line in rest] + [""]
+    out += _root_markdown(explanation.root, None)
+    if explanation.scanned:
+        out += [f"Held against the scan of {explanation.scanned}.", ""]
     cause = explanation.cause
     if cause is None:
         out.append("No known failure signature in this log.")
@@ -459,6 +501,7 @@ def print_smoke(result: SmokeResult, console: Console) -> None:
     console.print(Text.assemble(("specaudit smoke", "bold"), f"  {result.host}  {result.engine}  {result.started}  "
                                                              f"({result.seconds:.1f} s)"))
     console.print(Text(result.verdict, style=_STYLE[result.verdict]) + Text(f"  {result.reason}"))
+    _print_root(result.root, result.agreement, console)
     cause = result.cause
     if cause:
         body = Group(Text("\n".join(cause.context), style="dim"), *_cause_gate_and_hint(cause))
@@ -483,7 +526,7 @@ def print_smoke(result: SmokeResult, console: Console) -> None:
 
 def _smoke_markdown(result: SmokeResult) -> str:
     out = [f"# specaudit smoke: {result.host} ({result.engine})", "", f"Started {result.started}, {result.seconds:.1f} s.", "",
-           f"## {result.verdict}", "", result.reason, "",
+           f"## {result.verdict}", "", result.reason, "", *_root_markdown(result.root, result.agreement),
            "```", result.command_line, "```", "", "| | |", "|---|---|"]
     out += [f"| {label} | {_cell(value)} |" for label, value in smoke_rows(result)]
     cause = result.cause

@@ -13,7 +13,8 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, SyntaxProblem, TreeIndex, factory_call, flatten
+from .index import (ClassInfo, LiteralRef, Merge, ModuleInfo, SyntaxProblem, TreeIndex, dotted_name, factory_call,
+                    flatten)
 
 # Names typing's own _get_protocol_attrs leaves out of a protocol's members (CPython 3.10-3.13).
 _NOT_PROTOCOL_MEMBERS = frozenset({
@@ -80,7 +81,7 @@ class Resolver:
         # Classes a factory built: the names its parameters are bound to, and, when the factory may return
         # its argument unchanged instead, that argument.
         self._made: dict[str, tuple[dict[str, Resolved], ClassInfo | None]] = {}
-        self._instance_attributes: dict[str, frozenset[str]] = {}
+        self._instance_attributes: dict[str, dict[str, list[ast.expr]]] = {}
 
     # -- names ---------------------------------------------------------------------------------------
 
@@ -263,17 +264,77 @@ class Resolver:
         return self.resolve(without, dotted)
 
     def instance_attributes(self, cls: ClassInfo) -> frozenset[str]:
-        """The attributes its methods assign on ``self``: read from the class's code when first asked, as only
-        the target's classes ever are (indexing them for every class would double the cost of a cold scan)."""
+        """The attributes its methods assign on ``self``."""
+        return frozenset(self._assigned(cls))
+
+    def part_class(self, cls: ClassInfo, name: str) -> ClassInfo | None:
+        """The class of the part ``self.name`` that ``cls`` (or the first base that assigns it) builds, when
+        every assignment builds the same one, directly (``self.model = LlamaModel(...)``) or through a method of
+        the class that returns one (``self.model = self._init_model(...)``); None when it is not known."""
+        for base in self.hierarchy(cls).linear:
+            values = self._assigned(base).get(name) if isinstance(base, ClassInfo) else None
+            if values:
+                return self._built(cls, base, values)
+        return None
+
+    def _built(self, cls: ClassInfo, owner: ClassInfo, values: list[ast.expr], depth: int = 0) -> ClassInfo | None:
+        """The one class that every value constructs (``Name(...)``, ``self.model_cls(...)``, ``self.make(...)``)."""
+        module = self.index.module(owner.module)
+        built: set = set()
+        for value in values:
+            dotted = dotted_name(value.func) if isinstance(value, ast.Call) else None
+            if dotted and dotted.startswith("self.") and dotted.count(".") == 1 and depth == 0:
+                built.add(self._called_member(cls, dotted[5:]))
+            else:
+                built.add(self.resolve(module, dotted) if module and dotted else None)
+        found = built.pop() if len(built) == 1 else None
+        return found if isinstance(found, ClassInfo) else None
+
+    def _called_member(self, cls: ClassInfo, member: str) -> ClassInfo | None:
+        """What calling ``self.member(...)`` builds: the class a class attribute names (``model_cls =
+        DeepseekV2Model``), or the one class a method returns an instance of; the first definition in the MRO."""
+        for base in self.hierarchy(cls).linear:
+            node = self._class_node(base) if isinstance(base, ClassInfo) else None
+            for stmt in node.body if node else []:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == member:
+                    returns = [s.value for s in ast.walk(stmt) if isinstance(s, ast.Return)]
+                    return self._built(cls, base, returns, 1) if returns and all(returns) else None
+                if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == member for t in stmt.targets):
+                    dotted, module = dotted_name(stmt.value), self.index.module(base.module)
+                    found = self.resolve(module, dotted) if dotted and module else None
+                    return found if isinstance(found, ClassInfo) else None
+        return None
+
+    def part_calls(self, cls: ClassInfo) -> dict[str, tuple[ModuleInfo, ast.Call]]:
+        """The parts that ``cls`` (through its MRO) assigns from one call, each with the module of that call."""
+        found: dict[str, tuple[ModuleInfo, ast.Call]] = {}
+        for base in reversed(self.hierarchy(cls).linear):
+            module = self.index.module(base.module) if isinstance(base, ClassInfo) else None
+            for name, values in (self._assigned(base).items() if module else ()):
+                if len(values) == 1 and isinstance(values[0], ast.Call):
+                    found[name] = (module, values[0])
+                else:
+                    found.pop(name, None)
+        return found
+
+    def _assigned(self, cls: ClassInfo) -> dict[str, list[ast.expr]]:
+        """Attribute of ``self`` -> the values its methods assign to it: read from the class's code when first
+        asked, as only the target's classes ever are (indexing them for every class would double the cost of a
+        cold scan). An augmented or annotation-only assignment counts, with no value known."""
         found = self._instance_attributes.get(cls.qualname)
         if found is None:
             node = self._class_node(cls)
-            found = frozenset(
-                target.attr for function in (node.body if node else [])
-                if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for stmt in ast.walk(function) if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
-                if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self")
+            found = {}
+            for function in (node.body if node else []):
+                if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for stmt in ast.walk(function):
+                    if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                        value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+                        for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
+                            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                                    and target.value.id == "self":
+                                found.setdefault(target.attr, []).append(value if value is not None else ast.Constant(None))
             self._instance_attributes[cls.qualname] = found
         return found
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .errors import ExitCode
@@ -13,6 +13,7 @@ from .signatures import SignatureMatch
 from .target import Launch
 
 if TYPE_CHECKING:
+    from .diagnose import Agreement, RootCause
     from .trace import TracedPath
 
 
@@ -54,6 +55,22 @@ class LaunchSummary:
         if t is None:
             return None
         return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft)
+
+
+@dataclass(frozen=True)
+class GateSite:
+    """Where a gate stands in the tree, whatever the launch: a rule's site or an obligation of the traced path.
+    A crash whose frame falls inside ``line..end_line`` of ``file`` is that gate (diagnose.py)."""
+
+    rule_id: str
+    title: str
+    file: str
+    line: int
+    end_line: int
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,7 @@ class ScanResult:
     skipped: dict[str, str]
     files_indexed: int
     seconds: float
+    gates: list[GateSite] = field(default_factory=list)  # every gate site on the path, decided or not
 
     @property
     def exit_code(self) -> int:
@@ -247,6 +265,8 @@ class SmokeResult:
     scan: ScanResult | None
     timeline: list[Event]
     cause: SignatureMatch | None  # the first fatal line of the log
+    root: RootCause | None  # why the launch failed, classified by gate location, signature or traceback
+    agreement: Agreement | None  # the preflight scan's prediction against the launch (None: nothing launched)
     engine_exit: int | None  # the engine's exit status, when it exited on its own
     last_lines: list[str]
     answers: list[Answer]

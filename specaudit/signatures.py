@@ -13,13 +13,16 @@ import sys
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Iterable, Iterator
 
 import yaml
 
 from .errors import SpecauditError
 from .ruleset import data_dir
 from .tracebacks import Crash, TracebackReader
+
+if TYPE_CHECKING:
+    from .diagnose import RootCause
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
@@ -34,6 +37,7 @@ class Signature:
     pattern: re.Pattern
     hint: str
     gate: str | None = None  # the rule whose gate raises it, when one does
+    gates: tuple[str, ...] = ()  # or the rules whose gates may raise it (which one, the values tell)
     root: bool = True  # False: a consequence an engine prints after the cause
     examples: tuple[str, ...] = field(default=(), compare=False)
     counterexamples: tuple[str, ...] = field(default=(), compare=False)
@@ -57,6 +61,7 @@ class SignatureMatch:
     line: str  # without ANSI colours
     fields: dict[str, str]  # the pattern's named groups that matched
     gate: str | None
+    gates: tuple[str, ...]  # every rule whose gate may raise it: `gate`, or the signature's `gates`
     hint: str
     root: bool
     context: tuple[str, ...]  # the lines around it
@@ -69,12 +74,16 @@ class Explanation:
     cause: SignatureMatch | None  # the first root-cause match
     matches: list[SignatureMatch]
     crash: Crash | None = None  # the root cause read from the tracebacks, signature or not
+    release: dict[str, str] = field(default_factory=dict)  # what the log names: engine, version, platform
+    # Filled by diagnose.explain: the root cause classified against the scan of the release, and that scan.
+    root: RootCause | None = None
+    scanned: str | None = None  # "vllm 0.32.0 (platform cpu)", or why no scan was used
 
     @property
     def exit_code(self) -> int:
         """1 when the log shows a failed launch or a crash after it came up (a known signature, or a traceback),
         0 only when it shows neither."""
-        return 1 if self.cause or self.crash else 0
+        return 1 if self.cause or self.crash or self.root else 0
 
     def to_dict(self) -> dict:
         from dataclasses import asdict
@@ -101,7 +110,7 @@ def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | No
 def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
     return _entries("signatures", lambda engine, entry: Signature(
         id=entry["id"], engine=engine, title=entry["title"], pattern=re.compile(entry["pattern"]),
-        hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), root=entry.get("root", True),
+        hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), gates=tuple(entry.get("gates", ())), root=entry.get("root", True),
         examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ())),
     ), engines, directory, required=True)
 
@@ -112,6 +121,12 @@ SERVER_UP = "server up"  # the milestone of a launch that came up (rules/signatu
 def load_wrappers(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[re.Pattern]:
     """Exceptions that only say something failed below them (``Engine core initialization failed``)."""
     return _entries("wrappers", lambda engine, entry: re.compile(entry), engines, directory, required=False)
+
+
+def load_release_markers(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
+    """Lines that name the release or the platform that wrote a log (a ``version`` or ``platform`` group)."""
+    return _entries("release", lambda engine, entry: Milestone("release", engine, re.compile(entry)),
+                    engines, directory, required=False)
 
 
 def load_milestones(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
@@ -136,12 +151,14 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
 
 
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
-             wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None) -> Explanation:
+             wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None,
+             release: list[Milestone] | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
     counts. Reads the lines once, keeping only a few: a log of any size fits in memory."""
     tracebacks = TracebackReader()
+    named: dict[str, str] = {}
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
     first: dict[str, tuple[int, str, Signature, re.Match, list[str]]] = {}  # signature id -> its first match
     waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
@@ -149,6 +166,12 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     for count, raw in enumerate(lines, 1):
         line = clean_line(raw)
         tracebacks.feed(count, line)
+        for marker in release or ():
+            found = marker.pattern.search(line)
+            if found:
+                named.setdefault("engine", marker.engine)
+                for key, value in found.groupdict().items():
+                    named.setdefault(key, value) if value else None
         if any(pattern.search(line) for pattern in up or ()):
             tracebacks.came_through()
         for context, _ in waiting:
@@ -164,23 +187,24 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     for number, line, signature, found, context in sorted(first.values(), key=lambda m: m[0]):
         fields = {k: v for k, v in found.groupdict().items() if v is not None}
         distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
-                                       signature.gate, signature.hint, signature.root, tuple(context)))
+                                       signature.gate, (signature.gate,) if signature.gate else signature.gates,
+                                       signature.hint, signature.root, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
-    return Explanation(log, count, cause, distinct, tracebacks.root(wrappers or []))
+    return Explanation(log, count, cause, distinct, tracebacks.root(wrappers or []), named)
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
-    signatures, wrappers = load_signatures(engines), load_wrappers(engines)
+    signatures, wrappers, release = load_signatures(engines), load_wrappers(engines), load_release_markers(engines)
     up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
-        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up)
+        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log), wrappers, up)
+            return classify(_decoded(fh), signatures, str(log), wrappers, up, release)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

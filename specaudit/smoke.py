@@ -31,6 +31,8 @@ from typing import Iterator, Protocol
 
 from .cache import cache_dir, slug
 from .checkpoint import read_checkpoint
+from .diagnose import agreement as diagnose_agreement
+from .diagnose import root_cause
 from .engines import ENGINES
 from .errors import SpecauditError
 from .evaluate import scan as run_scan
@@ -39,8 +41,10 @@ from .locate import EngineTree, locate_directory
 from .metrics import Acceptance, ServingProfile, acceptance, load_serving
 from .remote import RUNS_DIR, Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
-from .signatures import SignatureMatch, classify, clean_line, load_milestones, load_signatures, match_line
+from .signatures import (SERVER_UP, Explanation, classify, clean_line, load_milestones, load_signatures,
+                         load_wrappers, match_line)
 from .target import Launch, Target, method_of
+from .tracebacks import TracebackReader
 
 POLL_SECONDS = 1.0
 HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
@@ -164,6 +168,8 @@ class LogWatch:
         self.remote, self.log = remote, log
         self.signatures = load_signatures([engine])
         self.milestones = load_milestones([engine])
+        self.wrappers = load_wrappers([engine])
+        self.tracebacks = TracebackReader()  # a wrapper's traceback is the engine saying its start-up failed
         self.lines: list[str] = []
         self.offset = 0  # bytes received
         self.fatal_at: float | None = None  # when the first root-cause line arrived (monotonic)
@@ -186,7 +192,11 @@ class LogWatch:
             line = clean_line(raw.decode("utf-8", errors="replace"))
             self.lines.append(line)
             hit = match_line(line, self.signatures)
-            if hit and hit[0].root and self.fatal_at is None:
+            crashes = len(self.tracebacks.crashes)
+            self.tracebacks.feed(len(self.lines), line)
+            wrapped = len(self.tracebacks.crashes) > crashes and any(
+                w.search(self.tracebacks.crashes[-1].text) for w in self.wrappers)
+            if (hit and hit[0].root or wrapped) and self.fatal_at is None and SERVER_UP not in self.reached:
                 self.fatal_at = time.monotonic()
             milestone = next((m.name for m in self.milestones
                               if m.name not in self.reached and m.pattern.search(line)), None)
@@ -214,8 +224,10 @@ class LogWatch:
             pass
         return passed
 
-    def cause(self) -> SignatureMatch | None:
-        return classify(self.lines, self.signatures, self.log).cause
+    def explanation(self) -> Explanation:
+        """The log so far, classified: its root signature line and its root traceback."""
+        up = [m.pattern for m in self.milestones if m.name == SERVER_UP]
+        return classify(self.lines, self.signatures, self.log, self.wrappers, up)
 
     def stop(self) -> None:
         if self._proc and self._proc.poll() is None:
@@ -301,13 +313,21 @@ class Smoke:
         finally:
             with _no_interrupts():
                 self.teardown()
+        root = agreement = None
         if self.watch is not None:
-            cause = self.watch.cause()
-            exit_status = self._exit_status
+            explanation = self.watch.explanation()
+            cause, exit_status = explanation.cause, self._exit_status
+            came_up = verdict in (SmokeVerdict.PASSED, SmokeVerdict.FLAGGED) or bool(answers)
+            root = None if came_up else root_cause(explanation, self.scan_result, exit_status)
+            if verdict != SmokeVerdict.INTERRUPTED:
+                agreement = diagnose_agreement(self.scan_result, root, came_up)
+            if root is not None and verdict == SmokeVerdict.FAILED:
+                reason = root.summary
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
             target=self.command.model, started=self.started_at, verdict=verdict,
             reason=reason, preflight=self.preflight_result, scan=self.scan_result, timeline=self.timeline, cause=cause,
+            root=root, agreement=agreement,
             engine_exit=exit_status, last_lines=self.watch.lines[-20:] if self.watch else [], answers=answers,
             acceptance=figures, lossless=lossless, teardown=self.teardown_notes, logs=self.log_copies,
             seconds=round(time.monotonic() - self.started, 2),
@@ -472,9 +492,16 @@ class Smoke:
 
     def _fail_from_log(self, watch: LogWatch) -> None:
         self._settle(watch, watch.fatal_at + 1.0)
-        cause = watch.cause()
-        self.note("crash", f"{cause.title}: line {cause.line_number} of the log" if cause else "fatal line")
-        raise _Stop(SmokeVerdict.FAILED, f"{cause.title}: {cause.line}" if cause else "the engine crashed")
+        self._fail(watch, "the engine crashed")
+
+    def _fail(self, watch: LogWatch, otherwise: str) -> None:
+        """Stop with the root cause the log shows (see diagnose.py)."""
+        explanation = watch.explanation()
+        root = root_cause(explanation, self.scan_result, self._exit_status)
+        line = explanation.crash.line_number if explanation.crash else explanation.cause.line_number \
+            if explanation.cause else None
+        self.note("crash", f"{root.summary} (log line {line})" if root and line else root.summary if root else otherwise)
+        raise _Stop(SmokeVerdict.FAILED, root.summary if root else otherwise)
 
     def _check_alive(self, watch: LogWatch) -> None:
         """One round trip: touch the heartbeat and ask whether the process group lives."""
@@ -486,12 +513,9 @@ class Smoke:
         if state and state[0] == "exited":
             self._exit_status = int(state[1]) if len(state) > 1 and state[1].lstrip("-").isdigit() else None
             self._settle(watch, time.monotonic() + 1.5)
-            cause = watch.cause()
             self.note("exit", f"the engine exited with status {self._exit_status}")
-            if cause:
-                raise _Stop(SmokeVerdict.FAILED, f"{cause.title}: {cause.line}")
-            raise _Stop(SmokeVerdict.FAILED, f"the engine exited with status {self._exit_status} and no known "
-                                             "crash signature; its last lines are in the report")
+            self._fail(watch, f"the engine exited with status {self._exit_status} and its log shows no root cause; "
+                              "its last lines are in the report")
 
     def _regain(self, watch: LogWatch) -> None:
         """The stream ended: the connection dropped. Reopen it and pick up the log where it stopped."""

@@ -72,6 +72,14 @@ class RunnerChoice:
 
 
 @dataclass(frozen=True)
+class TargetParts:
+    """How the parts of a multimodal target are built, for conditions that read them."""
+
+    builders: tuple[str, ...] = ()  # functions that build the class the registry maps `architectures=[...]` to
+    language_model: tuple[str, ...] = ()  # target methods that return the part a builder built
+
+
+@dataclass(frozen=True)
 class PathSpec:
     engine: str
     roles: tuple[Role, ...]
@@ -84,6 +92,7 @@ class PathSpec:
     external_members: dict[str, tuple[str, ...]]  # a base class outside the tree -> the attributes it gives
     source: str
     methods: tuple[str, ...] = ()  # "module:Name" of a Literal alias or an Enum that lists the engine's methods
+    target_parts: TargetParts = TargetParts()
 
 
 def load_path_spec(engine: str) -> PathSpec:
@@ -107,6 +116,7 @@ def load_path_spec(engine: str) -> PathSpec:
             external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
             methods=tuple(data.get("methods") or ()),
+            target_parts=TargetParts(**{k: tuple(v) for k, v in (data.get("target_parts") or {}).items()}),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed path file ({type(exc).__name__}: {exc})") from None
@@ -203,6 +213,7 @@ class TracedPath:
     external_members: dict[str, tuple[str, ...]]  # what base classes outside the tree give the target
     # The speculative methods this release names: its declared list, and every method its path compares with.
     methods: frozenset[str] = frozenset()
+    target_parts: TargetParts = TargetParts()
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -238,6 +249,20 @@ def _agreed(one: tuple[dict, dict], other: tuple[dict, dict]) -> tuple[dict, dic
     return tuple({k: v for k, v in a.items() if k in b and (b[k] is v or ast.dump(b[k]) == ast.dump(v)
                                                          if isinstance(v, ast.AST) else b[k] == v)}
                  for a, b in zip(one, other))
+
+
+def _merged(test: Condition, body: tuple[dict, dict], orelse: tuple[dict, dict]) -> tuple[dict, dict]:
+    """What names denote after an if whose two branches go on: what both agree on, and a name that either
+    binds to a part of the target as the choice the engine makes (``x if test else y``), kept as a literal."""
+    denoted, literals = _agreed(body, orelse)
+    for name in {*body[0], *body[1], *orelse[0], *orelse[1]} - {*denoted, *literals}:
+        if not name.isidentifier():
+            continue  # self.model: an attribute keeps only what both branches agree on
+        sides = [ast.Name(placeholder(bound[0][name]), ast.Load()) if name in bound[0] else bound[1].get(name)
+                 for bound in (body, orelse)]
+        if None not in sides and any(reads_target(ast.unparse(side)) for side in sides):
+            literals[name] = ast.IfExp(ast.parse(test.source, mode="eval").body, *sides)
+    return denoted, literals
 
 
 class Tracer:
@@ -360,7 +385,7 @@ class Tracer:
         return TracedPath(self.spec.engine, runner, runner_reason, tuple(entries), tuple(self.obligations),
                           dict(self.functions), tuple(self.traced),
                           tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
-                          dict(self.spec.external_members), self._methods())
+                          dict(self.spec.external_members), self._methods(), self.spec.target_parts)
 
     def _methods(self) -> frozenset[str]:
         """The methods the release declares (``SpeculativeMethod = Literal[...]``, ``class SpeculativeAlgorithm(Enum)``)
@@ -483,7 +508,7 @@ class _Walk:
             if else_ends and not body_ends:
                 self.frame.restore(after_body)
             elif not body_ends:
-                self.frame.restore(_agreed(after_body, self.frame.bindings()))
+                self.frame.restore(_merged(test, after_body, self.frame.bindings()))
             if body_ends and else_ends:
                 return None
             if body_ends and _raises(stmt.body) and not reads_target(test.source):
@@ -561,8 +586,9 @@ class _Walk:
                 self.frame.denoted[target.id] = denoted
             elif _is_literal(value):
                 self.frame.literals[target.id] = value
-            elif isinstance(value, (ast.BoolOp, ast.Compare, ast.UnaryOp)):
-                # A test kept in a name (`uses_mtp = self.method == "mtp" and ...`) is the test where it is used.
+            else:
+                # A test kept in a name (`uses_mtp = self.method == "mtp" and ...`), or a value read from the
+                # target (`inner = getattr(model, "model", None)`), is that expression where the name is used.
                 rewritten = _Rewrite(self).visit(copy.deepcopy(value))
                 if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
                     self.frame.literals[target.id] = rewritten

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # A process tag, then a logger's level, date, time and [file:line], any of them absent.
 _PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?"
@@ -82,3 +83,12 @@ class TracebackReader:
         """The root cause: the first traceback in the log (the earliest failing process, and in a chain the
         exception that caused the others) that is not a wrapper saying that something below it failed."""
         return next((c for c in self.crashes if not any(w.search(c.text) for w in wrappers)), None)
+
+
+_SITE_PACKAGES = re.compile(r"^.*?/(?:site|dist)-packages/")
+
+
+def package_path(path: str) -> str:
+    """A frame's file as its package path (``vllm/v1/...``): the part that names it on every machine."""
+    shortened = _SITE_PACKAGES.sub("", path.replace("\\", "/"))
+    return shortened if shortened != path else str(Path(path))
