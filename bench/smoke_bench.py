@@ -1,13 +1,16 @@
-"""How soon specaudit smoke names a crash after the engine writes it, and what each poll costs.
+"""How soon specaudit smoke names the root cause of a crash after the engine writes it, and what each poll costs.
 
-A real sshd on 127.0.0.1 (tests/loopback_sshd.py) serves a remote log. Real crash lines (the first root-cause
-line of each log in tests/fixtures/logs) are appended to it at random moments; the bench times each from the
-write to its classification. Side by side:
+A real sshd on 127.0.0.1 (tests/loopback_sshd.py) serves a remote log. The crash of each real launch log in
+tests/fixtures/logs (from its root traceback to the end of the log, wrappers and shutdown included) is written
+to a fresh remote log at a random moment, as an engine prints it; the bench times it from the write to its root
+cause classified (diagnose.root_cause against the vLLM 0.32.0 scan, platform cpu), with the settling wait that
+smoke gives a traceback to end. Side by side:
 
-  specaudit   one multiplexed connection, ``tail -F`` streaming the log, each line matched as it arrives
-  baseline    what a hand-rolled watcher does: every POLL seconds a new ``ssh host tail`` (one handshake each)
+  specaudit   one multiplexed connection, ``tail -F`` streaming the log, each line read as it arrives
+  baseline    what a hand-rolled watcher does: every POLL seconds a new ``ssh host tail`` (one handshake each),
+              classifying what it read once a fatal line is in
 
-    python bench/smoke_bench.py [--trials 10] [--poll 2]
+    python bench/smoke_bench.py [--trials 12] [--poll 2]
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -26,9 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from loopback_sshd import start_sshd  # noqa: E402
+from specaudit.diagnose import root_cause  # noqa: E402
+from specaudit.evaluate import scan  # noqa: E402
+from specaudit.locate import locate  # noqa: E402
 from specaudit.remote import Remote  # noqa: E402
-from specaudit.signatures import explain_file, load_signatures, match_line  # noqa: E402
-from specaudit.smoke import LogWatch  # noqa: E402
+from specaudit.result import ScanResult  # noqa: E402
+from specaudit.signatures import explain_file  # noqa: E402
+from specaudit.smoke import SETTLE_SECONDS, LogWatch  # noqa: E402
+
+LOGS = ROOT / "tests/fixtures/logs"
 
 
 class Quiet:
@@ -39,71 +47,55 @@ class Quiet:
         pass
 
 
-def crash_lines() -> list[str]:
-    lines = []
-    for log in sorted((ROOT / "tests/fixtures/logs").glob("*.log")):
-        cause = explain_file(str(log)).cause
-        if cause:
-            lines.append(cause.line)
-    return lines
+def crashes() -> list[tuple[str, str]]:
+    """(log name, what the engine printed from its root traceback on) of every real log with a crash."""
+    found = []
+    for log in sorted(LOGS.glob("*.log")):
+        explanation = explain_file(str(log))
+        first = explanation.crash or explanation.cause
+        if first is not None:
+            lines = log.read_text(encoding="utf-8").splitlines()[first.line_number - 1:]
+            found.append((log.name, "\n".join(line for line in lines if not line.startswith("# exit status")) + "\n"))
+    return found
 
 
-class Writer:
-    """Appends the crash lines to the log at random moments, one at a time, as an engine would."""
-
-    def __init__(self, log: Path, lines: list[str], trials: int):
-        self.log, self.lines, self.trials = log, lines, trials
-        self.written: list[float] = []
-        self.found: list[float] = []
-
-    def run(self) -> None:
-        for trial in range(self.trials):
-            time.sleep(random.uniform(0.3, 2.5))
-            with self.log.open("a") as fh:
-                self.written.append(time.monotonic())
-                fh.write(f"INFO noise line {trial}\n{self.lines[trial % len(self.lines)]}\n")
-            while len(self.found) <= trial:
-                time.sleep(0.01)
-
-    def latencies(self) -> list[float]:
-        return [found - written for found, written in zip(self.found, self.written)]
-
-
-def specaudit_latencies(remote: Remote, log: Path, lines: list[str], trials: int) -> list[float]:
+def specaudit_trial(remote: Remote, log: Path, text: str, gates: ScanResult) -> tuple[float, str]:
+    log.write_text("INFO starting\n")
     watch = LogWatch(remote, str(log), "vllm")
     watch.start()
-    time.sleep(1.0)  # the stream is up
-    writer = Writer(log, lines, trials)
-    thread = threading.Thread(target=writer.run)
-    thread.start()
-    while len(writer.found) < trials:
+    time.sleep(random.uniform(0.3, 1.5))  # the stream is up; the crash comes at some moment
+    with log.open("a") as fh:
+        written = time.monotonic()
+        fh.write(text)
+    while watch.fatal_at is None:
         watch.pump(0.01, Quiet())
-        if watch.fatal_at is not None:
-            writer.found.append(watch.fatal_at)
-            watch.fatal_at = None
-    thread.join()
+    while time.monotonic() < watch.fatal_at + SETTLE_SECONDS:
+        watch.pump(0.01, Quiet())
+    root = root_cause(watch.explanation(), gates)
+    classified = time.monotonic()
     watch.stop()
-    return writer.latencies()
+    return classified - written, root.by if root else "none"
 
 
-def baseline_latencies(config: str, host: str, log: Path, lines: list[str], trials: int, poll: float) -> tuple[list[float], int]:
-    signatures = load_signatures(["vllm"])
-    offset, handshakes = log.stat().st_size, 0
-    writer = Writer(log, lines, trials)
-    thread = threading.Thread(target=writer.run)
-    thread.start()
-    while len(writer.found) < trials:
-        out = subprocess.run(["ssh", "-F", config, "-o", "BatchMode=yes", host, f"tail -c +{offset + 1} {log}"],
-                             capture_output=True).stdout
+def baseline_trial(config: str, host: str, log: Path, text: str, gates: ScanResult, poll: float) -> tuple[float, int]:
+    from specaudit.signatures import classify, load_signatures, load_wrappers
+
+    signatures, wrappers = load_signatures(["vllm"]), load_wrappers(["vllm"])
+    log.write_text("INFO starting\n")
+    time.sleep(random.uniform(0.3, 1.5))
+    with log.open("a") as fh:
+        written = time.monotonic()
+        fh.write(text)
+    lines, handshakes = [], 0
+    while True:
+        out = subprocess.run(["ssh", "-F", config, "-o", "BatchMode=yes", host, f"cat {log}"], capture_output=True).stdout
         handshakes += 1
-        offset += len(out)
-        for line in out.decode().splitlines():
-            hit = match_line(line, signatures)
-            if hit and hit[0].root:
-                writer.found.append(time.monotonic())
+        lines = out.decode().splitlines()
+        explanation = classify(lines, signatures, str(log), wrappers)
+        if explanation.crash or explanation.cause:
+            root_cause(explanation, gates)
+            return time.monotonic() - written, handshakes
         time.sleep(poll)
-    thread.join()
-    return writer.latencies(), handshakes
 
 
 def row(name: str, values: list[float], extra: str) -> str:
@@ -113,26 +105,36 @@ def row(name: str, values: list[float], extra: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--poll", type=float, default=2.0, help="the baseline's poll interval")
     args = parser.parse_args()
     random.seed(0)
-    lines = crash_lines()
+    blocks = crashes()
+    gates = scan(locate("vllm==0.32.0"), None, platform="cpu")
+    ours, theirs, how, handshakes = [], [], {}, 0
     with tempfile.TemporaryDirectory(prefix="specaudit-bench-") as tmp:
         server = start_sshd(Path(tmp) / "sshd")
-        log = Path(tmp) / "engine.log"
-        log.write_text("INFO starting\n")
         remote = Remote(server.alias, str(server.config))
         try:
             remote.connect()
-            ours = specaudit_latencies(remote, log, lines, args.trials)
-            theirs, handshakes = baseline_latencies(str(server.config), server.alias, log, lines, args.trials, args.poll)
+            for trial in range(args.trials):
+                name, text = blocks[trial % len(blocks)]
+                seconds, by = specaudit_trial(remote, Path(tmp) / f"ours-{trial}.log", text, gates)
+                ours.append(seconds)
+                how[name] = by
+                seconds, polls = baseline_trial(str(server.config), server.alias, Path(tmp) / f"theirs-{trial}.log",
+                                                text, gates, args.poll)
+                theirs.append(seconds)
+                handshakes += polls
         finally:
             remote.close()
             server.stop()
-    print(f"crash line written to the remote log -> classified ({len(lines)} real crash lines, sshd on 127.0.0.1)")
-    print(row("specaudit", ours, f"{remote.handshakes} handshake, {remote.round_trips} remote command for all trials"))
+    print(f"crash written to the remote log -> root cause classified ({len(blocks)} real crashes, sshd on 127.0.0.1, "
+          f"settling {SETTLE_SECONDS:g} s)")
+    print(row("specaudit", ours, f"{remote.handshakes} handshake, {remote.round_trips} remote commands for all trials"))
     print(row("baseline", theirs, f"{handshakes} handshakes (a new ssh every {args.poll:g} s)"))
+    for name, by in sorted(how.items()):
+        print(f"  {name:<48} classified by {by}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
 from .trace import CONFIG, METHOD, MODEL_CONFIG, OPTIONS, OUTPUT, TARGET, TEXT_CONFIG, Condition, Obligation, \
-    Summary, TracedPath, placeholder, reads_target, runs
+    Summary, TracedPath, is_docstring, placeholder, reads_target, runs
 
 # Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
 PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {
@@ -295,6 +295,19 @@ class Evaluator:
         found = self.resolver.find_class(entry.module, entry.class_name) if entry else None
         return found if isinstance(found, ClassInfo) else None
 
+    def returned(self, method: Method) -> Any:
+        """What a method of the target returns when its body is one ``return`` of an expression over ``self``
+        (``def get_language_model(self): return self.language_model``); None when it is not that simple."""
+        found = self.resolver.method_node(method.owner.cls, method.name)
+        body = [s for s in found[1].body if not is_docstring(s)] if found else []
+        if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or self._depth > 8:
+            return None
+        self._depth += 1
+        try:
+            return self.eval(body[0].value, {"self": method.owner}, found[0].module)
+        finally:
+            self._depth -= 1
+
     def language_model(self, target: TargetModel) -> TargetModel | Unknown:
         """What a ``language_model`` method of the target returns: the one part its class builds with a builder."""
         built = [cls for module, call in self.resolver.part_calls(target.cls).values()
@@ -332,8 +345,11 @@ class Evaluator:
             return failed
         if isinstance(func, Function):
             return self.run(func.summary, args, kwargs)
-        if isinstance(func, Method) and func.name in self.parts.language_model:
-            return self.language_model(func.owner)
+        if isinstance(func, Method):
+            returned = self.returned(func)
+            if returned is None and func.name in self.parts.language_model:
+                return self.language_model(func.owner)
+            return returned if returned is not None else Unknown(_text(node))
         if callable(func) and getattr(func, "__self__", None).__class__ in (str, dict):
             if any(isinstance(a, Unknown) for a in args):
                 return next(a for a in args if isinstance(a, Unknown))
@@ -558,7 +574,10 @@ class Evaluator:
     def _statements(self, body: list[ast.stmt], local: dict, module: str) -> Any:
         for stmt in body:
             if isinstance(stmt, ast.Return):
-                return self.eval(stmt.value, local, module) if stmt.value is not None else _NONE
+                value = self.eval(stmt.value, local, module) if stmt.value is not None else None
+                return _NONE if value is None else value
+            if isinstance(stmt, ast.Raise):
+                return Raises(f"{_text(stmt.exc) if stmt.exc is not None else 'raise'} (in a function the condition calls)")
             if isinstance(stmt, ast.Assign):
                 value = self.eval(stmt.value, local, module)
                 for target in stmt.targets:
@@ -570,10 +589,22 @@ class Evaluator:
                 result = self._statements(stmt.body if test else stmt.orelse, local, module)
                 if result is not None:
                     return result
+            elif isinstance(stmt, ast.For):
+                items = self.eval(stmt.iter, local, module)
+                if not isinstance(items, (list, tuple)):
+                    return items if isinstance(items, (Unknown, Raises)) else Unknown(_text(stmt.iter))
+                for item in items:
+                    local[stmt.target.id] = item
+                    result = self._statements(stmt.body, local, module)
+                    if result is not None:
+                        return result
+                result = self._statements(stmt.orelse, local, module)
+                if result is not None:
+                    return result
         return None
 
 
-_NONE = type("ReturnsNone", (), {"__bool__": lambda self: False})()  # `return` without a value
+_NONE = type("ReturnsNone", (), {"__bool__": lambda self: False})()  # `return` or `return None`: not falling off
 
 
 def _truth(value: Any) -> bool | Unknown:
@@ -629,6 +660,10 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
     on_launch: tuple[Condition, Unknown] | None = None
     for condition in obligation.guards:
         value = evaluator.satisfied(condition)
+        if isinstance(value, Raises) and reads_target(condition.source):
+            # The launch fails on the way, evaluating the condition: that is where it stops.
+            return Decision(obligation, Status.BLOCKS, f"the launch fails evaluating {condition.written}, on the "
+                            f"way to it: {value.error}", value.error)
         if isinstance(value, Raises):
             return Decision(obligation, Status.NOT_APPLICABLE,
                             f"the launch fails before it, evaluating {condition.written} ({value.error})", None)

@@ -290,6 +290,18 @@ class Resolver:
         found = built.pop() if len(built) == 1 else None
         return found if isinstance(found, ClassInfo) else None
 
+    def method_node(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, ast.FunctionDef] | None:
+        """The definition of method ``name`` that an instance of ``cls`` calls (the first in its MRO), and its class."""
+        for base in self.hierarchy(cls).linear:
+            node = self._class_node(base) if isinstance(base, ClassInfo) else None
+            found = next((s for s in (node.body if node else []) if isinstance(s, ast.FunctionDef) and s.name == name),
+                         None)
+            if found is not None:
+                return base, found
+            if isinstance(base, ClassInfo) and name in base.bound:
+                return None  # bound another way (an assignment, a decorator's result)
+        return None
+
     def _called_member(self, cls: ClassInfo, member: str) -> ClassInfo | None:
         """What calling ``self.member(...)`` builds: the class a class attribute names (``model_cls =
         DeepseekV2Model``), or the one class a method returns an instance of; the first definition in the MRO."""

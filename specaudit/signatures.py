@@ -41,6 +41,9 @@ class Signature:
     root: bool = True  # False: a consequence an engine prints after the cause
     examples: tuple[str, ...] = field(default=(), compare=False)
     counterexamples: tuple[str, ...] = field(default=(), compare=False)
+    # A crash signature (`frames:` in the file): ``frame`` is searched in "file:function" of the root traceback's
+    # frames and ``pattern`` in its exception text; both must match.
+    frame: re.Pattern | None = None
 
 
 @dataclass(frozen=True)
@@ -107,12 +110,36 @@ def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | No
     return made
 
 
-def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
-    return _entries("signatures", lambda engine, entry: Signature(
+def _signature(engine: str, entry: dict) -> Signature:
+    return Signature(
         id=entry["id"], engine=engine, title=entry["title"], pattern=re.compile(entry["pattern"]),
-        hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), gates=tuple(entry.get("gates", ())), root=entry.get("root", True),
-        examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ())),
-    ), engines, directory, required=True)
+        hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), gates=tuple(entry.get("gates", ())),
+        root=entry.get("root", True), examples=tuple(entry.get("examples", ())),
+        counterexamples=tuple(entry.get("counterexamples", ())),
+        frame=re.compile(entry["frame"]) if "frame" in entry else None)
+
+
+def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
+    return _entries("signatures", _signature, engines, directory, required=True)
+
+
+def load_crash_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
+    """Crashes known by the engine code their traceback passes through (a tensor shape error raised in torch,
+    under the drafter's code), whatever their exception says."""
+    return _entries("frames", _signature, engines, directory, required=False)
+
+
+def match_crash(crash: Crash, signatures: list[Signature]) -> SignatureMatch | None:
+    """The first crash signature whose frame the root traceback passes through, with its exception text."""
+    places = [f"{frame.file}:{frame.function}" for frame in crash.frames]
+    for signature in signatures:
+        found = signature.pattern.search(crash.text)
+        if found and any(signature.frame.search(place) for place in places):
+            fields = {k: v for k, v in found.groupdict().items() if v is not None}
+            return SignatureMatch(signature.id, signature.title, signature.engine, crash.line_number, crash.text,
+                                  fields, signature.gate, (signature.gate,) if signature.gate else signature.gates,
+                                  signature.hint, True, ())
+    return None
 
 
 SERVER_UP = "server up"  # the milestone of a launch that came up (rules/signatures/*.yaml)
@@ -152,7 +179,7 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
 
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
              wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None,
-             release: list[Milestone] | None = None) -> Explanation:
+             release: list[Milestone] | None = None, crashes: list[Signature] | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
@@ -190,21 +217,26 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
                                        signature.gate, (signature.gate,) if signature.gate else signature.gates,
                                        signature.hint, signature.root, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
-    return Explanation(log, count, cause, distinct, tracebacks.root(wrappers or []), named)
+    crash = tracebacks.root(wrappers or [])
+    if cause is None and crash is not None:
+        cause = match_crash(crash, crashes or [])
+        distinct += [cause] if cause else []
+    return Explanation(log, count, cause, distinct, crash, named)
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
     signatures, wrappers, release = load_signatures(engines), load_wrappers(engines), load_release_markers(engines)
+    crashes = load_crash_signatures(engines)
     up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
-        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release)
+        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release, crashes)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log), wrappers, up, release)
+            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

@@ -41,12 +41,15 @@ from .locate import EngineTree, locate_directory
 from .metrics import Acceptance, ServingProfile, acceptance, load_serving
 from .remote import RUNS_DIR, Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
-from .signatures import (SERVER_UP, Explanation, classify, clean_line, load_milestones, load_signatures,
-                         load_wrappers, match_line)
+from .signatures import (SERVER_UP, Explanation, classify, clean_line, load_crash_signatures, load_milestones,
+                         load_signatures, load_wrappers, match_line)
 from .target import Launch, Target, method_of
 from .tracebacks import TracebackReader
 
 POLL_SECONDS = 1.0
+# After a fatal line, the lines still on their way (the rest of a traceback, the wrappers) are taken in this long
+# before the root cause is classified (bench/smoke_bench.py measures the whole wait).
+SETTLE_SECONDS = 1.0
 HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
 # Both engines' OpenAI servers take these extras: greedy, exactly max_tokens tokens, and the token ids back
 # (vllm/entrypoints/openai/completion/protocol.py; sglang/srt/entrypoints/openai/protocol.py).
@@ -169,6 +172,7 @@ class LogWatch:
         self.signatures = load_signatures([engine])
         self.milestones = load_milestones([engine])
         self.wrappers = load_wrappers([engine])
+        self.crash_signatures = load_crash_signatures([engine])
         self.tracebacks = TracebackReader()  # a wrapper's traceback is the engine saying its start-up failed
         self.lines: list[str] = []
         self.offset = 0  # bytes received
@@ -227,7 +231,7 @@ class LogWatch:
     def explanation(self) -> Explanation:
         """The log so far, classified: its root signature line and its root traceback."""
         up = [m.pattern for m in self.milestones if m.name == SERVER_UP]
-        return classify(self.lines, self.signatures, self.log, self.wrappers, up)
+        return classify(self.lines, self.signatures, self.log, self.wrappers, up, crashes=self.crash_signatures)
 
     def stop(self) -> None:
         if self._proc and self._proc.poll() is None:
@@ -317,12 +321,11 @@ class Smoke:
         if self.watch is not None:
             explanation = self.watch.explanation()
             cause, exit_status = explanation.cause, self._exit_status
-            came_up = verdict in (SmokeVerdict.PASSED, SmokeVerdict.FLAGGED) or bool(answers)
-            root = None if came_up else root_cause(explanation, self.scan_result, exit_status)
-            if verdict != SmokeVerdict.INTERRUPTED:
+            came_up = verdict in (SmokeVerdict.PASSED, SmokeVerdict.FLAGGED)  # a crash on the first request failed
+            root = root_cause(explanation, self.scan_result, exit_status) if verdict == SmokeVerdict.FAILED else None
+            if came_up or verdict == SmokeVerdict.FAILED:  # the launch ran its course: its outcome is known
                 agreement = diagnose_agreement(self.scan_result, root, came_up)
-            if root is not None and verdict == SmokeVerdict.FAILED:
-                reason = root.summary
+            reason = root.summary if root is not None else reason
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
             target=self.command.model, started=self.started_at, verdict=verdict,
@@ -491,7 +494,7 @@ class Smoke:
             self._take(watch, max(0.0, until - time.monotonic()))
 
     def _fail_from_log(self, watch: LogWatch) -> None:
-        self._settle(watch, watch.fatal_at + 1.0)
+        self._settle(watch, watch.fatal_at + SETTLE_SECONDS)
         self._fail(watch, "the engine crashed")
 
     def _fail(self, watch: LogWatch, otherwise: str) -> None:

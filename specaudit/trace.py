@@ -456,7 +456,7 @@ class Tracer:
         large or not simple enough to evaluate (its result is then unknown)."""
         if function.qualname in self._function_names:
             return self._function_names[function.qualname]
-        body = [s for s in function.node.body if not _is_docstring(s)]
+        body = [s for s in function.node.body if not is_docstring(s)]
         if len(body) > 12 or not all(_summarizable(s) for s in body):
             return None
         params = [a.arg for a in function.node.args.posonlyargs + function.node.args.args]
@@ -511,12 +511,14 @@ class _Walk:
                 self.frame.restore(_merged(test, after_body, self.frame.bindings()))
             if body_ends and else_ends:
                 return None
-            if body_ends and _raises(stmt.body) and not reads_target(test.source):
-                return guards  # past a check of the launch's own state: a launch that failed it failed elsewhere
+            recorded = self._records(guards + (test,))
+            if body_ends and _raises(stmt.body) and not (reads_target(test.source) and recorded):
+                # Past a check of the launch's own state, or one that is no obligation (a launch-only stage's
+                # check that does not depend on speculative decoding): a launch that failed it failed elsewhere.
+                return guards
             if body_ends:  # an early return or raise: what follows needs the test false; a raise recorded as an
                 # obligation decides itself whether it holds (checked)
-                checked = _raises(stmt.body) and self._records(guards + (test,))
-                return guards + (replace(_negate(test), checked=checked),)
+                return guards + (replace(_negate(test), checked=_raises(stmt.body)),)
             if else_ends:
                 return guards + (test,)
             return guards
@@ -531,10 +533,10 @@ class _Walk:
             test = self.condition(stmt.test, False)
             self._record("assert", stmt, guards + (test,), "AssertionError",
                          _template(stmt.msg) if stmt.msg is not None else None)
-            # Past an assert that does not read the target, a launch that failed it has failed for another
-            # reason: what follows is judged as reached.
-            checked = self._records(guards + (test,))
-            return guards + (replace(_negate(test), checked=checked),) if reads_target(test.source) else guards
+            # Past an assert that does not read the target, or that is no obligation, a launch that failed it has
+            # failed for another reason: what follows is judged as reached.
+            recorded = self._records(guards + (test,))
+            return guards + (replace(_negate(test), checked=True),) if reads_target(test.source) and recorded else guards
         if isinstance(stmt, (ast.Return, ast.Continue, ast.Break)):
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 self.expression(stmt.value, guards, catching)
@@ -812,18 +814,23 @@ def _is_overload(node: ast.AST) -> bool:
     return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
 
 
-def _is_docstring(stmt: ast.stmt) -> bool:
+def is_docstring(stmt: ast.stmt) -> bool:
     return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
 
 
 def _summarizable(stmt: ast.stmt) -> bool:
-    """Statements decide.py can run: assignments to names, returns, ifs of those, pass."""
-    if isinstance(stmt, ast.Return) or isinstance(stmt, ast.Pass):
+    """Statements decide.py can run: assignments to names, returns, raises, ifs of those, pass, and log calls
+    (which change nothing a condition reads)."""
+    if isinstance(stmt, (ast.Return, ast.Pass, ast.Raise)):
         return True
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        return (dotted_name(stmt.value.func) or "").split(".")[0] in ("logger", "logging", "warnings")
     if isinstance(stmt, ast.Assign):
         return all(isinstance(t, ast.Name) for t in stmt.targets)
     if isinstance(stmt, ast.If):
         return all(_summarizable(s) for s in stmt.body + stmt.orelse)
+    if isinstance(stmt, ast.For):  # over a literal: a registry list, say
+        return isinstance(stmt.target, ast.Name) and all(_summarizable(s) for s in stmt.body + stmt.orelse)
     return False
 
 

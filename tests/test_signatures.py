@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 
 from specaudit.ruleset import load_rules
-from specaudit.signatures import classify, clean_line, explain_file, load_milestones, load_signatures
+from specaudit.signatures import (classify, clean_line, explain_file, load_crash_signatures, load_milestones,
+                                  load_signatures)
 from specaudit.target import Launch, Target
 from specaudit.evaluate import scan
 from conftest import vllm_tree
 from test_cli import ROOT, specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
-SIGNATURES = load_signatures()
+SIGNATURES = load_signatures() + load_crash_signatures()
 MILESTONES = load_milestones(["vllm"])
 
 

@@ -275,6 +275,33 @@ def test_a_real_crash_is_classified_from_its_live_log_line(sshd, tmp_path, engin
     assert result.cause.line in Path(result.logs[0]).read_text()
     assert all(f"log line {result.cause.line_number}" in render(result) for render in (to_markdown, to_html))
     assert not any(group_alive(g) for g in launched_groups(view.events))
+    # The root cause, from the worker's traceback, against the preflight's d2t check: one of the gates that
+    # this text comes from (rules/signatures/vllm.yaml).
+    assert result.root.by == "signature" and result.root.crash.process.startswith("(Worker pid=")
+    assert result.reason == result.root.summary
+    assert result.agreement.agrees is True, result.agreement.why
+    assert all("prediction and outcome agree" in render(result) for render in (to_markdown, to_html))
+
+
+def test_a_crash_no_signature_names_is_classified_by_its_gate_and_agrees_with_the_scan(sshd, tmp_path,
+                                                                                      engine_python, models):
+    # GPT2LMHeadModel keeps its decoder in `transformer`: vLLM 0.32.0's drafter load raises
+    # AttributeError("Target model does not have 'model' attribute") in llm_base_proposer.py:1425, the first gate
+    # the preflight scan names. No text signature knows that message: only where it is raised does.
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / "target-gpt2",
+                                                              models / "drafter-agree", free_port()),
+                               launch_anyway=True), view)
+    assert result.scan.verdict == "BLOCKED"
+    assert result.scan.blocking[0].location == "vllm/v1/spec_decode/llm_base_proposer.py:1425"
+    assert result.verdict == "FAILED" and result.cause is None
+    assert result.root.by == "gate location" and result.root.gate.location == result.scan.blocking[0].location
+    assert result.reason.startswith("AttributeError raised on the EAGLE-3 path")
+    assert result.agreement.agrees is True, result.agreement.why
+    markdown = to_markdown(result)
+    assert markdown.index("## Root cause of the failed launch") < markdown.index("## Timeline")
+    assert "prediction and outcome agree" in to_html(result)
+    assert not any(group_alive(g) for g in launched_groups(view.events))
 
 
 def _smoke_process(sshd, tmp_path, argv, *extra) -> subprocess.Popen:

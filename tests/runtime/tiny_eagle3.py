@@ -36,6 +36,16 @@ OUT_DIR/drafter-broken  drafter-agree with d2t one entry short (127 instead of
                         ("AssertionError: Attempted to load weight
                         (torch.Size([127])) into parameter (torch.Size([128]))").
 
+OUT_DIR/target-gpt2     GPT2LMHeadModel (random): vLLM registers it, but its body
+                        is `transformer`, not `model`, which the drafter's load reads.
+OUT_DIR/target-gemma    GemmaForCausalLM (random): has `model.embed_tokens`, but
+                        does not implement SupportsEagle3.
+OUT_DIR/drafter-fc-width  drafter-agree with fc built for three aux states of
+                        width 64: [128, 192] where the config asks [128, 384].
+OUT_DIR/drafter-aux-layers  drafter-agree whose config names aux layer 20 of the
+                        8-layer target (eagle_aux_hidden_state_layer_ids).
+(The last four make the crashes of validation/crash_logs.py.)
+
 See tests/runtime/TINY_EAGLE3_NOTES.md for the launch command and measured results.
 
 All targets carry the same byte-level BPE tokenizer (tokenizer.json +
@@ -288,6 +298,31 @@ def save_drafter(tensors: dict[str, torch.Tensor], path: str) -> None:
         json.dump(drafter_config(), f, indent=2, sort_keys=True)
 
 
+def save_crash_cases(out: str, tok, drafter: dict[str, torch.Tensor]) -> None:
+    """Targets and drafters that fail an EAGLE-3 launch of vLLM 0.32.0, each at another place."""
+    from transformers import GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel
+
+    ids = dict(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)
+    torch.manual_seed(SEED + 10)
+    gpt2 = GPT2Config(vocab_size=VOCAB, n_positions=MAX_POS, n_embd=HIDDEN, n_layer=2, n_head=HEADS, n_inner=INTER,
+                      **ids)
+    GPT2LMHeadModel(gpt2).float().save_pretrained(os.path.join(out, "target-gpt2"), safe_serialization=True)
+    save_tokenizer(tok, os.path.join(out, "target-gpt2"))
+    torch.manual_seed(SEED + 11)
+    gemma = GemmaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=INTER, num_hidden_layers=2,
+                        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD_DIM,
+                        max_position_embeddings=MAX_POS, **ids)
+    GemmaForCausalLM(gemma).float().save_pretrained(os.path.join(out, "target-gemma"), safe_serialization=True)
+    save_tokenizer(tok, os.path.join(out, "target-gemma"))
+    narrow = dict(drafter)
+    narrow["fc.weight"] = normal(SEED + 12, False)(HIDDEN, 3 * 64).contiguous()
+    save_drafter(narrow, os.path.join(out, "drafter-fc-width"))
+    path = os.path.join(out, "drafter-aux-layers")
+    save_drafter(drafter, path)
+    with open(os.path.join(path, "config.json"), "w") as fh:
+        json.dump(dict(drafter_config(), eagle_aux_hidden_state_layer_ids=[1, 4, 20]), fh, indent=2, sort_keys=True)
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -309,6 +344,7 @@ def main() -> int:
     broken = dict(agree)
     broken["d2t"] = agree["d2t"][:-1].clone()
     save_drafter(broken, os.path.join(out, "drafter-broken"))
+    save_crash_cases(out, tok, agree)
 
     print(json.dumps({
         "out": out,
@@ -318,7 +354,8 @@ def main() -> int:
         "draft_vocab_size": DRAFT_VOCAB,
         "bos": BOS,
         "eos": EOS,
-        "dirs": ["target", "target-random", "drafter-agree", "drafter-random", "drafter-broken"],
+        "dirs": ["target", "target-random", "drafter-agree", "drafter-random", "drafter-broken", "target-gpt2",
+                 "target-gemma", "drafter-fc-width", "drafter-aux-layers"],
         "broken": "d2t has %d entries, draft_vocab_size is %d" % (DRAFT_VOCAB - 1, DRAFT_VOCAB),
     }))
     return 0
