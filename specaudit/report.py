@@ -318,7 +318,7 @@ def to_html(report: Report) -> str:
                                                      root=report.root, agreement=report.agreement)
     if isinstance(report, Explanation):
         return env.get_template("explain.html").render(e=report, root_lines=root_lines, root=report.root,
-                                                       agreement=None)
+                                                       agreement=None, no_signature=_no_signature(report))
     comparison = report if isinstance(report, Comparison) else None
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
@@ -411,6 +411,11 @@ def _root_markdown(root: RootCause | None, agreement: Agreement | None) -> list[
     return out
 
 
+def _no_signature(explanation: Explanation) -> str:
+    return "No text signature matches a line of this log" + ("; the root cause above is read from its traceback"
+                                                             if explanation.root else "")
+
+
 def print_explanation(explanation: Explanation, console: Console) -> None:
     console.print(f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)")
     _print_root(explanation.root, None, console)
@@ -418,7 +423,7 @@ def print_explanation(explanation: Explanation, console: Console) -> None:
         console.print(Text(f"held against the scan of {explanation.scanned}", style="dim"))
     cause = explanation.cause
     if cause is None:
-        console.print("no known failure signature in this log")
+        console.print(_no_signature(explanation))
     else:
         body = Group(
             Text.assemble(("line   ", "bold"), str(cause.line_number), ("  " + cause.signature, "dim")),
@@ -445,7 +450,7 @@ def _explanation_markdown(explanation: Explanation) -> str:
         out += [f"Held against the scan of {explanation.scanned}.", ""]
     cause = explanation.cause
     if cause is None:
-        out.append("No known failure signature in this log.")
+        out.append(_no_signature(explanation) + ".")
     else:
         out += [f"## Root cause: {cause.title} (`{cause.signature}`)", "",
                 f"- line {cause.line_number}: `{cause.line.strip()}`", *_cause_markdown(cause)]

@@ -200,7 +200,7 @@ class LogWatch:
             self.tracebacks.feed(len(self.lines), line)
             wrapped = len(self.tracebacks.crashes) > crashes and any(
                 w.search(self.tracebacks.crashes[-1].text) for w in self.wrappers)
-            if (hit and hit[0].root or wrapped) and self.fatal_at is None and SERVER_UP not in self.reached:
+            if (hit and hit[0].root or wrapped) and self.fatal_at is None:
                 self.fatal_at = time.monotonic()
             milestone = next((m.name for m in self.milestones
                               if m.name not in self.reached and m.pattern.search(line)), None)
@@ -501,9 +501,8 @@ class Smoke:
         """Stop with the root cause the log shows (see diagnose.py)."""
         explanation = watch.explanation()
         root = root_cause(explanation, self.scan_result, self._exit_status)
-        line = explanation.crash.line_number if explanation.crash else explanation.cause.line_number \
-            if explanation.cause else None
-        self.note("crash", f"{root.summary} (log line {line})" if root and line else root.summary if root else otherwise)
+        first = explanation.crash or explanation.cause
+        self.note("crash", (root.summary if root else otherwise) + (f" (log line {first.line_number})" if first else ""))
         raise _Stop(SmokeVerdict.FAILED, root.summary if root else otherwise)
 
     def _check_alive(self, watch: LogWatch) -> None:

@@ -214,3 +214,50 @@ def test_refactored_interface_check_is_found_where_it_now_is():
     found = [f for f in result.blocking if f.file == RUNNER and f.error and f.error.startswith("TypeError")]
     assert found and "cannot serve as an EAGLE-3 target" in found[0].error
     assert "supports_eagle3" in found[0].why
+
+
+# -- a gate on a part of the target, read through locals and an if/else (vLLM 0.32.0) ---------------------------
+
+# llm_base_proposer.py, SpecDecodeBaseProposer.load_model: the language model is the target, or what its
+# get_language_model() returns for a multimodal one; _maybe_share_embeddings then reads its `model`.
+BASE_PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"
+INNER_MODEL = """            inner_model = getattr(target_language_model, "model", None)
+            if inner_model is None:
+                raise AttributeError("Target model does not have 'model' attribute")
+"""
+LANGUAGE_MODEL = """            target_language_model = cast(
+                SupportsMultiModal, target_model
+            ).get_language_model()
+        else:
+            target_language_model = target_model
+"""
+# GPT2LMHeadModel keeps its decoder in `self.transformer` (gpt2.py): the drafter's load stops there first.
+GPT2 = Target("gpt2", "test", {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 128,
+                               "n_layer": 4, "n_head": 4, "vocab_size": 512, "n_positions": 512})
+PART_REFACTORS = [
+    Refactor("inner model: inline getattr", "vllm==0.32.0", ((BASE_PROPOSER, INNER_MODEL, """            if getattr(target_language_model, "model", None) is None:
+                raise AttributeError("Target model does not have 'model' attribute")
+            inner_model = target_language_model.model
+"""),)),
+    Refactor("inner model: an assert of hasattr", "vllm==0.32.0", ((BASE_PROPOSER, INNER_MODEL, """            assert hasattr(target_language_model, "model"), "no decoder"
+            inner_model = target_language_model.model
+"""),)),
+    Refactor("inner model: the language model chosen by a conditional expression", "vllm==0.32.0", (
+        (BASE_PROPOSER, LANGUAGE_MODEL, """            pass
+        target_language_model = (cast(SupportsMultiModal, target_model).get_language_model()
+                                 if supports_multimodal(target_model) else target_model)
+"""),)),
+]
+
+
+@pytest.mark.parametrize("refactor", [None, *PART_REFACTORS], ids=["as released", *[r.name for r in PART_REFACTORS]])
+def test_a_gate_on_a_part_of_the_target_keeps_its_place(refactor):
+    overlay = _overlay(refactor.release, refactor.edits) if refactor else None
+    tree = engine_tree("vllm==0.32.0")
+    gpt2 = scan(tree, Launch(GPT2), overlay=overlay)
+    assert gpt2.verdict == "BLOCKED" and gpt2.blocking[0].file == BASE_PROPOSER, \
+        [f"{f.rule_id} {f.location}" for f in gpt2.blocking]
+    for preset in ("llama3", "kimi-k2.5"):  # a text target has `model`; Kimi-K2.5's language model has too
+        result = scan(tree, Launch(load_preset(preset)), overlay=overlay)
+        assert result.verdict == "READY", [f"{f.rule_id} {f.location} {f.why}" for f in result.findings
+                                           if f.status in ("blocks", "unknown")]

@@ -8,6 +8,8 @@ agree    an always-agreeing drafter: PASSED, acceptance 1.0
 random   a random drafter with --check-lossless: FLAGGED, greedy output identical without it
 broken   a drafter whose d2t is one entry short, with --launch-anyway: FAILED, the crash line classified live
 blocked  the same drafter without --launch-anyway: BLOCKED by the preflight scan, nothing launched
+no-model a GPT2 target (no `model` attribute), with --launch-anyway: FAILED at the gate the scan named first,
+         classified by where it was raised (no signature knows its text); prediction and outcome agree
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ CASES = {  # target, drafter, smoke options
     "random": ("target-random", "drafter-random", ["--check-lossless"]),
     "broken": ("target", "drafter-broken", ["--launch-anyway"]),
     "blocked": ("target", "drafter-broken", []),
+    "no-model": ("target-gpt2", "drafter-agree", ["--launch-anyway"]),
 }
 
 
