@@ -25,7 +25,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
                          write_report)
     from .result import Comparison
     from .remote import RUNS_DIR
-    from .target import Launch, check_speculative, load_model_dir, load_preset, method_of, parse_speculative_config
+    from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
     sys.exit(130)
@@ -71,7 +71,8 @@ def main() -> None:
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
               help="Engine of the tree (default: detected, or the launch command's).")
 @click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3).")
-@click.option("--model", "model_dir", type=click.Path(), help="A checkpoint directory with config.json.")
+@click.option("--model", "model_dir", help="A checkpoint directory with config.json, or a Hub id (org/name).")
+@click.option("--revision", default=None, help="The Hub revision of --model (a commit, branch or tag).")
 @click.option("--draft", "draft_dir", type=click.Path(), help="The drafter checkpoint directory.")
 @click.option("--speculative-config", "spec_json", help="vLLM's --speculative-config JSON.")
 @click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
@@ -80,7 +81,7 @@ def main() -> None:
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: str | None, preset: str | None,
-         model_dir: str | None, draft_dir: str | None, spec_json: str | None, platform: str,
+         model_dir: str | None, revision: str | None, draft_dir: str | None, spec_json: str | None, platform: str,
          formats: tuple[str, ...], out_dir: str) -> None:
     """Audit engine TREES (vllm==X, sglang==X, a wheel, a directory; default: the installed engine) for a
     launch. Several trees give one report with a column per engine release.
@@ -90,6 +91,7 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
     specaudit scan vllm==0.17.0 sglang==0.5.23 --target kimi-k2.5
     specaudit scan --path /opt/venv/lib/python3.12/site-packages --model /shared/kimi-k2.5-int4
     specaudit scan -- vllm serve /shared/kimi-k2.5-int4 --speculative-config '{"method": "eagle3", ...}'
+    specaudit scan vllm==0.17.0 --model meta-llama/Llama-3.1-8B-Instruct --revision main
     specaudit scan -- python3 -m sglang.launch_server --model-path /shared/kimi-k2.5-int4 --speculative-algorithm EAGLE3 ...
     """
     console = Console()
@@ -105,7 +107,7 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
         if command is not None and any(t.engine.name != command.engine for t in located):
             raise SpecauditError(f"the launch command is {command.engine}'s, the tree is "
                                  f"{', '.join(t.label for t in located if t.engine.name != command.engine)}")
-        launch = _launch(command, preset, model_dir, draft_dir, spec_json)
+        launch = _launch(command, preset, model_dir, revision, draft_dir, spec_json)
         results = [run_scan(tree, launch, platform=platform) for tree in located]
         report = results[0] if len(results) == 1 else Comparison(results)
         print_report(report, console)
@@ -114,8 +116,8 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
     sys.exit(report.exit_code)
 
 
-def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | None, draft_dir: str | None,
-            spec_json: str | None) -> Launch | None:
+def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | None, revision: str | None,
+            draft_dir: str | None, spec_json: str | None) -> Launch | None:
     """The launch to judge, from the options and/or a launch command; None for a landscape scan."""
     speculative = parse_speculative_config(spec_json) if spec_json else {}
     options: dict = {}
@@ -125,11 +127,14 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         if (preset is not None or model_dir) and command.model:
             raise SpecauditError(f"the launch command names its model ({command.model}): drop --target/--model, or the command's")
         model_dir = model_dir or command.model
+        revision = revision or options.get("revision")
     if preset is not None and model_dir:
         raise SpecauditError("give --target or --model, not both")
     if preset is not None and not preset.strip():
         raise SpecauditError("--target needs a preset name (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3)")
-    target = load_preset(preset) if preset is not None else load_model_dir(model_dir) if model_dir else None
+    if revision and not model_dir:
+        raise SpecauditError("--revision is the revision of --model (a Hub id): name the model")
+    target = load_preset(preset) if preset is not None else load_model(model_dir, revision) if model_dir else None
     draft = draft_dir or speculative.get("model")
     # A drafter named with --draft must be readable; one named by a launch command may live on another
     # machine, and is checked only when its directory is here.

@@ -95,8 +95,15 @@ def load_preset(name: str) -> Target:
     return Target(name=wanted, source=f"preset {wanted}", config=json.loads(text))
 
 
-def load_model_dir(path: str) -> Target:
-    return Target(name=path, source=str(Path(path) / "config.json"), config=read_config(path))
+def load_model(name: str, revision: str | None = None) -> Target:
+    """A target named as the engine takes it: a checkpoint directory, or a Hub id at a revision (hub.py)."""
+    from .hub import resolve_model
+
+    found = resolve_model(name, revision)
+    source = str(found.directory / "config.json")
+    if found.where != "a local directory":
+        source += f", from {found.where}"
+    return Target(name=found.label, source=source, config=read_config(str(found.directory)))
 
 
 def read_config(path: str) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from specaudit.errors import SpecauditError
 from specaudit.evaluate import scan
 from specaudit.index import build_index
 from specaudit.ruleset import load_rules
-from specaudit.target import Launch, load_model_dir
+from specaudit.target import Launch, load_model
 from conftest import vllm_tree
 from test_cli import assert_one_line_error, specaudit
 
@@ -72,7 +72,7 @@ def target_dir(tmp_path):
 def audit(target_dir, draft_dir, **speculative):
     drafter = read_checkpoint(str(draft_dir))
     options = speculative.pop("options", {})
-    launch = Launch(load_model_dir(str(target_dir)), draft=str(draft_dir), drafter=drafter,
+    launch = Launch(load_model(str(target_dir)), draft=str(draft_dir), drafter=drafter,
                     speculative=speculative, options=options)
     result = scan(vllm_tree("0.14.0"), launch)
     return {f.rule_id.removeprefix("vllm-eagle3-"): f for f in result.findings if "draft" in f.rule_id}, result

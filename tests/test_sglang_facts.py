@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specaudit.evaluate import scan
-from specaudit.target import Launch, load_model_dir
+from specaudit.target import Launch, load_model
 from conftest import engine_scan, engine_tree
 from test_cli import specaudit
 
@@ -59,7 +59,7 @@ def test_058_deepseek_v3_ready_through_inheritance():
 def test_a_class_with_one_required_method_but_not_the_other_is_not_ready(tmp_path, release, error):
     # glm4.py in both releases: Glm4ForCausalLM defines get_embed_and_head, not set_eagle3_layers_to_capture.
     (tmp_path / "config.json").write_text(json.dumps({"architectures": ["Glm4ForCausalLM"], "model_type": "glm4"}))
-    result = scan(engine_tree(release), Launch(load_model_dir(str(tmp_path))))
+    result = scan(engine_tree(release), Launch(load_model(str(tmp_path))))
     assert result.verdict == "BLOCKED"
     statuses = {f.rule_id: f for f in result.findings}
     assert statuses[EMBED].status == "passes"

@@ -161,10 +161,10 @@ def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tm
     # hf_text_config (and so the allowlist) reads text_config.model_type = kimi_k2.
     import json
     from specaudit.evaluate import scan
-    from specaudit.target import Launch, load_model_dir, load_preset
+    from specaudit.target import Launch, load_model, load_preset
 
     (tmp_path / "config.json").write_text(json.dumps(load_preset("kimi-k2.5").config))
-    target = load_model_dir(str(tmp_path))
+    target = load_model(str(tmp_path))
     assert target.text_model_type == "kimi_k2" and target.model_type == "kimi_k25"
     result = scan(vllm_tree("0.17.0"), Launch(target))
     assert [f.rule_id for f in result.blocking] == [ALLOWLIST, IMAGE_TOKEN, INTERFACE]

@@ -1,0 +1,119 @@
+"""Models named by Hugging Face Hub id: found in a Hub cache laid out as huggingface_hub documents it, or fetched
+(config.json only) from a Hub on 127.0.0.1 (tests/hub_server.py) that refuses the way the real one does.
+The scans run on the real vLLM 0.17.0 tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import vllm_tree
+from hub_server import FakeHub, Repo
+from test_cli import ROOT, assert_one_line_error
+
+COMMIT = "3c1d2b0e7f5a4c6d8e9f0a1b2c3d4e5f6a7b8c9d"
+LLAMA = (ROOT / "specaudit/presets/llama3.json").read_bytes()  # Llama-3.1-8B-Instruct's whole config.json
+
+
+def write_cache(cache: Path, repo: str, files: dict[str, bytes], refs: dict[str, str]) -> Path:
+    """A repository in the Hub cache's layout: blobs named by their hash, refs naming a commit, and the commit's
+    snapshot linking each file to its blob."""
+    folder = cache / f"models--{repo.replace('/', '--')}"
+    snapshot = folder / "snapshots" / COMMIT
+    (folder / "blobs").mkdir(parents=True)
+    snapshot.mkdir(parents=True)
+    (folder / "refs").mkdir()
+    for name, data in files.items():
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        (snapshot / name).symlink_to(os.path.relpath(blob, snapshot))
+    for ref, commit in refs.items():
+        (folder / "refs" / ref).write_text(commit)
+    return snapshot
+
+
+def scan_model(model: str, env: dict[str, str], *more: str) -> subprocess.CompletedProcess:
+    tree = vllm_tree("0.17.0")
+    base = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
+            "HF_HUB_DISABLE_TELEMETRY": "1", "COLUMNS": "1000", **env}  # one report line, not wrapped
+    return subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", "--path", str(tree.root), "--model", model,
+                           *more], capture_output=True, text=True, env=base, timeout=600)
+
+
+def test_a_cache_in_the_documented_layout_is_what_huggingface_hub_reads(tmp_path):
+    write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": LLAMA}, {"main": COMMIT, "v1": COMMIT})
+    from huggingface_hub import scan_cache_dir
+
+    found = scan_cache_dir(tmp_path)
+    assert not found.warnings
+    (repo,) = found.repos
+    assert repo.repo_id == "meta-llama/Llama-3.1-8B-Instruct" and repo.repo_type == "model"
+    (revision,) = repo.revisions
+    assert revision.commit_hash == COMMIT and set(revision.refs) == {"main", "v1"}
+
+
+@pytest.mark.parametrize("revision", [None, "main", "v1", COMMIT])
+def test_an_id_resolves_in_the_cache_offline_at_each_kind_of_revision(tmp_path, revision):
+    snapshot = write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": LLAMA},
+                           {"main": COMMIT, "v1": COMMIT})
+    proc = scan_model("meta-llama/Llama-3.1-8B-Instruct", {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+                      *(("--revision", revision) if revision else ()))
+    assert proc.returncode == 0, proc.stderr
+    assert "READY" in proc.stdout
+    written = "meta-llama/Llama-3.1-8B-Instruct" + (f"@{revision}" if revision else "")
+    assert written in proc.stdout and "from the Hub cache" in proc.stdout
+    assert str(snapshot / "config.json") in proc.stdout
+
+
+def test_offline_with_nothing_cached_or_an_unknown_revision_is_one_line(tmp_path):
+    write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": LLAMA}, {"main": COMMIT})
+    env = {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    assert_one_line_error(scan_model("org/absent", env), "not in the Hub cache")
+    assert_one_line_error(scan_model("meta-llama/Llama-3.1-8B-Instruct", env, "--revision", "v9"),
+                          "meta-llama/Llama-3.1-8B-Instruct@v9: not in the Hub cache")
+
+
+@pytest.fixture
+def hub():
+    server = FakeHub({
+        "org/llama": Repo({"config.json": LLAMA}, revisions=("main", "v1"), commit=COMMIT),
+        "org/gated": Repo({"config.json": LLAMA}, gated=True),
+        "org/no-config": Repo({"README.md": b"weights elsewhere"}),
+    }).start()
+    yield server
+    server.stop()
+
+
+def test_online_only_config_json_is_fetched_into_the_cache(tmp_path, hub):
+    proc = scan_model("org/llama", {"HF_HUB_CACHE": str(tmp_path), "HF_ENDPOINT": hub.endpoint}, "--revision", "v1")
+    assert proc.returncode == 0, proc.stderr
+    assert "org/llama@v1" in proc.stdout and hub.endpoint in proc.stdout
+    assert {r.rsplit("/", 1)[1] for r in hub.requests} == {"config.json"}
+    assert (tmp_path / "models--org--llama" / "snapshots" / COMMIT / "config.json").is_file()
+    again = scan_model("org/llama", {"HF_HUB_CACHE": str(tmp_path), "HF_ENDPOINT": hub.endpoint,
+                                     "HF_HUB_OFFLINE": "1"}, "--revision", "v1")
+    assert again.returncode == 0 and "from the Hub cache" in again.stdout
+
+
+@pytest.mark.parametrize("model, revision, why", [
+    ("org/gated", None, "a gated repository this token has no access to"),  # 403, GatedRepo
+    ("org/missing", None, "no such model repository on the Hub"),  # 401, RepoNotFound: what the Hub says
+    ("org/llama", "v9", "org/llama@v9: the repository has no revision 'v9'"),  # 404, RevisionNotFound
+    ("org/no-config", None, "the repository has no config.json at this revision"),  # 404, EntryNotFound
+])
+def test_each_refusal_of_the_hub_is_its_own_line_and_exit_2(tmp_path, hub, model, revision, why):
+    proc = scan_model(model, {"HF_HUB_CACHE": str(tmp_path), "HF_ENDPOINT": hub.endpoint},
+                      *(("--revision", revision) if revision else ()))
+    assert_one_line_error(proc, why)
+
+
+def test_a_revision_without_a_hub_id_is_bad_input(tmp_path):
+    (tmp_path / "config.json").write_bytes(LLAMA)
+    assert_one_line_error(scan_model(str(tmp_path), {}, "--revision", "main"), "names a Hub commit, branch or tag")
