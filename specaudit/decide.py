@@ -577,7 +577,8 @@ class Evaluator:
                 value = self.eval(stmt.value, local, module) if stmt.value is not None else None
                 return _NONE if value is None else value
             if isinstance(stmt, ast.Raise):
-                return Raises(f"{_text(stmt.exc) if stmt.exc is not None else 'raise'} (in a function the condition calls)")
+                raised = _text(stmt.exc) if stmt.exc is not None else "raise"
+                return Raises(f"{raised} (in a function the condition calls)")
             if isinstance(stmt, ast.Assign):
                 value = self.eval(stmt.value, local, module)
                 for target in stmt.targets:

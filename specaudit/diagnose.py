@@ -57,7 +57,8 @@ def gate_at(frame: Frame, gates: list[GateSite]) -> GateSite | None:
     """The gate whose statement holds the frame's line: a rule's (it names the gate, as the scan reports it)
     before an obligation of the path inside it, then the narrowest."""
     path = frame.file.replace("\\", "/")
-    holding = [g for g in gates if (path == g.file or path.endswith("/" + g.file)) and g.line <= frame.line <= g.end_line]
+    holding = [g for g in gates
+               if (path == g.file or path.endswith("/" + g.file)) and g.line <= frame.line <= g.end_line]
     return min(holding, key=lambda g: (g.rule_id.startswith("path-"), g.end_line - g.line), default=None)
 
 
@@ -111,7 +112,8 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
     elif root.gate is None and root.signature is None:
         why = f"the launch failed at {met}, where the scan knows no gate, before {first.location}: the scan missed it"
     else:
-        why = f"the scan named {first.location} first, but the launch stopped at {met}: the scan missed or misordered it"
+        why = (f"the scan named {first.location} first, but the launch stopped at {met}: the scan missed or "
+               "misordered it")
     return _disagree(predicted, outcome, scan, root, why)
 
 

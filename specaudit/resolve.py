@@ -346,7 +346,8 @@ class Resolver:
                         for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
                             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
                                     and target.value.id == "self":
-                                found.setdefault(target.attr, []).append(value if value is not None else ast.Constant(None))
+                                known = value if value is not None else ast.Constant(None)
+                                found.setdefault(target.attr, []).append(known)
             self._instance_attributes[cls.qualname] = found
         return found
 

@@ -45,6 +45,10 @@ class Signature:
     # frames and ``pattern`` in its exception text; both must match.
     frame: re.Pattern | None = None
 
+    @property
+    def gate_ids(self) -> tuple[str, ...]:
+        return (self.gate,) if self.gate else self.gates
+
 
 @dataclass(frozen=True)
 class Milestone:
@@ -137,8 +141,7 @@ def match_crash(crash: Crash, signatures: list[Signature]) -> SignatureMatch | N
         if found and any(signature.frame.search(place) for place in places):
             fields = {k: v for k, v in found.groupdict().items() if v is not None}
             return SignatureMatch(signature.id, signature.title, signature.engine, crash.line_number, crash.text,
-                                  fields, signature.gate, (signature.gate,) if signature.gate else signature.gates,
-                                  signature.hint, True, ())
+                                  fields, signature.gate, signature.gate_ids, signature.hint, True, ())
     return None
 
 
@@ -183,7 +186,9 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
-    counts. Reads the lines once, keeping only a few: a log of any size fits in memory."""
+    counts. A root traceback no line names is held against the crash signatures (``crashes``); the ``release``
+    markers say which release and platform wrote the log. Reads the lines once, keeping only a few: a log of any
+    size fits in memory."""
     tracebacks = TracebackReader()
     named: dict[str, str] = {}
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
@@ -198,7 +203,8 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
             if found:
                 named.setdefault("engine", marker.engine)
                 for key, value in found.groupdict().items():
-                    named.setdefault(key, value) if value else None
+                    if value:
+                        named.setdefault(key, value)
         if any(pattern.search(line) for pattern in up or ()):
             tracebacks.came_through()
         for context, _ in waiting:
@@ -214,8 +220,8 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     for number, line, signature, found, context in sorted(first.values(), key=lambda m: m[0]):
         fields = {k: v for k, v in found.groupdict().items() if v is not None}
         distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
-                                       signature.gate, (signature.gate,) if signature.gate else signature.gates,
-                                       signature.hint, signature.root, tuple(context)))
+                                       signature.gate, signature.gate_ids, signature.hint, signature.root,
+                                       tuple(context)))
     cause = next((m for m in distinct if m.root), None)
     crash = tracebacks.root(wrappers or [])
     if cause is None and crash is not None:

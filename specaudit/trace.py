@@ -819,8 +819,8 @@ def is_docstring(stmt: ast.stmt) -> bool:
 
 
 def _summarizable(stmt: ast.stmt) -> bool:
-    """Statements decide.py can run: assignments to names, returns, raises, ifs of those, pass, and log calls
-    (which change nothing a condition reads)."""
+    """Statements decide.py can run: assignments to names, returns, raises, ifs and for loops of those, pass, and
+    log calls (which change nothing a condition reads)."""
     if isinstance(stmt, (ast.Return, ast.Pass, ast.Raise)):
         return True
     if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):

@@ -6,7 +6,6 @@ The scans run on the real vLLM 0.17.0 tree.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys

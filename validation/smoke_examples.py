@@ -47,9 +47,10 @@ def main(names: list[str]) -> None:
             command = ["VLLM_CPU_KVCACHE_SPACE=1", str(PYTHON), "-m", "vllm.entrypoints.openai.api_server",
                        "--model", str(models / target), "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
                        "--max-model-len", "512", "--dtype", "float32", "--speculative-config", json.dumps(speculative)]
+            # Run from the repository with --out reports: the reports name the log reports/..., no machine's path.
             done = subprocess.run(["specaudit", "smoke", server.alias, "--ssh-config", str(server.config),
-                                   "--runs-dir", str(work / "runs"), "--out", str(ROOT / "reports"),
-                                   "--format", "md", "--format", "html", "--format", "json", *options, "--", *command])
+                                   "--runs-dir", str(work / "runs"), "--out", "reports", "--format", "md",
+                                   "--format", "html", "--format", "json", *options, "--", *command], cwd=ROOT)
             print(f"{name}: exit {done.returncode}")
     finally:
         server.stop()
