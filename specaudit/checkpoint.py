@@ -12,9 +12,9 @@ import json
 import math
 import os
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import SpecauditError
 from .target import read_config
@@ -48,11 +48,39 @@ class TensorInfo:
         return f"{self.name}: {self.dtype} {list(self.shape)}"
 
 
+class ByteSource(Protocol):
+    """Where a safetensors file's bytes are read from: a local file, or a file on the Hub read by ranges."""
+
+    name: str  # what messages call it: a path or a URL
+
+    def size(self) -> int: ...
+
+    def read(self, start: int, length: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return str(self.path)
+
+    def size(self) -> int:
+        return os.path.getsize(self.path)
+
+    def read(self, start: int, length: int) -> bytes:
+        with open(self.path, "rb") as fh:
+            fh.seek(start)
+            return fh.read(length)
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     path: str
     config: dict[str, Any]
     tensors: dict[str, TensorInfo]
+    sources: dict[str, ByteSource] = field(default_factory=dict, compare=False)  # file -> its bytes, where not local
 
     def tensor(self, *names: str) -> TensorInfo | None:
         """The first tensor found under any of the names, with or without a leading ``model.``."""
@@ -67,9 +95,8 @@ class Checkpoint:
         code = _INT_FORMATS.get(tensor.dtype)
         if code is None:
             raise SpecauditError(f"{tensor.file}: {tensor.name} is {tensor.dtype}, not an integer tensor")
-        with open(tensor.file, "rb") as fh:
-            fh.seek(tensor.start)
-            data = fh.read(tensor.end - tensor.start)
+        source = self.sources.get(tensor.file) or LocalFile(Path(tensor.file))
+        data = source.read(tensor.start, tensor.end - tensor.start)
         if len(data) != tensor.end - tensor.start:
             raise SpecauditError(f"{tensor.file}: truncated: {tensor.name}'s data ends past the end of the file")
         return list(struct.unpack(f"<{tensor.numel}{code}", data))
@@ -83,7 +110,7 @@ def read_checkpoint(path: str) -> Checkpoint:
     files = _weight_files(directory)
     tensors: dict[str, TensorInfo] = {}
     for file in files:
-        tensors.update(read_header(file))
+        tensors.update(read_header(LocalFile(file)))
     return Checkpoint(str(directory), config, tensors)
 
 
@@ -109,19 +136,18 @@ def _weight_files(directory: Path) -> list[Path]:
     return files
 
 
-def read_header(file: Path) -> dict[str, TensorInfo]:
+def read_header(source: ByteSource) -> dict[str, TensorInfo]:
     """The tensors a safetensors file declares, checked against the file's real size."""
-    size = os.path.getsize(file)
-    with open(file, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            raise SpecauditError(f"{file}: truncated safetensors file ({size} bytes, no header)")
-        (length,) = struct.unpack("<Q", head)
-        if length > MAX_HEADER_BYTES:
-            raise SpecauditError(f"{file}: header length {length} is beyond the format's limit: not a safetensors file?")
-        if 8 + length > size:
-            raise SpecauditError(f"{file}: truncated safetensors file (header of {length} bytes, file of {size})")
-        raw = fh.read(length)
+    file, size = source.name, source.size()
+    head = source.read(0, 8)
+    if len(head) < 8:
+        raise SpecauditError(f"{file}: truncated safetensors file ({size} bytes, no header)")
+    (length,) = struct.unpack("<Q", head)
+    if length > MAX_HEADER_BYTES:
+        raise SpecauditError(f"{file}: header length {length} is beyond the format's limit: not a safetensors file?")
+    if 8 + length > size:
+        raise SpecauditError(f"{file}: truncated safetensors file (header of {length} bytes, file of {size})")
+    raw = source.read(8, length)
     try:
         header = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -137,7 +163,7 @@ def read_header(file: Path) -> dict[str, TensorInfo]:
     return tensors
 
 
-def _tensor(file: Path, name: str, entry: Any, data_start: int, size: int) -> TensorInfo:
+def _tensor(file: str, name: str, entry: Any, data_start: int, size: int) -> TensorInfo:
     try:
         dtype, shape, (begin, end) = entry["dtype"], tuple(entry["shape"]), entry["data_offsets"]
     except (KeyError, TypeError, ValueError):

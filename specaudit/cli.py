@@ -14,7 +14,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from rich.console import Console
 
     from . import __version__
-    from .checkpoint import read_checkpoint
+    from .hub import is_hub_id, read_checkpoint_anywhere
     from .engines import ENGINES
     from .errors import SpecauditError
     from .evaluate import scan as run_scan
@@ -73,7 +73,8 @@ def main() -> None:
 @click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3).")
 @click.option("--model", "model_dir", help="A checkpoint directory with config.json, or a Hub id (org/name).")
 @click.option("--revision", default=None, help="The Hub revision of --model (a commit, branch or tag).")
-@click.option("--draft", "draft_dir", type=click.Path(), help="The drafter checkpoint directory.")
+@click.option("--draft", "draft_dir", help="The drafter: a checkpoint directory, or a Hub id (its revision: the "
+                                          "speculative config's `revision`).")
 @click.option("--speculative-config", "spec_json", help="vLLM's --speculative-config JSON.")
 @click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
               help="The branch of the engine's platform dispatches to read (`if current_platform.is_rocm(): ...`).")
@@ -137,8 +138,9 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     target = load_preset(preset) if preset is not None else load_model(model_dir, revision) if model_dir else None
     draft = draft_dir or speculative.get("model")
     # A drafter named with --draft must be readable; one named by a launch command may live on another
-    # machine, and is checked only when its directory is here.
-    drafter = read_checkpoint(draft) if draft and (draft_dir or Path(draft).is_dir()) else None
+    # machine, and is checked only when its directory is here, or when it is a Hub id (read as the engine would).
+    drafter = read_checkpoint_anywhere(draft, speculative.get("revision")) \
+        if draft and (draft_dir or Path(draft).is_dir() or is_hub_id(draft)) else None
     if target is None:
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")

@@ -76,3 +76,95 @@ def _refusal(exc: Exception, revision: str | None, cache: str) -> str | None:
     if isinstance(exc, (errors.HfHubHTTPError, OSError)):
         return f"the Hub could not be read ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})"
     return None
+
+
+class HubFile:
+    """A file of a Hub repository, read by byte ranges (``Range`` requests, as ``get_safetensors_metadata`` makes
+    them); where the server answers a range with the whole file, only the bytes asked for are read from the
+    stream before it is closed. The token is the one ``huggingface_hub`` finds."""
+
+    def __init__(self, repo: str, filename: str, revision: str | None):
+        from huggingface_hub import hf_hub_url
+
+        self.repo, self.filename, self.revision = repo, filename, revision
+        self.name = hf_hub_url(repo, filename, revision=revision)
+        self._size: int | None = None
+
+    def size(self) -> int:
+        if self._size is None:
+            self.read(0, 1)
+        return self._size
+
+    def read(self, start: int, length: int) -> bytes:
+        from huggingface_hub import get_session
+        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status
+
+        headers = {**build_hf_headers(), "Range": f"bytes={start}-{start + length - 1}"}
+        try:
+            with get_session().stream("GET", self.name, headers=headers, follow_redirects=True) as response:
+                hf_raise_for_status(response)
+                ranged = response.status_code == 206
+                total = response.headers.get("Content-Range", "").rpartition("/")[2]
+                self._size = int(total) if ranged and total.isdigit() else int(response.headers.get("Content-Length", 0))
+                skip, data = 0 if ranged else start, b""
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) >= skip + length:
+                        break  # a server that ignores ranges: stop reading, never the whole weights
+                return data[skip:skip + length]
+        except Exception as exc:  # noqa: BLE001 - the Hub's refusals are one line; anything else propagates
+            why = _refusal(exc, self.revision, "")
+            if why is None:
+                raise
+            raise SpecauditError(f"{self.repo}: {self.filename}: {why}") from None
+
+
+def read_checkpoint_anywhere(name: str, revision: str | None = None):
+    """A checkpoint (a drafter) named as the engine takes it: a directory, or a Hub id whose config.json and
+    safetensors headers are read from the Hub cache when the weights are there, else by range requests (the
+    index file, then a few KB of each shard: never the weights)."""
+    import json
+
+    from huggingface_hub import constants
+
+    from .checkpoint import INDEX_FILE, Checkpoint, read_checkpoint, read_header
+    from .target import read_config
+
+    source = resolve_model(name, revision)
+    if not is_hub_id(name):
+        return read_checkpoint(name)
+    try:
+        return read_checkpoint(str(source.directory))  # the weights are in the Hub cache: their headers are there
+    except SpecauditError:
+        if constants.HF_HUB_OFFLINE:
+            raise SpecauditError(f"{source.label}: its safetensors are not in the Hub cache "
+                                 f"({source.directory}), and HF_HUB_OFFLINE=1 forbids reading their headers") from None
+    try:
+        index = json.loads(resolve_file(name, INDEX_FILE, revision).read_text(encoding="utf-8"))
+        shards = sorted(set(index["weight_map"].values()))
+    except SpecauditError:
+        shards = ["model.safetensors"]  # no index: one shard
+    except (ValueError, KeyError, TypeError, AttributeError):
+        raise SpecauditError(f"{source.label}: {INDEX_FILE} is not a safetensors index (no weight_map)") from None
+    files = [HubFile(name, shard, revision) for shard in shards]
+    tensors = {}
+    for file in files:
+        tensors.update(read_header(file))
+    return Checkpoint(f"{source.label} ({source.where})", read_config(str(source.directory)), tensors,
+                      {file.name: file for file in files})
+
+
+def resolve_file(name: str, filename: str, revision: str | None) -> Path:
+    """A small file of a Hub repository (an index), from the cache or the Hub."""
+    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, filename, revision=revision)
+    if isinstance(cached, str):
+        return Path(cached)
+    try:
+        return Path(hf_hub_download(name, filename, revision=revision))
+    except Exception as exc:  # noqa: BLE001 - see resolve_model
+        why = _refusal(exc, revision, constants.HF_HUB_CACHE)
+        if why is None:
+            raise
+        raise SpecauditError(f"{name}: {filename}: {why}") from None

@@ -136,7 +136,8 @@ def parse_speculative_config(text: str) -> dict[str, Any]:
 
 
 # The keys of a speculative config the scan reads, with the types the engines' own parsers require.
-_SPECULATIVE_TYPES = {"method": str, "model": str, "num_speculative_tokens": int, "draft_tensor_parallel_size": int}
+_SPECULATIVE_TYPES = {"method": str, "model": str, "revision": str, "num_speculative_tokens": int,
+                      "draft_tensor_parallel_size": int}
 
 
 def check_speculative(config: dict[str, Any]) -> dict[str, Any]:

@@ -83,3 +83,19 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
 
     for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.patch"):
         monkeypatch.setattr(f"{module}.cache_dir", cache_dir)
+
+
+def safetensors_bytes(tensors: dict[str, tuple[str, list[int], int]]) -> bytes:
+    """A safetensors file of zeros (name -> dtype, shape, bytes per item), in the format's own layout: an 8-byte
+    little-endian header length, the JSON header, the data."""
+    import json
+    import math
+
+    header, offset = {}, 0
+    for name, (dtype, shape, item) in tensors.items():
+        size = item * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    return len(raw).to_bytes(8, "little") + raw + bytes(offset)

@@ -43,7 +43,8 @@ class FakeHub:
                 pass
 
             def _answer(self, body: bool) -> None:
-                hub.requests.append(f"{self.command} {self.path}")
+                hub.requests.append(f"{self.command} {self.path}" + (f" {self.headers['Range']}"
+                                                                      if "Range" in self.headers else ""))
                 found = _RESOLVE.match(self.path.split("?")[0])
                 repo = hub.repos.get(found["repo"]) if found else None
                 if repo is None:
@@ -67,7 +68,10 @@ class FakeHub:
                     self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
                 self.end_headers()
                 if body:
-                    self.wfile.write(data[start:end])
+                    try:
+                        self.wfile.write(data[start:end])
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass  # the client read what it needed and closed
 
             def _refuse(self, status: int, code: str, message: str) -> None:
                 self.send_response(status)

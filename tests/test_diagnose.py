@@ -7,12 +7,11 @@ release, and the scan's prediction held against the outcome. Evidence: real logs
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
-from conftest import vllm_tree
+from conftest import safetensors_bytes, vllm_tree
 from specaudit.diagnose import agreement, explain, gate_at, release_scan, root_cause
 from specaudit.evaluate import scan
 from specaudit.result import GateSite
@@ -164,19 +163,11 @@ def test_release_scan_reports_why_it_could_not_scan(tmp_path):
 
 
 def _checkpoint(directory: Path, config: dict, tensors: dict[str, tuple[str, list[int], int]] = {}) -> Path:
-    """A checkpoint as the scan reads it: config.json, and a safetensors file of zeros (name -> dtype, shape,
-    bytes per item) written in the format's own layout (8-byte header length, JSON header, data)."""
+    """A checkpoint as the scan reads it: config.json, and a safetensors file of zeros."""
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps(config))
-    header, offset = {}, 0
-    for name, (dtype, shape, item) in tensors.items():
-        size = item * math.prod(shape)
-        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    raw = json.dumps(header).encode()
-    raw += b" " * (-len(raw) % 8)
     if tensors:
-        (directory / "model.safetensors").write_bytes(len(raw).to_bytes(8, "little") + raw + bytes(offset))
+        (directory / "model.safetensors").write_bytes(safetensors_bytes(tensors))
     return directory
 
 

@@ -6,6 +6,7 @@ The scans run on the real vLLM 0.17.0 tree.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import vllm_tree
+from conftest import safetensors_bytes, vllm_tree
 from hub_server import FakeHub, Repo
 from test_cli import ROOT, assert_one_line_error
 
@@ -116,3 +117,56 @@ def test_each_refusal_of_the_hub_is_its_own_line_and_exit_2(tmp_path, hub, model
 def test_a_revision_without_a_hub_id_is_bad_input(tmp_path):
     (tmp_path / "config.json").write_bytes(LLAMA)
     assert_one_line_error(scan_model(str(tmp_path), {}, "--revision", "main"), "names a Hub commit, branch or tag")
+
+
+# -- a drafter named by Hub id: its safetensors headers read by ranges, never its weights ---------------------------
+
+# The tiny Llama target and the drafter of validation/crash_logs.py's drafter-aux-layers case: the drafter names
+# aux layer 20 of an 8-layer target (vLLM's drafter checks: rules/vllm/drafter-aux-layer-ids.yaml).
+TINY_TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128,
+               "intermediate_size": 256, "num_hidden_layers": 8, "num_attention_heads": 4, "num_key_value_heads": 2,
+               "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 512, "tie_word_embeddings": False}
+DRAFTER = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 128,
+           "target_hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 1, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "head_dim": 32, "max_position_embeddings": 512, "vocab_size": 512,
+           "draft_vocab_size": 128, "eagle_aux_hidden_state_layer_ids": [1, 4, 20]}
+# With a 4 MB lm_head the weights dwarf the header: a read of the whole file would show in the bytes served.
+WEIGHTS = safetensors_bytes({"fc.weight": ("F32", [128, 384], 4), "lm_head.weight": ("F32", [8192, 128], 4),
+                             "d2t": ("I64", [128], 8), "t2d": ("BOOL", [512], 1)})
+
+
+@pytest.mark.parametrize("ranges", [True, False], ids=["ranges", "a server that ignores ranges"])
+def test_a_hub_drafter_is_checked_from_its_headers_alone(tmp_path, ranges):
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "config.json").write_text(json.dumps(TINY_TARGET))
+    hub = FakeHub({"org/drafter": Repo({"config.json": json.dumps(DRAFTER).encode(), "model.safetensors": WEIGHTS},
+                                       commit=COMMIT)}, ranges=ranges).start()
+    try:
+        proc = scan_model(str(tmp_path / "target"), {"HF_HUB_CACHE": str(tmp_path / "cache"),
+                                                     "HF_ENDPOINT": hub.endpoint}, "--draft", "org/drafter")
+    finally:
+        hub.stop()
+    assert proc.returncode == 1, proc.stderr
+    assert "vllm-eagle3-drafter-aux-layer-ids" in proc.stdout
+    weights = [r for r in hub.requests if r.split()[1].endswith("/model.safetensors")]
+    assert weights and all("bytes=" in r for r in weights)  # every read of the weights file asks for a range
+    assert not (tmp_path / "cache" / "models--org--drafter" / "snapshots" / COMMIT / "model.safetensors").exists()
+
+
+def test_offline_a_hub_drafter_without_cached_weights_is_one_line(tmp_path):
+    write_cache(tmp_path, "org/drafter", {"config.json": json.dumps(DRAFTER).encode()}, {"main": COMMIT})
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "config.json").write_text(json.dumps(TINY_TARGET))
+    proc = scan_model(str(tmp_path / "target"), {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+                      "--draft", "org/drafter")
+    assert_one_line_error(proc, "org/drafter: its safetensors are not in the Hub cache")
+
+
+def test_a_hub_drafter_with_cached_weights_is_read_from_the_cache(tmp_path):
+    write_cache(tmp_path, "org/drafter", {"config.json": json.dumps(DRAFTER).encode(), "model.safetensors": WEIGHTS},
+                {"main": COMMIT})
+    (tmp_path / "target").mkdir()
+    (tmp_path / "target" / "config.json").write_text(json.dumps(TINY_TARGET))
+    proc = scan_model(str(tmp_path / "target"), {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"},
+                      "--draft", "org/drafter")
+    assert proc.returncode == 1 and "vllm-eagle3-drafter-aux-layer-ids" in proc.stdout, proc.stderr
