@@ -3,7 +3,8 @@ only, and it never imports the engine: the engine is found with ``find_spec`` an
 
 info  the Python, the engine (version, location, ``.py`` files that differ from the wheel's RECORD), GPUs and
       the processes holding them, whether the port is taken, leftovers of earlier launches, and the target's
-      and drafter's config.json and safetensors headers (small integer tensors included: d2t, t2d).
+      and drafter's config.json and safetensors headers (small integer tensors included: d2t, t2d), from a
+      directory or, for a Hub id, from the node's Hub cache (where the engine will load it from).
 pack  the engine's ``.py`` files and metadata as a gzipped tar on stdout, for the static scan.
 """
 
@@ -151,12 +152,50 @@ def leftovers(runs_dir):
     return found
 
 
-def checkpoint(path):
-    """config.json and, per safetensors file, its size, header and the bytes of its small integer tensors."""
-    path = os.path.expanduser(path)
-    if not os.path.isdir(path):
+def hub_cache():
+    """The Hub cache as huggingface_hub finds it: HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return os.path.expanduser(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME") or "~/.cache", "huggingface")
+    return os.path.join(os.path.expanduser(home), "hub")
+
+
+def hub_snapshot(repo, revision):
+    """The snapshot of ``org/name`` at ``revision`` (a branch or tag ref, or a commit) in the node's Hub cache, and
+    whether its weights are all there; None when the cache does not have it."""
+    folder = os.path.join(hub_cache(), "models--" + repo.replace("/", "--"))
+    ref = os.path.join(folder, "refs", revision or "main")
+    commit = revision
+    if os.path.isfile(ref):
+        with open(ref, encoding="utf-8") as fh:
+            commit = fh.read().strip()
+    snapshot = os.path.join(folder, "snapshots", commit or "")
+    if not commit or not os.path.isfile(os.path.join(snapshot, "config.json")):
+        return None
+    index = os.path.join(snapshot, "model.safetensors.index.json")
+    try:
+        with open(index, encoding="utf-8") as fh:
+            shards = set(json.load(fh)["weight_map"].values())
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        shards = {n for n in os.listdir(snapshot) if n.endswith(".safetensors")} or {"model.safetensors"}
+    cached = all(os.path.isfile(os.path.join(snapshot, shard)) for shard in shards)
+    return {"snapshot": snapshot, "cache": hub_cache(), "weights_cached": cached}
+
+
+def checkpoint(path, revision=None):
+    """config.json and, per safetensors file, its size, header and the bytes of its small integer tensors; a Hub id
+    is read in the node's Hub cache."""
+    expanded = os.path.expanduser(path)
+    hub = None
+    if not os.path.isdir(expanded) and path.count("/") == 1 and not path.startswith((".", "~")):
+        hub = hub_snapshot(path, revision)
+        if hub is None:
+            return {"error": f"{path}: not in the Hub cache of the node ({hub_cache()})", "hub": {"cache": hub_cache()}}
+        expanded = hub["snapshot"]
+    if not os.path.isdir(expanded):
         return {"error": f"{path}: no such directory on the remote"}
-    result = {"config": None, "files": {}}
+    result = {"config": None, "files": {}, "hub": hub}
+    path = expanded
     config = os.path.join(path, "config.json")
     if os.path.isfile(config):
         with open(config, encoding="utf-8", errors="replace") as fh:
@@ -199,7 +238,7 @@ def info(request):
         "port_in_use": port_in_use(request["port"]) if request.get("port") else None,
         "runs_dir": os.path.expanduser(request["runs_dir"]),
         "leftovers": leftovers(os.path.expanduser(request["runs_dir"])),
-        "checkpoints": {path: checkpoint(path) for path in request.get("checkpoints", [])},
+        "checkpoints": {path: checkpoint(path, revision) for path, revision in request.get("checkpoints", [])},
     }
 
 

@@ -473,6 +473,7 @@ def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:
         if pre.modified_files:
             rows.append(("engine files changed since install", ", ".join(pre.modified_files[:8])
                          + (f" and {len(pre.modified_files) - 8} more" if len(pre.modified_files) > 8 else "")))
+        rows += [("model", line) for line in pre.models]
         rows.append(("GPUs", "; ".join(f"{g['index']} {g['name']}: {g['memory_free_mib']} of {g['memory_total_mib']} MiB "
                                        "free" for g in pre.gpus) if pre.nvidia_smi else "no nvidia-smi on the node"))
         if pre.gpu_processes:

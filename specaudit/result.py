@@ -233,6 +233,7 @@ class Preflight:
     port_in_use: bool
     leftovers: list[dict[str, Any]]  # earlier launches still running: run dir, process group, command
     problems: list[str]  # what stops the launch before it starts
+    models: list[str] = field(default_factory=list)  # where the node loads the target and drafter from
 
 
 @dataclass(frozen=True)

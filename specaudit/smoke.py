@@ -43,7 +43,7 @@ from .remote import RUNS_DIR, Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
 from .signatures import (SERVER_UP, Explanation, classify, clean_line, load_crash_signatures, load_milestones,
                          load_signatures, load_wrappers, match_line)
-from .target import Launch, Target, method_of
+from .target import Launch, Target, load_model, method_of
 from .tracebacks import TracebackReader
 
 POLL_SECONDS = 1.0
@@ -352,7 +352,8 @@ class Smoke:
     def preflight(self) -> None:
         self.note("preflight", "remote Python, engine, GPUs, port, leftovers")
         spec = self.command.speculative
-        paths = [p for p in (self.command.model, spec.get("model")) if p]
+        paths = [[p, r] for p, r in ((self.command.model, self.command.options.get("revision")),
+                                     (spec.get("model"), spec.get("revision"))) if p]
         profile = ENGINES[self.engine]
         request = {"package": profile.package, "distributions": list(profile.distributions), "port": self.port,
                    "runs_dir": self.runs_dir, "checkpoints": paths}
@@ -387,15 +388,24 @@ class Smoke:
         checkpoints = info["checkpoints"]
         model, draft = self.command.model, self.command.speculative.get("model")
         target = None
+        if model and checkpoints[model].get("error") and "hub" in checkpoints[model]:
+            # A Hub id the node has not cached: the engine downloads it; its config is the Hub's, read from here.
+            try:
+                target = load_model(model, self.command.options.get("revision"))
+            except SpecauditError as exc:
+                raise _Stop(SmokeVerdict.BLOCKED, str(exc)) from None
         if model and checkpoints[model].get("config") is not None:
-            source = f"{self.options.host}:{model}/config.json"
+            hub = checkpoints[model].get("hub")
+            where = f"{hub['snapshot']}/config.json, from the node's Hub cache" if hub else f"{model}/config.json"
+            source = f"{self.options.host}:{where}"
             try:
                 config = json.loads(checkpoints[model]["config"])
             except ValueError as exc:
                 raise _Stop(SmokeVerdict.BLOCKED, f"{source}: malformed JSON ({exc})") from None
             if not isinstance(config, dict):
                 raise _Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
-            target = Target(name=model, source=source, config=config)
+            revision = self.command.options.get("revision")
+            target = Target(name=f"{model}@{revision}" if revision else model, source=source, config=config)
         drafter = None
         if draft and checkpoints[draft].get("config") is not None:
             drafter = replace(read_checkpoint(str(self._mirror_checkpoint(draft, checkpoints[draft]))),
@@ -651,7 +661,20 @@ def _preflight_of(info: dict, port: int, engine_name: str) -> Preflight:
         gpu_processes=_rows(gpus.get("processes"), ("gpu_uuid", "pid", "process_name", "used_memory_mib")),
         nvidia_smi=info["gpus"] is not None, port=port, port_in_use=bool(info["port_in_use"]),
         leftovers=info["leftovers"], problems=problems,
+        models=[_model_line(path, checkpoint) for path, checkpoint in info["checkpoints"].items()],
     )
+
+
+def _model_line(path: str, checkpoint: dict) -> str:
+    """Where the node will load a model from, and whether a Hub id's weights are already there."""
+    hub = checkpoint.get("hub")
+    if hub is None:
+        return f"{path}: a directory on the node"
+    if "snapshot" not in hub:
+        return f"{path}: not in the node's Hub cache ({hub['cache']}): the engine downloads it at launch"
+    weights = "weights cached" if hub["weights_cached"] else \
+        "weights NOT cached: the engine downloads them at launch, inside the launch time"
+    return f"{path}: the node's Hub cache, snapshot {hub['snapshot']}; {weights}"
 
 
 def _rows(table, names: tuple[str, ...]) -> list[dict[str, str]]:

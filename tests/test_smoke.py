@@ -393,3 +393,28 @@ def test_a_connection_lost_for_good_leaves_the_watchdog_to_stop_the_launch(tmp_p
         assert "specaudit watchdog: no word from specaudit" in next((tmp_path / "runs").glob("*/log")).read_text()
     finally:
         server.stop()
+
+
+def test_a_target_named_by_hub_id_is_found_in_the_nodes_hub_cache(sshd, tmp_path, engine_python, models):
+    # The tiny Llama target as a Hub repository in the node's cache (huggingface_hub's layout: blobs, a ref,
+    # a snapshot of links); the engine, offline, loads it from there, and so does the preflight.
+    commit = "5" * 40
+    folder = tmp_path / "hub" / "models--specaudit--tiny-llama"
+    for file in (models / ODD_NAME).iterdir():
+        blob = folder / "blobs" / file.name.replace(".", "-")
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(file.read_bytes())
+        link = folder / "snapshots" / commit / file.name
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    (folder / "refs").mkdir()
+    (folder / "refs" / "main").write_text(commit)
+    command = launch_command(engine_python, Path("specaudit/tiny-llama"), models / "drafter-agree", free_port())
+    command = [f"HF_HUB_CACHE={tmp_path / 'hub'}", "HF_HUB_OFFLINE=1", *command]
+    view = NullView()
+    result = run_smoke(options(sshd, tmp_path, command), view)
+    assert result.verdict == "PASSED", result.reason
+    assert result.scan.launch.target == "specaudit/tiny-llama" and "node's Hub cache" in result.scan.launch.source
+    assert any(line.startswith("specaudit/tiny-llama: the node's Hub cache") and line.endswith("weights cached")
+               for line in result.preflight.models)
+    assert "weights cached" in to_markdown(result)
