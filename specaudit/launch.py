@@ -111,7 +111,9 @@ def _sglang_command(args: list[str]) -> LaunchCommand:
         options[key] = value if key in _SGLANG_PATHS else _scalar(value)
     algorithm = str(options.get("speculative_algorithm") or "").upper()
     method = "eagle" if algorithm == "NEXTN" else algorithm.lower() or None
+    # The drafter's revision: speculative_draft_model_revision (sglang/srt/managers/tp_worker.py reads it).
     speculative = {"method": method, "model": options.get("speculative_draft_model_path"),
+                   "revision": options.get("speculative_draft_model_revision"),
                    "num_speculative_tokens": options.get("speculative_num_draft_tokens")}
     return LaunchCommand("sglang", options.get("model_path"), {k: v for k, v in speculative.items() if v}, options)
 

@@ -170,3 +170,21 @@ def test_a_hub_drafter_with_cached_weights_is_read_from_the_cache(tmp_path):
     proc = scan_model(str(tmp_path / "target"), {"HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"},
                       "--draft", "org/drafter")
     assert proc.returncode == 1 and "vllm-eagle3-drafter-aux-layer-ids" in proc.stdout, proc.stderr
+
+
+def test_a_launch_command_names_the_model_and_its_revisions_as_the_engines_read_them(tmp_path):
+    from specaudit.launch import parse_launch_command
+
+    write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": LLAMA}, {"main": COMMIT, "v1": COMMIT})
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "COLUMNS": "1000",
+           "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", "--path", str(vllm_tree("0.17.0").root), "--",
+                           "vllm", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--revision", "v1"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and "meta-llama/Llama-3.1-8B-Instruct@v1" in proc.stdout, proc.stderr
+    # SGLang's drafter revision: --speculative-draft-model-revision (server_args; managers/tp_worker.py reads it).
+    sglang = parse_launch_command(["python3", "-m", "sglang.launch_server", "--model-path", "org/target",
+                                   "--revision", "v1", "--speculative-algorithm", "EAGLE3",
+                                   "--speculative-draft-model-path", "org/drafter",
+                                   "--speculative-draft-model-revision", "r2"])
+    assert (sglang.model, sglang.options["revision"], sglang.speculative["revision"]) == ("org/target", "v1", "r2")
