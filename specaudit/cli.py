@@ -70,7 +70,8 @@ def main() -> None:
 @click.option("--path", "path", type=click.Path(), help="An engine tree: site-packages, a source checkout, or the package dir.")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
               help="Engine of the tree (default: detected, or the launch command's).")
-@click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3).")
+@click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3), "
+                                         "or its Hub id (moonshotai/Kimi-K2.5).")
 @click.option("--model", "model_dir", help="A checkpoint directory with config.json, or a Hub id (org/name).")
 @click.option("--revision", default=None, help="The Hub revision of --model (a commit, branch or tag).")
 @click.option("--draft", "draft_dir", help="The drafter: a checkpoint directory, or a Hub id (its revision: the "

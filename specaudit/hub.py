@@ -8,6 +8,8 @@ token where ``huggingface_hub`` looks for it (``HF_TOKEN``, the saved login). We
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +32,31 @@ class ModelSource:
     @property
     def label(self) -> str:
         return f"{self.written}@{self.revision}" if self.revision else self.written
+
+
+def cache_dir() -> Path:
+    """The Hub cache as huggingface_hub finds it (HF_HUB_CACHE, HF_HOME/hub, the XDG or home default), without
+    importing it: a preset's check costs nothing where no cache holds its repository."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
+    home = os.environ.get("HF_HOME") or Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface"
+    return Path(home).expanduser() / "hub"
+
+
+def cached_config(repo: str) -> tuple[Path, dict] | None:
+    """The config.json of ``repo`` at its main ref in the local Hub cache, read without the network."""
+    if not (cache_dir() / f"models--{repo.replace('/', '--')}").is_dir():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo, "config.json")
+    if not isinstance(found, str):
+        return None
+    try:
+        config = json.loads(Path(found).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return (Path(found), config) if isinstance(config, dict) else None
 
 
 def is_hub_id(name: str) -> bool:
@@ -123,8 +150,6 @@ def read_checkpoint_anywhere(name: str, revision: str | None = None):
     """A checkpoint (a drafter) named as the engine takes it: a directory, or a Hub id whose config.json and
     safetensors headers are read from the Hub cache when the weights are there, else by range requests (the
     index file, then a few KB of each shard: never the weights)."""
-    import json
-
     from huggingface_hub import constants
 
     from .checkpoint import INDEX_FILE, Checkpoint, read_checkpoint, read_header

@@ -104,6 +104,8 @@ def print_terminal(result: ScanResult, console: Console) -> None:
         console.print(f"target [bold]{launch.target}[/] ({launch.source}): architectures {', '.join(launch.architectures) or '-'}, "
                       f"text model type {launch.text_model_type or '-'}; method {launch.method}"
                       + (f", drafter {launch.draft}" if launch.draft else ""))
+        for note in launch.notes:
+            console.print(Text(f"note: {note}", style="yellow"))
         console.print(Text(f"\n{result.verdict}", style=_STYLE[result.verdict]) +
                       Text(f"  {_summary(result)}"))
         for number, finding in enumerate(result.blocking, 1):
@@ -261,6 +263,7 @@ def _markdown(result: ScanResult) -> str:
         out += [f"- target: **{launch.target}** ({launch.source}); architectures {', '.join(launch.architectures) or '-'}; "
                 f"text model type `{launch.text_model_type}`; method `{launch.method}`"
                 + (f"; drafter `{launch.draft}`" if launch.draft else ""),
+                *[f"- note: {note}" for note in launch.notes],
                 "", f"## Verdict: {result.verdict}", "", _summary(result), ""]
         for number, f in enumerate(result.blocking, 1):
             out += [f"### {number}. {f.title} (`{f.rule_id}`)", "",

@@ -48,13 +48,15 @@ class LaunchSummary:
     text_model_type: str
     method: str
     draft: str | None
+    notes: tuple[str, ...] = ()  # about where the target's config came from (a preset the Hub cache disagrees with)
 
     @classmethod
     def of(cls, launch: Launch) -> "LaunchSummary | None":
         t = launch.target
         if t is None:
             return None
-        return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft)
+        return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft,
+                   t.notes)
 
 
 @dataclass(frozen=True)

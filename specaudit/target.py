@@ -26,6 +26,7 @@ class Target:
     name: str  # the preset name or the checkpoint directory
     source: str  # where the config was read from
     config: dict[str, Any]  # the whole config.json
+    notes: tuple[str, ...] = ()  # what the user should know about where it came from
 
     @property
     def text_config(self) -> dict[str, Any]:
@@ -85,14 +86,40 @@ def presets() -> list[str]:
 
 
 def load_preset(name: str) -> Target:
+    """A bundled target, by its name or its Hub id; where the local Hub cache holds that repository, a config that
+    has drifted from the bundled snapshot is noted."""
     wanted = name.lower().replace("_", "-")
     known = presets()
+    wanted = next((p for p in known if _preset_config(p).get("_hub", "").lower() == name.lower()), wanted)
     if wanted not in known:
         close = difflib.get_close_matches(wanted, known, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(close)}?" if close else f"; known presets: {', '.join(known)}"
         raise SpecauditError(f"unknown target preset {name!r}{hint}")
-    text = resources.files("specaudit.presets").joinpath(f"{wanted}.json").read_text()
-    return Target(name=wanted, source=f"preset {wanted}", config=json.loads(text))
+    config = _preset_config(wanted)
+    return Target(name=wanted, source=f"preset {wanted}", config=config, notes=_drift(config))
+
+
+def _preset_config(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("specaudit.presets").joinpath(f"{name}.json").read_text())
+
+
+def _drift(preset: dict[str, Any]) -> tuple[str, ...]:
+    """The keys of a preset whose value the Hub cache's config.json of its repository no longer has."""
+    from .hub import cached_config
+
+    repo = preset.get("_hub")
+    found = cached_config(repo) if repo else None
+    if found is None:
+        return ()
+    path, cached = found
+    changed = sorted(k for k, v in preset.items() if not k.startswith("_") and cached.get(k, _ABSENT) != v)
+    if not changed:
+        return ()
+    return (f"the Hub cache's config.json of {repo} ({path}) differs from the bundled preset in "
+            f"{', '.join(changed)}: the scan reads the preset; --model {repo} reads the cached config",)
+
+
+_ABSENT = object()
 
 
 def load_model(name: str, revision: str | None = None) -> Target:

@@ -188,3 +188,22 @@ def test_a_launch_command_names_the_model_and_its_revisions_as_the_engines_read_
                                    "--speculative-draft-model-path", "org/drafter",
                                    "--speculative-draft-model-revision", "r2"])
     assert (sglang.model, sglang.options["revision"], sglang.speculative["revision"]) == ("org/target", "v1", "r2")
+
+
+def test_a_preset_is_named_by_its_hub_id_and_its_drift_from_the_cache_is_noted(tmp_path):
+    drifted = {**json.loads(LLAMA), "vocab_size": 128257}
+    write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": json.dumps(drifted).encode()},
+                {"main": COMMIT})
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "COLUMNS": "1000",
+           "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", "--path", str(vllm_tree("0.17.0").root),
+                           "--target", "meta-llama/Llama-3.1-8B-Instruct"], capture_output=True, text=True, env=env,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "target llama3 (preset llama3)" in proc.stdout
+    assert "note: the Hub cache's config.json of meta-llama/Llama-3.1-8B-Instruct" in proc.stdout
+    assert "differs from the bundled preset in vocab_size" in proc.stdout
+    same = {**env, "HF_HUB_CACHE": str(tmp_path / "elsewhere")}
+    quiet = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", "--path", str(vllm_tree("0.17.0").root),
+                            "--target", "llama3"], capture_output=True, text=True, env=same, timeout=600)
+    assert quiet.returncode == 0 and "note:" not in quiet.stdout
