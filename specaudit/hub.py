@@ -65,9 +65,9 @@ def is_hub_id(name: str) -> bool:
 
 
 def resolve_model(name: str, revision: str | None = None) -> ModelSource:
+    """Where ``name`` at ``revision`` is: a directory (where the engines ignore the revision too), the Hub cache, or
+    the Hub, whose refusals are one line each."""
     if not is_hub_id(name):
-        if revision:
-            raise SpecauditError(f"{name}: a revision ({revision}) names a Hub commit, branch or tag, not a directory")
         return ModelSource(name, None, "a local directory", Path(name).expanduser())
     from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 

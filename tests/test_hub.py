@@ -114,9 +114,13 @@ def test_each_refusal_of_the_hub_is_its_own_line_and_exit_2(tmp_path, hub, model
     assert_one_line_error(proc, why)
 
 
-def test_a_revision_without_a_hub_id_is_bad_input(tmp_path):
+def test_a_revision_of_a_directory_is_ignored_as_the_engines_ignore_it_and_one_without_a_model_is_bad_input(tmp_path):
     (tmp_path / "config.json").write_bytes(LLAMA)
-    assert_one_line_error(scan_model(str(tmp_path), {}, "--revision", "main"), "names a Hub commit, branch or tag")
+    assert scan_model(str(tmp_path), {}, "--revision", "main").returncode == 0
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", "--path", str(vllm_tree("0.17.0").root),
+                           "--revision", "main"], capture_output=True, text=True, timeout=600,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())})
+    assert_one_line_error(proc, "--revision is the revision of --model")
 
 
 # -- a drafter named by Hub id: its safetensors headers read by ranges, never its weights ---------------------------
