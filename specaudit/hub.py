@@ -69,24 +69,33 @@ def resolve_model(name: str, revision: str | None = None) -> ModelSource:
     the Hub, whose refusals are one line each."""
     if not is_hub_id(name):
         return ModelSource(name, None, "a local directory", Path(name).expanduser())
+    from huggingface_hub import constants
+
+    config, cached = hub_file(name, "config.json", revision)
+    where = f"the Hub cache ({config.parent})" if cached else \
+        f"the Hub ({constants.ENDPOINT}); config.json now cached in {config.parent}"
+    return ModelSource(name, revision, where, config.parent)
+
+
+def hub_file(name: str, filename: str, revision: str | None) -> tuple[Path, bool]:
+    """A small file of a Hub repository (config.json, an index) and whether it came from the cache; else it is
+    fetched into the cache."""
     from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
-    cached = try_to_load_from_cache(name, "config.json", revision=revision)
+    cached = try_to_load_from_cache(name, filename, revision=revision)
     if isinstance(cached, str):
-        return ModelSource(name, revision, f"the Hub cache ({Path(cached).parent})", Path(cached).parent)
+        return Path(cached), True
     try:
-        file = Path(hf_hub_download(name, "config.json", revision=revision))
+        return Path(hf_hub_download(name, filename, revision=revision)), False
     except Exception as exc:  # noqa: BLE001 - each refusal of the Hub's is one line; anything else propagates
-        why = _refusal(exc, revision, constants.HF_HUB_CACHE)
+        why = _refusal(exc, filename, revision, constants.HF_HUB_CACHE)
         if why is None:
             raise
         raise SpecauditError(f"{name}@{revision}: {why}" if revision else f"{name}: {why}") from None
-    return ModelSource(name, revision, f"the Hub ({constants.ENDPOINT}); config.json now cached in {file.parent}",
-                       file.parent)
 
 
-def _refusal(exc: Exception, revision: str | None, cache: str) -> str | None:
-    """Why the Hub did not give config.json, in words; None for an error that is not a refusal."""
+def _refusal(exc: Exception, filename: str, revision: str | None, cache: str) -> str | None:
+    """Why the Hub did not give ``filename``, in words; None for an error that is not a refusal."""
     from huggingface_hub import errors
 
     if isinstance(exc, errors.GatedRepoError):
@@ -97,11 +106,12 @@ def _refusal(exc: Exception, revision: str | None, cache: str) -> str | None:
     if isinstance(exc, errors.RevisionNotFoundError):
         return f"the repository has no revision {revision!r} (a commit, branch or tag)"
     if isinstance(exc, errors.LocalEntryNotFoundError):
-        return f"not in the Hub cache ({cache}), and the Hub cannot be reached (offline, or HF_HUB_OFFLINE=1)"
+        return (f"not in the Hub cache ({cache}): {filename}, and the Hub cannot be reached (offline, or "
+                "HF_HUB_OFFLINE=1)")
     if isinstance(exc, errors.EntryNotFoundError):
-        return "the repository has no config.json at this revision"
+        return f"the repository has no {filename} at this revision"
     if isinstance(exc, (errors.HfHubHTTPError, OSError)):
-        return f"the Hub could not be read ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})"
+        return f"the Hub could not be read for {filename} ({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})"
     return None
 
 
@@ -132,32 +142,33 @@ class HubFile:
                 hf_raise_for_status(response)
                 ranged = response.status_code == 206
                 total = response.headers.get("Content-Range", "").rpartition("/")[2]
-                self._size = int(total) if ranged and total.isdigit() else int(response.headers.get("Content-Length", 0))
-                skip, data = 0 if ranged else start, b""
+                whole = response.headers.get("Content-Length", "0")
+                self._size = int(total) if ranged and total.isdigit() else int(whole) if whole.isdigit() else 0
+                skip, data = 0 if ranged else start, bytearray()
                 for chunk in response.iter_bytes():
                     data += chunk
                     if len(data) >= skip + length:
                         break  # a server that ignores ranges: stop reading, never the whole weights
-                return data[skip:skip + length]
+                return bytes(data[skip:skip + length])
         except Exception as exc:  # noqa: BLE001 - the Hub's refusals are one line; anything else propagates
-            why = _refusal(exc, self.revision, "")
+            why = _refusal(exc, self.filename, self.revision, "")
             if why is None:
                 raise
-            raise SpecauditError(f"{self.repo}: {self.filename}: {why}") from None
+            raise SpecauditError(f"{self.repo}: {why}") from None
 
 
 def read_checkpoint_anywhere(name: str, revision: str | None = None):
     """A checkpoint (a drafter) named as the engine takes it: a directory, or a Hub id whose config.json and
     safetensors headers are read from the Hub cache when the weights are there, else by range requests (the
     index file, then a few KB of each shard: never the weights)."""
-    from huggingface_hub import constants
-
     from .checkpoint import INDEX_FILE, Checkpoint, read_checkpoint, read_header
     from .target import read_config
 
-    source = resolve_model(name, revision)
     if not is_hub_id(name):
         return read_checkpoint(name)
+    from huggingface_hub import constants
+
+    source = resolve_model(name, revision)
     try:
         return read_checkpoint(str(source.directory))  # the weights are in the Hub cache: their headers are there
     except SpecauditError:
@@ -165,7 +176,7 @@ def read_checkpoint_anywhere(name: str, revision: str | None = None):
             raise SpecauditError(f"{source.label}: its safetensors are not in the Hub cache "
                                  f"({source.directory}), and HF_HUB_OFFLINE=1 forbids reading their headers") from None
     try:
-        index = json.loads(resolve_file(name, INDEX_FILE, revision).read_text(encoding="utf-8"))
+        index = json.loads(hub_file(name, INDEX_FILE, revision)[0].read_text(encoding="utf-8"))
         shards = sorted(set(index["weight_map"].values()))
     except SpecauditError:
         shards = ["model.safetensors"]  # no index: one shard
@@ -177,19 +188,3 @@ def read_checkpoint_anywhere(name: str, revision: str | None = None):
         tensors.update(read_header(file))
     return Checkpoint(f"{source.label} ({source.where})", read_config(str(source.directory)), tensors,
                       {file.name: file for file in files})
-
-
-def resolve_file(name: str, filename: str, revision: str | None) -> Path:
-    """A small file of a Hub repository (an index), from the cache or the Hub."""
-    from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
-
-    cached = try_to_load_from_cache(name, filename, revision=revision)
-    if isinstance(cached, str):
-        return Path(cached)
-    try:
-        return Path(hf_hub_download(name, filename, revision=revision))
-    except Exception as exc:  # noqa: BLE001 - see resolve_model
-        why = _refusal(exc, revision, constants.HF_HUB_CACHE)
-        if why is None:
-            raise
-        raise SpecauditError(f"{name}: {filename}: {why}") from None
