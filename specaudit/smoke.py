@@ -669,7 +669,7 @@ def _model_line(path: str, checkpoint: dict) -> str:
     """Where the node will load a model from, and whether a Hub id's weights are already there."""
     hub = checkpoint.get("hub")
     if hub is None:
-        return f"{path}: a directory on the node"
+        return checkpoint.get("error") or f"{path}: a directory on the node"
     if "snapshot" not in hub:
         return f"{path}: not in the node's Hub cache ({hub['cache']}): the engine downloads it at launch"
     weights = "weights cached" if hub["weights_cached"] else \

