@@ -34,10 +34,11 @@ from specaudit.evaluate import scan  # noqa: E402
 from specaudit.locate import locate  # noqa: E402
 from specaudit.remote import Remote  # noqa: E402
 from specaudit.result import ScanResult  # noqa: E402
-from specaudit.signatures import explain_file  # noqa: E402
+from specaudit.signatures import classify, explain_file, load_signatures, load_wrappers  # noqa: E402
 from specaudit.smoke import SETTLE_SECONDS, LogWatch  # noqa: E402
 
 LOGS = ROOT / "tests/fixtures/logs"
+SIGNATURES, WRAPPERS = load_signatures(["vllm"]), load_wrappers(["vllm"])  # what the baseline watcher matches
 
 
 class Quiet:
@@ -85,9 +86,6 @@ def specaudit_trial(remote: Remote, log: Path, text: str, gates: ScanResult) -> 
 
 def baseline_trial(config: str, host: str, log: Path, text: str, gates: ScanResult, poll: float) -> tuple[float, int]:
     """A poller that runs on its own clock: the crash lands at a random moment between two of its polls."""
-    from specaudit.signatures import classify, load_signatures, load_wrappers
-
-    signatures, wrappers = load_signatures(["vllm"]), load_wrappers(["vllm"])
     log.write_text("INFO starting\n")
     written: list[float] = []
 
@@ -103,7 +101,7 @@ def baseline_trial(config: str, host: str, log: Path, text: str, gates: ScanResu
     while True:
         out = subprocess.run(["ssh", "-F", config, "-o", "BatchMode=yes", host, f"cat {log}"], capture_output=True).stdout
         handshakes += 1
-        explanation = classify(out.decode().splitlines(), signatures, str(log), wrappers)
+        explanation = classify(out.decode().splitlines(), SIGNATURES, str(log), WRAPPERS)
         if written and (explanation.crash or explanation.cause):
             root_cause(explanation, gates)
             writer.join()

@@ -279,9 +279,10 @@ class Evaluator:
         """The class of a part that a builder builds from the registry (``self.language_model =
         init_vllm_registered_model(..., architectures=["DeepseekV2ForCausalLM"])``)."""
         found = self.resolver.part_calls(cls).get(name)
-        return self._built(*found) if found else None
+        return self._registry_class(*found) if found else None
 
-    def _built(self, module: ModuleInfo, call: ast.Call) -> ClassInfo | None:
+    def _registry_class(self, module: ModuleInfo, call: ast.Call) -> ClassInfo | None:
+        """The class a declared builder call makes: the registry's entry for its literal ``architectures``."""
         dotted = dotted_name(call.func)
         builder = self.resolver.resolve(module, dotted) if dotted else None
         if self.registry is None or not isinstance(builder, External) or builder.qualname not in self.parts.builders:
@@ -311,7 +312,7 @@ class Evaluator:
     def language_model(self, target: TargetModel) -> TargetModel | Unknown:
         """What a ``language_model`` method of the target returns: the one part its class builds with a builder."""
         built = [cls for module, call in self.resolver.part_calls(target.cls).values()
-                 if (cls := self._built(module, call)) is not None]
+                 if (cls := self._registry_class(module, call)) is not None]
         if len(built) == 1:
             return TargetModel(built[0])
         return Unknown(f"the language model of {target.cls.name} ({len(built)} parts built from the registry)")
