@@ -4,7 +4,8 @@ safetensors headers, before any launch.
 Each check is one function named by a rule of kind ``drafter_contract`` (``params.check``) and returns a
 Finding with the numbers on both sides, or None when it has nothing to say (e.g. no d2t tensor). What the
 engine does with a drafter is read from vLLM's EAGLE-3 drafter (``model_executor/models/llama_eagle3.py``,
-0.11 to 0.33): ``fc`` takes ``target_hidden_size`` (else ``hidden_size``) times 3 inputs; ``lm_head`` has
+0.11 to 0.33): ``fc`` takes ``target_hidden_size`` (else ``hidden_size``) times 3 inputs, and the target hands
+it one hidden state per distinct aux layer id inside its layers; ``lm_head`` has
 ``draft_vocab_size`` rows (else ``vocab_size``); ``d2t`` maps draft id i to target id ``i + d2t[i]``; without
 ``d2t`` the logits must have the target's vocab; ``t2d`` is not loaded. The aux layers are
 ``eagle_aux_hidden_state_layer_ids`` of the drafter config, else the target model's default
@@ -52,6 +53,23 @@ class DraftContext:
         return [2, layers // 2, layers - 3], f"the default {DEFAULT_AUX_LAYERS} for L = {layers}"
 
 
+    def fc_inputs(self) -> tuple[int | None, str]:
+        """The input width of the fc the engine builds, and how: (target_hidden_size or hidden_size) times the
+        number of aux states. That number is 3; from vLLM 0.22 on, num_aux_hidden_states or
+        the length of eagle_config's aux ids when the config gives one."""
+        config = self.draft_config
+        hidden = config.get("target_hidden_size") or config.get("hidden_size")
+        if not isinstance(hidden, int):
+            return None, "the drafter config has neither target_hidden_size nor hidden_size"
+        declared = config.get("num_aux_hidden_states")
+        if declared is None:
+            declared = len((config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or ()) or None
+        if declared not in (None, 3):
+            return None, (f"the drafter config asks for {declared} aux states: releases before vLLM 0.22 build fc "
+                          f"for 3, later ones for {declared}")
+        return hidden * 3, f"{hidden} x 3"
+
+
 def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
              error: str | None = None) -> Finding:
     # Shards sit in the checkpoint directory: name them under the path the user gave (host:path for a remote one).
@@ -61,29 +79,23 @@ def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: s
 
 
 def check_fc_input_width(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    """The checkpoint's fc against the fc the engine builds: a mismatch fails the drafter's weight load."""
     fc = ctx.draft.tensor("fc.weight")
-    hidden = ctx.target_text.get("hidden_size")
-    if fc is None or len(fc.shape) != 2 or not isinstance(hidden, int):
+    if fc is None or len(fc.shape) != 2:
         return None
-    layers, source = ctx.aux_layers()
-    expected = len(layers) * hidden
+    built, how = ctx.fc_inputs()
     evidence = fc.describe()
-    built = (ctx.draft_config.get("target_hidden_size") or ctx.draft_config.get("hidden_size") or 0) * 3
-    if built and built != fc.shape[1]:
-        # The engine builds fc first and fails loading the checkpoint's weight into it
-        # (model_loader/weight_utils.py default_weight_loader).
+    if built is None:
+        return _finding(rule, ctx, Status.UNKNOWN, how, evidence, fc.file)
+    if built != fc.shape[1]:
+        # model_loader/weight_utils.py default_weight_loader
         return _finding(rule, ctx, Status.BLOCKS,
-                        f"the engine builds fc with (target_hidden_size or hidden_size) x 3 = {built} inputs, the "
-                        f"checkpoint's fc.weight has {fc.shape[1]}; the target returns {len(layers)} aux hidden "
-                        f"states ({source}) of hidden size {hidden}: {expected}", evidence, fc.file,
+                        f"the engine builds fc with {how} = {built} inputs, the checkpoint's fc.weight has "
+                        f"{fc.shape[1]}", evidence, fc.file,
                         f"AssertionError: Attempted to load weight (torch.Size({list(fc.shape)})) into parameter "
                         f"(torch.Size([{fc.shape[0]}, {built}]))")
-    if fc.shape[1] != expected:
-        return _finding(rule, ctx, Status.BLOCKS,
-                        f"fc takes {fc.shape[1]} inputs; the target returns {len(layers)} aux hidden states "
-                        f"({source}) of hidden size {hidden}: {expected}", evidence, fc.file,
-                        f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (Nx{expected} and {fc.shape[1]}x{fc.shape[0]})")
-    return _finding(rule, ctx, Status.PASSES, f"fc takes {len(layers)} x {hidden} = {expected} inputs", evidence, fc.file)
+    return _finding(rule, ctx, Status.PASSES, f"fc.weight has the {how} = {built} inputs the engine builds",
+                    evidence, fc.file)
 
 
 def check_target_hidden_size(rule: "Rule", ctx: DraftContext) -> Finding | None:
@@ -102,17 +114,47 @@ def check_target_hidden_size(rule: "Rule", ctx: DraftContext) -> Finding | None:
 
 
 def check_aux_layer_ids(rule: "Rule", ctx: DraftContext) -> Finding | None:
+    """The aux hidden states the target hands the drafter against the width of the drafter's fc: a mismatch
+    fails the drafter's first forward (combine_hidden_states). The target keeps the hidden state of each layer
+    whose id is in the set of aux ids (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(ids))), so a
+    repeated id or one past the last layer gives fewer states than ids."""
     layers, source = ctx.aux_layers()
-    count = ctx.target_text.get("num_hidden_layers")
-    if not isinstance(count, int):
+    count, hidden = ctx.target_text.get("num_hidden_layers"), ctx.target_text.get("hidden_size")
+    fc = ctx.draft.tensor("fc.weight")
+    built, _ = ctx.fc_inputs()
+    width = built or (fc.shape[1] if fc is not None and len(fc.shape) == 2 else None)
+    if not isinstance(count, int) or not isinstance(hidden, int) or width is None or not layers:
         return None
-    evidence = f"aux layers {layers} from {source}; target num_hidden_layers = {count}"
-    outside = [i for i in layers if not (isinstance(i, int) and 0 <= i < count)]
+    ids = {i for i in layers if isinstance(i, int)}
+    # Id L, the last layer's output, is kept by releases that collect after each layer (`idx + 1`, vLLM 0.18
+    # on) and not by earlier ones (`if idx in aux_hidden_state_layers` before each layer).
+    kept_without_last = sorted(i for i in ids if 0 <= i < count)
+    kept_with_last = sorted(i for i in ids if 0 <= i <= count)
+    evidence = f"aux layers {layers} from {source}; target num_hidden_layers = {count}, hidden_size = {hidden}; " \
+               f"fc takes {width} inputs"
+    fits = [len(kept) * hidden == width for kept in (kept_without_last, kept_with_last)]
+    if all(fits):
+        return _finding(rule, ctx, Status.PASSES, f"the target keeps {len(kept_without_last)} aux hidden states "
+                        f"(layers {kept_without_last}) of width {hidden}: the {width} inputs of fc", evidence)
+    if any(fits):
+        return _finding(rule, ctx, Status.UNKNOWN,
+                        f"aux layer id {count} is the output of the target's last layer: kept by releases that "
+                        f"collect after each layer (vLLM 0.18 on), not by earlier ones, and fc needs it", evidence)
+    lost = []
+    if len(set(layers)) < len(layers):
+        lost.append(f"ids repeat ({layers}): the target keeps each layer once")
+    outside = sorted(i for i in ids if i not in kept_with_last)
     if outside:
-        return _finding(rule, ctx, Status.BLOCKS,
-                        f"aux layer ids {outside} are outside the target's {count} layers: those hidden states are "
-                        f"never collected, and fc gets fewer inputs than it was trained on", evidence)
-    return _finding(rule, ctx, Status.PASSES, f"aux layers {layers} lie inside the target's {count} layers", evidence)
+        lost.append(f"ids {outside} are outside the target's {count} layers: never kept")
+    kept = kept_without_last
+    handed = f"{len(kept)} aux hidden states (layers {kept})"
+    if kept_with_last != kept:
+        handed += f", or {len(kept_with_last)} where the release keeps layer {count}, the last one's output,"
+    return _finding(rule, ctx, Status.BLOCKS,
+                    f"the target hands the drafter {handed} of width {hidden}, fc takes {width}"
+                    + (f"; {'; '.join(lost)}" if lost else ""),
+                    evidence, error=f"RuntimeError: shape '[-1, {width}]' is invalid for input of size "
+                                    f"(tokens x {len(kept) * hidden})")
 
 
 def check_vocab_maps(rule: "Rule", ctx: DraftContext) -> Finding | None:

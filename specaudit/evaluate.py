@@ -159,7 +159,8 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         for rule in rules:
             if rule.kind in SITELESS_KINDS:
                 finding = KINDS[rule.kind].judge(rule, None, judge)
-                findings += [finding] if finding else []
+                # Placed where the path meets its landmark; with none, after the rest of its phase.
+                findings += [replace(finding, step=path.landmarks.get(rule.at or "", 0))] if finding else []
         findings = _merge_repeats(findings, rules)
         options = launch.options if launch.engine == tree.engine.name else {}
         evaluator = Evaluator(resolver, launch.target, judge.target_class(), launch.method, path,

@@ -32,6 +32,7 @@ class Rule:
     files: tuple[str, ...]  # globs relative to the tree root
     params: dict[str, Any]
     hint: str
+    at: str | None = None  # the path's landmark where the gate bites, for a rule with no site on the path
     examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
 
@@ -103,6 +104,7 @@ def _rule_from(data: Any, path: Path) -> Rule:
         files=tuple(files if isinstance(files, list) else [files]),
         params=dict(data.get("params") or {}),
         hint=" ".join(str(data["hint"]).split()),
+        at=str(data["at"]) if data.get("at") else None,
         examples=tuple(data.get("examples") or ()),
         source=str(path),
     )

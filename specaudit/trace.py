@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterator
 
 import yaml
@@ -72,6 +72,16 @@ class RunnerChoice:
 
 
 @dataclass(frozen=True)
+class Landmark:
+    """A point of the path that no raise marks but where a check of the drafter bites (a rule's ``at:``): the
+    first call, in the role, of a function with one of these names (the last part of the called name)."""
+
+    name: str
+    role: str
+    calls: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TargetParts:
     """How the parts of a multimodal target are built, for conditions that read them."""
 
@@ -93,6 +103,7 @@ class PathSpec:
     source: str
     methods: tuple[str, ...] = ()  # "module:Name" of a Literal alias or an Enum that lists the engine's methods
     target_parts: TargetParts = TargetParts()
+    landmarks: tuple[Landmark, ...] = ()
 
 
 def load_path_spec(engine: str) -> PathSpec:
@@ -117,6 +128,8 @@ def load_path_spec(engine: str) -> PathSpec:
             source=str(path),
             methods=tuple(data.get("methods") or ()),
             target_parts=TargetParts(**{k: tuple(v) for k, v in (data.get("target_parts") or {}).items()}),
+            landmarks=tuple(Landmark(str(name), str(v["role"]), tuple(v["calls"]))
+                            for name, v in (data.get("landmarks") or {}).items()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed path file ({type(exc).__name__}: {exc})") from None
@@ -214,6 +227,7 @@ class TracedPath:
     # The speculative methods this release names: its declared list, and every method its path compares with.
     methods: frozenset[str] = frozenset()
     target_parts: TargetParts = TargetParts()
+    landmarks: dict[str, int] = field(default_factory=dict)  # landmark name -> its step, where the path met it
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -283,6 +297,7 @@ class Tracer:
         self._facts = {_normal(k): ast.parse(v, mode="eval").body for k, v in spec.facts.items()}
         self._method = {_normal(k) for k in spec.method}
         self._step = 0
+        self.landmarks: dict[str, int] = {}
 
     # ---- reading the tree ----
 
@@ -385,7 +400,8 @@ class Tracer:
         return TracedPath(self.spec.engine, runner, runner_reason, tuple(entries), tuple(self.obligations),
                           dict(self.functions), tuple(self.traced),
                           tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
-                          dict(self.spec.external_members), self._methods(), self.spec.target_parts)
+                          dict(self.spec.external_members), self._methods(), self.spec.target_parts,
+                          dict(self.landmarks))
 
     def _methods(self) -> frozenset[str]:
         """The methods the release declares (``SpeculativeMethod = Literal[...]``, ``class SpeculativeAlgorithm(Enum)``)
@@ -450,6 +466,15 @@ class Tracer:
     def record(self, obligation: Obligation) -> None:
         self._step += 1
         self.obligations.append(_with_step(obligation, self._step))
+
+    def meet(self, role: Role, call: ast.Call) -> None:
+        """A call that may be a landmark: its step is the next one, so that what comes before or after it on
+        the path stays so."""
+        name = (dotted_name(call.func) or "").rpartition(".")[2]
+        for landmark in self.spec.landmarks:
+            if landmark.role == role.name and name in landmark.calls and landmark.name not in self.landmarks:
+                self._step += 1
+                self.landmarks[landmark.name] = self._step
 
     def summarize(self, function: _Function) -> str | None:
         """The placeholder name for a function a condition calls, keeping its summary; None when it is too
@@ -634,6 +659,7 @@ class _Walk:
         return self.denote(node) is not None
 
     def call(self, call: ast.Call, guards: tuple[Condition, ...]) -> None:
+        self.t.meet(self.frame.role, call)
         callee, self_class = self.callee(call.func)
         if callee is None:
             return

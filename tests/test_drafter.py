@@ -85,17 +85,23 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
     checks.discard("drafter-draft-tensor-parallel")  # no draft TP size given: nothing to check
     assert checks | {"draft-class"} == set(findings)
     assert {f.status for f in findings.values()} == {"passes"}
-    assert "3 x 64 = 192" in findings["drafter-fc-input-width"].why
+    assert "64 x 3 = 192" in findings["drafter-fc-input-width"].why
+    assert "3 aux hidden states (layers [2, 4, 5])" in findings["drafter-aux-layer-ids"].why
 
 
 @pytest.mark.parametrize("case,config,tensors,speculative,rule,numbers", [
     ("fc concatenates two layers", {}, {"fc_inputs": 128}, {}, "drafter-fc-input-width", ["128", "192"]),
     ("four aux layers declared, fc built for three", {"eagle_aux_hidden_state_layer_ids": [1, 2, 3, 4]}, {}, {},
-     "drafter-fc-input-width", ["Nx256 and 192x32"]),
+     "drafter-aux-layer-ids", ["4 aux hidden states", "256", "fc takes 192"]),
+    # vLLM's default (2, L // 2, L - 3) is (2, 3, 3) for 6 layers: the target keeps two hidden states.
+    ("the default aux layers of a shallow target repeat an id", {}, {}, {"target": {"num_hidden_layers": 6}},
+     "drafter-aux-layer-ids", ["2 aux hidden states", "layers [2, 3]", "128", "fc takes 192"]),
     ("trained for another target", {"target_hidden_size": 48}, {"fc_inputs": 144}, {},
      "drafter-target-hidden-size", ["48", "64"]),
     ("aux layer past the target's last", {"eagle_aux_hidden_state_layer_ids": [2, 4, 9]}, {}, {},
      "drafter-aux-layer-ids", ["[9]", "8 layers"]),
+    ("the checkpoint's fc built for another width than its config says", {"target_hidden_size": 48}, {}, {},
+     "drafter-fc-input-width", ["48 x 3 = 144", "192"]),
     ("d2t shorter than the draft vocab", {}, {"d2t": [0] * 90}, {}, "drafter-vocab-maps", ["90", "100"]),
     ("d2t maps outside the target vocab", {}, {"d2t": [4 * i for i in range(99)] + [950]}, {},
      "drafter-vocab-maps", ["99 -> 1049", "1000"]),
@@ -110,6 +116,9 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
 def test_each_way_of_being_wrong_blocks_with_both_numbers(tmp_path, target_dir, case, config, tensors,
                                                           speculative, rule, numbers):
     draft = write_checkpoint(tmp_path / "draft", {**DRAFT, **config}, draft_tensors(**tensors))
+    target = speculative.pop("target", None)
+    if target:
+        target_dir = write_checkpoint(tmp_path / "target-changed", {**TARGET, **target}, None)
     findings, result = audit(target_dir, draft, **speculative)
     assert result.verdict == "BLOCKED"
     finding = findings[rule]
