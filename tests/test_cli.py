@@ -3,33 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from specaudit.launch import parse_launch_command
 from specaudit.errors import SpecauditError
 from conftest import vllm_tree
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def specaudit(*args: str, cwd: Path | None = None, env_cache: Path | None = None) -> subprocess.CompletedProcess:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home())}
-    if env_cache:
-        env["SPECAUDIT_CACHE"] = str(env_cache)
-    return subprocess.run([sys.executable, "-m", "specaudit.cli", *args], capture_output=True, text=True,
-                          cwd=cwd or ROOT, env=env, timeout=600)
-
-
-def assert_one_line_error(proc, fragment):
-    assert proc.returncode == 2, proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("specaudit: error:"), proc.stderr
-    assert fragment in lines[0]
+from helpers import ROOT, assert_one_line_error, specaudit
 
 
 @pytest.fixture

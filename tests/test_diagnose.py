@@ -18,7 +18,7 @@ from specaudit.result import GateSite
 from specaudit.signatures import explain_file
 from specaudit.target import Launch, Target, load_preset
 from specaudit.tracebacks import Frame
-from test_cli import specaudit
+from helpers import specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 PROPOSER = "vllm/v1/spec_decode/llm_base_proposer.py"

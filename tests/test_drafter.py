@@ -20,7 +20,7 @@ from specaudit.index import build_index
 from specaudit.ruleset import load_rules
 from specaudit.target import Launch, load_model
 from conftest import vllm_tree
-from test_cli import assert_one_line_error, specaudit
+from helpers import assert_one_line_error, specaudit
 
 TARGET = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
           "num_hidden_layers": 8, "vocab_size": 1000, "max_position_embeddings": 4096}
@@ -69,12 +69,12 @@ def target_dir(tmp_path):
     return write_checkpoint(tmp_path / "target", TARGET, None)
 
 
-def audit(target_dir, draft_dir, **speculative):
+def audit(target_dir, draft_dir, version="0.14.0", **speculative):
     drafter = read_checkpoint(str(draft_dir))
     options = speculative.pop("options", {})
     launch = Launch(load_model(str(target_dir)), draft=str(draft_dir), drafter=drafter,
                     speculative=speculative, options=options)
-    result = scan(vllm_tree("0.14.0"), launch)
+    result = scan(vllm_tree(version), launch)
     return {f.rule_id.removeprefix("vllm-eagle3-"): f for f in result.findings if "draft" in f.rule_id}, result
 
 
@@ -203,3 +203,29 @@ def test_bad_checkpoints_are_one_clear_line(tmp_path, target_dir, damage, messag
     proc = specaudit("scan", str(vllm_tree("0.14.0").root), "--model", str(target_dir), "--draft", str(draft),
                      env_cache=tmp_path / "cache")
     assert_one_line_error(proc, message)
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.33.0"])
+def test_checks_stand_where_the_launch_meets_them(tmp_path, version):
+    """A d2t of another length fails the drafter's weight load, which EagleProposer.load_model does (get_model /
+    _get_model) before it shares the target's embeddings: on a GPT-2 target, whose model has no embed_tokens
+    (llm_base_proposer.py / eagle.py raise AttributeError), the drafter's check comes first. Repeated default
+    aux layers (6 layers: (2, 3, 3)) fail the drafter's first forward, after the model runner's own gates."""
+    target = write_checkpoint(tmp_path / "target", {**TARGET, "architectures": ["GPT2LMHeadModel"],
+                                                     "model_type": "gpt2", "num_hidden_layers": 6}, None)
+    draft = write_checkpoint(tmp_path / "draft", DRAFT, draft_tensors(d2t=[0] * 90))
+    findings, result = audit(target, draft, version)
+    order = [f.rule_id for f in result.blocking]
+    assert order.index("vllm-eagle3-drafter-vocab-maps") < order.index("path-raise")
+    assert findings["drafter-vocab-maps"].step > 0  # placed at the landmark, not at the end of its phase
+    assert order[-1] == "vllm-eagle3-drafter-aux-layer-ids"
+    assert "vllm-eagle3-interface" in order
+
+
+def test_every_at_names_a_landmark_of_the_path_file():
+    from specaudit.trace import load_path_spec
+
+    for engine in ("vllm", "sglang"):
+        landmarks = {m.name for m in load_path_spec(engine).landmarks}
+        for rule in load_rules(engine):
+            assert rule.at is None or rule.at in landmarks, (rule.id, rule.at)

@@ -21,7 +21,7 @@ from specaudit.patch import (Locked, OutOfRange, PatchRefused, Shadow, apply, lo
                              status)
 from specaudit.target import Launch, load_preset
 from conftest import vllm_tree
-from test_cli import specaudit
+from helpers import specaudit
 
 ROOT = Path(__file__).resolve().parents[1]
 DEEPSEEK = "vllm/model_executor/models/deepseek_v2.py"

@@ -9,7 +9,7 @@ import pytest
 from specaudit.evaluate import scan
 from specaudit.target import Launch, load_model
 from conftest import engine_scan, engine_tree
-from test_cli import specaudit
+from helpers import specaudit
 
 REGISTRY = "sglang-architecture-registered"
 LAYERS = "sglang-eagle3-layers-to-capture"

