@@ -152,6 +152,37 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
 
 
 @main.command()
+@click.argument("trees", nargs=-1, required=True)
+@click.option("--target", "targets", multiple=True, required=True,
+              help="A bundled target preset or its Hub id (repeatable): a row of the matrix each.")
+@click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
+              help="The branch of the engine's platform dispatches to read.")
+@click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True, help="Also write the matrix.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+def matrix(trees: tuple[str, ...], targets: tuple[str, ...], platform: str, formats: tuple[str, ...],
+           out_dir: str) -> None:
+    """Targets x engine TREES (vllm==X, sglang==X, a wheel, a directory): from which release each target works
+    unpatched, and for each release where it is blocked, the bundle that opens it or the release to move to.
+
+    \b
+    specaudit matrix --target kimi-k2.5 vllm==0.14.0 vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
+    specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
+    """
+    from .matrix import build_matrix
+    from .report import print_matrix
+
+    console = Console()
+    with _reported_errors("interrupted"):
+        if formats:
+            check_out_dir(Path(out_dir))
+        result = build_matrix([locate(spec) for spec in trees], list(targets), platform=platform)
+        print_matrix(result, console)
+        for fmt in formats:
+            console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+    sys.exit(result.exit_code)
+
+
+@main.command()
 @click.argument("tree", required=False)
 @click.option("--target", help="The bundle target: kimi_k2 (Kimi-K2 and Kimi-K2.5), deepseek_v3.")
 @click.option("--path", "path", type=click.Path(), help="The engine tree (default: the installed engine).")

