@@ -8,9 +8,11 @@ from __future__ import annotations
 import fnmatch
 import gc
 import re
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Iterator
 
 from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
@@ -19,7 +21,8 @@ from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
-from .result import (ArchitectureRow, GateSite, Landscape, LaunchSummary, PathSummary, RuleStatus, ScanResult,
+from .result import (ArchitectureRow, GateSite, Landscape, LaunchSummary, PathSummary, Provenance, RuleStatus,
+                     ScanResult,
                      TreeSummary, Verdict)
 from .ruleset import PHASES, Rule, load_rules
 from .target import Launch, load_preset
@@ -194,7 +197,23 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         files_indexed=len(index.digests),
         seconds=round(time.perf_counter() - started, 3),
         gates=_gate_sites(gate_rules, sites, path),
+        provenance=_provenance(tree, index, overlay),
     )
+
+
+def _provenance(tree: EngineTree, index: TreeIndex, overlay: dict[str, bytes] | None) -> Provenance:
+    import datetime
+    import shlex
+
+    from . import __version__
+    from .patch import applied_bundles, modified_files
+
+    command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
+    time = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    # The files this scan read: hashing the whole tree would cost more than the scan does.
+    read = [rel for rel in index.digests if rel.endswith(".py") and rel not in (overlay or {})]
+    return Provenance(__version__, command, time, tree.origin, applied_bundles(tree), modified_files(tree, read),
+                      tuple(sorted(overlay or ())))
 
 
 def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> list[GateSite]:

@@ -26,7 +26,7 @@ import signal
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -334,6 +334,18 @@ def _record_hashes(tree: EngineTree) -> dict[str, str]:
                 raw = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
                 hashes[parts[0]] = raw.hex()
     return hashes
+
+
+def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
+    """The bundles specaudit's shadow state says are applied to the tree (read only: no recovery, no lock)."""
+    return tuple(sorted(Shadow(tree).state["bundles"]))
+
+
+def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:
+    """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known)."""
+    hashes = _record_hashes(tree)
+    return tuple(rel for rel in sorted(relpaths) if rel in hashes and (tree.root / rel).is_file()
+                 and sha256((tree.root / rel).read_bytes()) != hashes[rel])
 
 
 # -- the three operations ---------------------------------------------------------------------------------

@@ -135,6 +135,7 @@ def print_terminal(result: ScanResult, console: Console) -> None:
                       "; ".join(f"{p} ({why})" for p, why in result.skipped.items()))
     console.print(Text(path_line(result), style="dim"))
     console.print(Text(platform_line(result), style="dim"))
+    console.print(Text(provenance_line(result), style="dim"))
     console.print(f"[dim]{result.files_indexed} modules indexed in {result.seconds:.2f} s[/]")
 
 
@@ -260,6 +261,22 @@ def path_line(result: ScanResult) -> str:
     return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
 
 
+def provenance_line(result: ScanResult) -> str:
+    """Where the report comes from, in one line: specaudit, the command, the time, and what the tree had in it."""
+    p = result.provenance
+    if p is None:
+        return ""
+    text = f"made by specaudit {p.specaudit} ({p.command}) at {p.time}; the release from {p.source}"
+    if p.bundles:
+        text += f"; bundles applied: {', '.join(p.bundles)}"
+    if p.modified:
+        shown = ", ".join(p.modified[:5]) + (f" and {len(p.modified) - 5} more" if len(p.modified) > 5 else "")
+        text += f"; {len(p.modified)} file(s) read differ from the wheel's RECORD: {shown}"
+    if p.in_memory:
+        text += f"; read with edits in memory: {', '.join(p.in_memory)}"
+    return text
+
+
 def platform_line(result: ScanResult) -> str:
     """Which branch of the engine's platform dispatches the verdict read."""
     branches = result.tree.platform_branches
@@ -315,6 +332,7 @@ def _markdown(result: ScanResult) -> str:
     out.append(f"_{platform_line(result)}_")
     out.append("")
     out.append(f"_{result.files_indexed} modules indexed in {result.seconds:.2f} s._")
+    out += ["", f"_{provenance_line(result)}_"]
     return "\n".join(out) + "\n"
 
 
@@ -343,7 +361,8 @@ def to_html(report: Report) -> str:
     results = report.results if comparison else [report]
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
                                                 summary=_summary, gate_lines=_gate_lines, Status=Status,
-                                                path_line=path_line, platform_line=platform_line)
+                                                path_line=path_line, platform_line=platform_line,
+                                                provenance_line=provenance_line)
 
 
 # -- matrix ----------------------------------------------------------------------------------------------

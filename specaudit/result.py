@@ -40,6 +40,19 @@ class TreeSummary:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a report comes from: enough to reproduce it, and to know what the engine tree had in it."""
+
+    specaudit: str  # its version
+    command: str  # the command line that made the report
+    time: str  # UTC, ISO 8601
+    source: str  # where the engine release came from
+    bundles: tuple[str, ...] = ()  # specaudit patch bundles applied to the tree
+    modified: tuple[str, ...] = ()  # files the scan read that differ from the wheel's RECORD
+    in_memory: tuple[str, ...] = ()  # files read with edits in memory (a bundle planned, not applied)
+
+
+@dataclass(frozen=True)
 class LaunchSummary:
     target: str
     source: str
@@ -153,6 +166,7 @@ class ScanResult:
     files_indexed: int
     seconds: float
     gates: list[GateSite] = field(default_factory=list)  # every gate site on the path, decided or not
+    provenance: Provenance | None = None
 
     @property
     def exit_code(self) -> int:

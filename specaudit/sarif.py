@@ -50,6 +50,7 @@ def _run(result: ScanResult) -> dict[str, Any]:
         "automationDetails": {"id": f"specaudit/{result.tree.engine}-{result.tree.version}/"
                                     f"{launch.target if launch else 'landscape'}"},
         "results": [_result(f, rule_ids.index(f.rule_id)) for f in reported],
+        "invocations": [_invocation(result)] if result.provenance else [],
         "properties": {
             "verdict": result.verdict,
             "engine": result.tree.engine, "release": result.tree.version, "origin": result.tree.origin,
@@ -58,6 +59,13 @@ def _run(result: ScanResult) -> dict[str, Any]:
             "draft": launch.draft if launch else None,
         },
     }
+
+
+def _invocation(result: ScanResult) -> dict[str, Any]:
+    p = result.provenance
+    return {"commandLine": p.command, "startTimeUtc": p.time.replace("+00:00", "Z"), "executionSuccessful": True,
+            "properties": {"specaudit": p.specaudit, "source": p.source, "bundlesApplied": list(p.bundles),
+                           "modifiedFiles": list(p.modified), "editedInMemory": list(p.in_memory)}}
 
 
 def _rule(finding: Finding) -> dict[str, Any]:

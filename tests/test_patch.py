@@ -270,3 +270,16 @@ def test_a_kill_at_every_step_of_apply_and_revert_leaves_a_tree_the_next_run_rec
         else:
             pytest.fail(f"patch {' '.join(command)} never finished")
         assert step > 3  # it was killed at several steps before it finished
+
+
+def test_a_scan_of_a_patched_tree_says_so_in_its_provenance(tmp_path):
+    tree = copy_tree("0.17.0", tmp_path)
+    assert scan(tree, Launch(load_preset("kimi-k2"))).provenance.modified == ()
+    bundle = select_bundle(load_bundles("vllm"), "kimi_k2", tree.version)
+    changed = apply(tree, bundle).changed
+    provenance = scan(tree, Launch(load_preset("kimi-k2"))).provenance
+    assert provenance.bundles == (bundle.id,)
+    assert "vllm/config/speculative.py" in provenance.modified and set(provenance.modified) <= set(changed)
+    planned = scan(vllm_tree("0.17.0"), Launch(load_preset("kimi-k2")),
+                   overlay={"vllm/config/speculative.py": b"# edited\n"}).provenance
+    assert planned.in_memory == ("vllm/config/speculative.py",) and planned.bundles == ()

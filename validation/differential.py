@@ -91,6 +91,11 @@ FIXED = [
      "Aux hidden states of the wrong number fail only the drafter's first forward, after the model runner has "
      "loaded: the aux-layer and target-hidden-size checks are now of phase model_runner, after the path's gates "
      "of that phase."),
+    ("llava × every drafter: the scan said UNKNOWN (it could not tell whether the proposer's "
+     "`get_language_model().model.embed_tokens` exists); the launch served",
+     "llava.py builds its language model with init_vllm_registered_model(hf_config=config.text_config), with no "
+     "literal architectures: decide.py now takes the registry's class for the architectures the text config names "
+     "(VllmConfig.with_hf_config), as vLLM does (tests/test_vllm_facts.py, the llava test)."),
 ]
 
 
