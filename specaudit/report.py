@@ -261,6 +261,14 @@ def path_line(result: ScanResult) -> str:
     return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
 
 
+def source_link(result: ScanResult, finding: Finding) -> str | None:
+    """The finding's line in the engine's public repository, at the release's tag (a link; nothing is fetched)."""
+    from .engines import ENGINES
+
+    engine = ENGINES.get(result.tree.engine)
+    return engine.source_link(result.tree.version, finding.file, finding.line) if engine else None
+
+
 def provenance_line(result: ScanResult) -> str:
     """Where the report comes from, in one line: specaudit, the command, the time, and what the tree had in it."""
     p = result.provenance
@@ -296,8 +304,10 @@ def _markdown(result: ScanResult) -> str:
                 *[f"- note: {note}" for note in launch.notes],
                 "", f"## Verdict: {result.verdict}", "", _summary(result), ""]
         for number, f in enumerate(result.blocking, 1):
+            link = source_link(result, f)
             out += [f"### {number}. {f.title} (`{f.rule_id}`)", "",
-                    f"- where: `{f.location}` ({f.phase.replace('_', ' ')})"
+                    f"- where: " + (f"[`{f.location}`]({link})" if link else f"`{f.location}`")
+                    + f" ({f.phase.replace('_', ' ')})"
                     + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),
                     f"- error: `{f.error}`" if f.error else "- error: -",
                     f"- why: {f.why}", f"- hint: {f.hint}", "", "```python", f.code, "```", ""]
@@ -362,7 +372,7 @@ def to_html(report: Report) -> str:
     return env.get_template("scan.html").render(results=results, comparison=comparison, marks=_MARK,
                                                 summary=_summary, gate_lines=_gate_lines, Status=Status,
                                                 path_line=path_line, platform_line=platform_line,
-                                                provenance_line=provenance_line)
+                                                provenance_line=provenance_line, source_link=source_link)
 
 
 # -- matrix ----------------------------------------------------------------------------------------------

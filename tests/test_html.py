@@ -33,6 +33,8 @@ def test_a_blocked_scan_shows_its_verdict_first_in_red(tmp_path):
     assert '<p class="verdict BLOCKED">BLOCKED</p>' in dom
     assert dom.index("BLOCKED") < dom.index("EAGLE-3 target model-type allowlist")
     assert has_colour(pixels[: 1200 * 400], RED)  # in the first 400 rows: seen without scrolling
+    # each gate links to its line at the release's tag (a link: nothing is fetched)
+    assert 'href="https://github.com/vllm-project/vllm/blob/v0.17.0/vllm/config/speculative.py#L778"' in dom
 
 
 def test_the_matrix_is_a_coloured_grid(tmp_path):
