@@ -32,17 +32,18 @@ class Cell:
     verdict: str
     blocking: tuple[Gate, ...]  # in the order the launch meets them
     bundle: str | None = None  # the bundle that covers this release for this target, when it is blocked
+    bundle_target: str | None = None  # the name `specaudit patch --target` takes for it (kimi_k2)
     patched: str | None = None  # the verdict with the bundle's edits; None: no bundle, or it could not apply
     patch_problem: str = ""  # why the bundle could not be planned here
 
 
 @dataclass(frozen=True)
 class Answer:
-    """For one target: the first release of the range from which it works unpatched (and stays working), and
-    what to do on each release where it is blocked."""
+    """For one target: per engine, the first release of the range from which it works unpatched (and stays
+    working), and what to do on each release where it is not READY."""
 
     target: str
-    works_from: str | None
+    works_from: tuple[str, ...]  # one release per engine where there is one
     remedies: dict[str, str]  # release -> "specaudit patch ..." or "upgrade to ..." or why neither
 
 
@@ -109,31 +110,31 @@ def _patched(tree: EngineTree, target: str, cell: Cell, platform: str) -> Cell:
     try:
         edits = plan(tree, bundle).edits
     except SpecauditError as exc:
-        return replace(cell, bundle=bundle.id, patch_problem=str(exc))
+        return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patch_problem=str(exc))
     after = scan(tree, Launch(load_preset(target)), overlay={rel: new for rel, (_, new) in edits.items()},
                  platform=platform)
-    return replace(cell, bundle=bundle.id, patched=after.verdict)
+    return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=after.verdict)
 
 
 def _answer(target: str, trees: list[EngineTree], cells: list[Cell]) -> Answer:
     remedies: dict[str, str] = {}
-    works_from = None
+    works_from = []
     for engine in dict.fromkeys(t.engine.name for t in trees):
         row = [next(c for c in cells if c.target == target and c.release == t.label)
                for t in trees if t.engine.name == engine]
         # The first release from which every later one in the range is READY unpatched.
         stable = next((i for i in range(len(row)) if all(c.verdict == Verdict.READY for c in row[i:])), None)
-        if stable is not None and works_from is None:
-            works_from = row[stable].release
+        if stable is not None:
+            works_from.append(row[stable].release)
         for i, c in enumerate(row):
             if c.verdict != Verdict.READY:
-                remedies[c.release] = _remedy(c, row[i + 1:], target)
-    return Answer(target, works_from, remedies)
+                remedies[c.release] = _remedy(c, row[i + 1:])
+    return Answer(target, tuple(works_from), remedies)
 
 
-def _remedy(cell: Cell, later: list[Cell], target: str) -> str:
+def _remedy(cell: Cell, later: list[Cell]) -> str:
     if cell.patched == Verdict.READY:
-        return f"specaudit patch --target {target} (bundle {cell.bundle}) makes it READY"
+        return f"specaudit patch --target {cell.bundle_target} (bundle {cell.bundle}) makes it READY"
     upgrade = next((c.release for c in later if c.verdict == Verdict.READY), None)
     bundle = f"bundle {cell.bundle} leaves it {cell.patched}" if cell.patched else \
         f"bundle {cell.bundle} does not apply: {cell.patch_problem}" if cell.bundle else "no bundle covers it"

@@ -393,7 +393,7 @@ def answer_lines(matrix: "Matrix") -> list[str]:
     """The answers above the grid, as lines every format prints."""
     lines = []
     for answer in matrix.answers:
-        lines.append(f"{answer.target}: works unpatched from {answer.works_from}" if answer.works_from
+        lines.append(f"{answer.target}: works unpatched from {', '.join(answer.works_from)}" if answer.works_from
                      else f"{answer.target}: no release of the range works unpatched")
         lines += [f"  {release}: {remedy}" for release, remedy in answer.remedies.items()]
     return lines
@@ -416,7 +416,8 @@ def print_matrix(matrix: "Matrix", console: Console) -> None:
 def _matrix_markdown(matrix: "Matrix") -> str:
     out = [f"# specaudit matrix: {', '.join(matrix.targets)}", ""]
     for answer in matrix.answers:
-        out.append(f"- **{answer.target}**: " + (f"works unpatched from **{answer.works_from}**" if answer.works_from
+        out.append(f"- **{answer.target}**: " + (f"works unpatched from **{', '.join(answer.works_from)}**"
+                                                 if answer.works_from
                                                  else "no release of the range works unpatched"))
         out += [f"  - {release}: {remedy}" for release, remedy in answer.remedies.items()]
     out += ["", "| release | " + " | ".join(matrix.targets) + " |", "|---|" + "---|" * len(matrix.targets)]
