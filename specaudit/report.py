@@ -362,7 +362,8 @@ def to_html(report: Report) -> str:
     if isinstance(report, Matrix):
         return env.get_template("matrix.html").render(m=report, cell_line=cell_line)
     if isinstance(report, SmokeResult):
-        return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report), root_lines=root_lines,
+        return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report), spans=timeline_spans(report),
+                                                     root_lines=root_lines,
                                                      root=report.root, agreement=report.agreement)
     if isinstance(report, Explanation):
         return env.get_template("explain.html").render(e=report, root_lines=root_lines, root=report.root,
@@ -569,6 +570,16 @@ def _explanation_markdown(explanation: Explanation) -> str:
 
 
 # -- smoke -------------------------------------------------------------------------------------------------
+
+
+def timeline_spans(result: SmokeResult) -> list[tuple[str, float, float]]:
+    """The timeline as phases in the order they began: each from its first event to the next phase's first."""
+    starts: list[tuple[str, float]] = []
+    for event in result.timeline:
+        if not starts or starts[-1][0] != event.phase:
+            starts.append((event.phase, event.seconds))
+    ends = [start for _, start in starts[1:]] + [max(result.seconds, starts[-1][1]) if starts else 0.0]
+    return [(phase, start, end) for (phase, start), end in zip(starts, ends)]
 
 
 def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:

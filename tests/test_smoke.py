@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SERVE_VERSION, sigint_as_from_a_terminal
+from helpers import has_colour, open_in_chromium, png_pixels
 from loopback_sshd import keygen, start_sshd
 from specaudit.remote import Remote, SSHError, bash_command
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
@@ -219,6 +220,14 @@ def test_an_agreeing_drafter_is_accepted_on_every_token(sshd, tmp_path, engine_p
     assert not any(group_alive(g) for g in launched_groups(view.events))
     assert not any((tmp_path / "runs").iterdir())
     assert Path(result.logs[0]).read_text().count("Application startup complete") == 1
+    # The HTML report, as a person sees it: the acceptance bars and the timeline drawn, offline.
+    page = tmp_path / "smoke.html"
+    page.write_text(to_html(result))
+    dom, png, requests = open_in_chromium(page, tmp_path)
+    assert requests == 0
+    assert all(f"<title>position {i}: 1.000</title>" in dom for i in range(NUM_SPECULATIVE_TOKENS))
+    assert 'aria-label="timeline of the launch"' in dom and "<title>engine: " in dom
+    assert has_colour(png_pixels(png), (0x1A, 0x7F, 0x37))  # the bars, green: above their floor
 
 
 def test_a_random_drafter_is_flagged_and_greedy_stays_lossless(sshd, tmp_path, engine_python, models):
