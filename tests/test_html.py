@@ -65,3 +65,25 @@ def test_the_counter_sees_a_page_that_reaches_out(tmp_path):
     page = tmp_path / "reaching.html"
     page.write_text('<html><body><p>x</p><img src="http://192.0.2.1/x.png"></body></html>')
     assert open_in_chromium(page, tmp_path)[2] >= 1
+
+
+def test_the_conformance_table_filters_as_a_person_types(tmp_path):
+    """The filter is the page's own script: typed text and the checkbox hide the rows that do not match."""
+    result = vllm_scan("0.17.0", "kimi-k2.5")
+    html = to_html(result)
+    # What a person does, replayed by a script appended to a copy of the page: type "llama", tick the box.
+    typing = ('<script>var t = document.querySelector("p.filter input[type=search]"); t.value = "llama";'
+              't.dispatchEvent(new Event("input")); var c = document.querySelector("p.filter input[type=checkbox]");'
+              'c.checked = true; c.dispatchEvent(new Event("change"));</script>')
+    page = tmp_path / "typed.html"
+    page.write_text(html.replace("</body>", typing + "</body>"))
+    dom, _, requests = open_in_chromium(page, tmp_path)
+    assert requests == 0
+    rows = dom.split('<table id="conformance-1"')[1].split("</table>")[0].split("<tr data-eagle3=")[1:]
+    assert len(rows) == len(result.landscape.architectures)
+    shown = [row for row in rows if 'style="display: none;"' not in row]
+    # LlamaForCausalLM satisfies SupportsEagle3 in 0.17.0 (tests/test_vllm_facts.py: llama3 is READY); DeepSeek's
+    # class does not before 0.18.0: every row shown is a llama class that satisfies it, and only those are shown.
+    assert any(">LlamaForCausalLM<" in row for row in shown)
+    assert all(row.startswith('"yes"') and "llama" in row.lower() for row in shown)
+    assert len(shown) < sum(row.startswith('"yes"') for row in rows)
