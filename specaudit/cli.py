@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .evaluate import scan as run_scan
     from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
-    from .locate import locate
+    from .locate import REQUIREMENT, locate
     from .report import (FORMATS, SCAN_FORMATS, check_out_dir, print_explanation, print_patch_status, print_report,
                          print_smoke, write_report)
     from .result import Comparison
@@ -152,30 +152,49 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
 
 
 @main.command()
-@click.argument("trees", nargs=-1, required=True)
+@click.argument("trees", nargs=-1)
 @click.option("--target", "targets", multiple=True, required=True,
-              help="A bundled target preset or its Hub id (repeatable): a row of the matrix each.")
+              help="A bundled target preset or its Hub id (repeatable): a column of the matrix each.")
+@click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None, help="The engine of --releases.")
+@click.option("--releases", "release_range", default=None,
+              help="Every release of --engine in this range on the package index, e.g. '>=0.10,<0.34'.")
+@click.option("--pre", is_flag=True, help="With --releases: pre-releases too.")
 @click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
               help="The branch of the engine's platform dispatches to read.")
 @click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True, help="Also write the matrix.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
-def matrix(trees: tuple[str, ...], targets: tuple[str, ...], platform: str, formats: tuple[str, ...],
-           out_dir: str) -> None:
+def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None, release_range: str | None,
+           pre: bool, platform: str, formats: tuple[str, ...], out_dir: str) -> None:
     """Targets x engine TREES (vllm==X, sglang==X, a wheel, a directory): from which release each target works
     unpatched, and for each release where it is blocked, the bundle that opens it or the release to move to.
 
     \b
     specaudit matrix --target kimi-k2.5 vllm==0.14.0 vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
     specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
+    specaudit matrix --target kimi-k2.5 --engine vllm --releases '>=0.10,<0.34'
     """
+    from .fetch import release_versions
+    from .locate import WHEEL_PLATFORMS, fetch_releases
     from .matrix import build_matrix
     from .report import print_matrix
 
     console = Console()
     with _reported_errors("interrupted"):
+        if release_range and engine is None:
+            raise SpecauditError("--releases needs --engine (vllm or sglang)")
+        if not trees and not release_range:
+            raise SpecauditError("name the releases: TREES (vllm==0.17.0 ...) or --engine and --releases")
         if formats:
             check_out_dir(Path(out_dir))
-        result = build_matrix([locate(spec) for spec in trees], list(targets), platform=platform)
+        named = [spec for spec in trees if REQUIREMENT.match(spec) and not Path(spec).exists()]
+        if release_range:
+            dist = ENGINES[engine].distributions[0]
+            versions = release_versions(dist, release_range, WHEEL_PLATFORMS, prereleases=pre)
+            if not versions:
+                raise SpecauditError(f"no release of {dist} in {release_range} has a wheel on the package index")
+            named += [f"{dist}=={v}" for v in versions]
+        located = fetch_releases(named) + [locate(spec) for spec in trees if spec not in named]
+        result = build_matrix(located, list(targets), platform=platform)
         print_matrix(result, console)
         for fmt in formats:
             console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")

@@ -2,26 +2,29 @@
 
 A tree is named by one of: nothing (the engine installed in this interpreter), a directory
 (site-packages, a source checkout, or the package directory itself), a wheel file, or a requirement
-``vllm==X`` that is downloaded from the package index (the wheel only, no dependencies) into the user
-cache, keeping only its ``.py`` files and its metadata.
+``vllm==X`` whose wheel's ``.py`` files and metadata are fetched from the package index into the user cache:
+read out of the wheel by HTTP range requests (fetch.py), else extracted from the whole wheel pip downloads.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .cache import cache_dir
 from .engines import ENGINES, EngineProfile, engine_for_distribution, normalize_dist
 from .errors import SpecauditError
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 # Engine wheels are built for one of these manylinux baselines, which moved between releases
 # (vLLM 0.21.0: 2_24; 0.20.x: 2_35; 0.22 on: 2_28).
@@ -112,19 +115,58 @@ def locate_wheel(wheel: Path) -> EngineTree:
     return _tree_from_root(dest, profile, origin=str(wheel.resolve()))
 
 
-def locate_release(dist: str, version: str) -> EngineTree:
+def locate_release(dist: str, version: str, progress: Progress | None = None) -> EngineTree:
+    """The release's tree in the user cache, fetched unless a complete one is there; ``progress`` is a display
+    shared with other fetches (fetch.shown), else the fetch draws its own."""
     profile = engine_for_distribution(dist)
     if profile is None:
         raise SpecauditError(f"{dist}: not a supported engine ({', '.join(ENGINES)})")
     dest = cache_dir("trees") / f"{normalize_dist(dist)}-{version}"
     if not (dest / ".complete").exists():
-        with tempfile.TemporaryDirectory(prefix="specaudit-wheel-") as tmp:
-            wheel = _download_wheel(dist, version, Path(tmp))
-            _extract_python_files(wheel, dest)
+        fetch_release(dist, version, dest, progress)
     return _tree_from_root(dest, profile, origin=f"{dist}=={version} from the package index")
 
 
-def _download_wheel(dist: str, version: str, dest: Path) -> Path:
+def fetch_releases(requirements: Sequence[str], workers: int = 4) -> list[EngineTree]:
+    """The trees of several releases (``vllm==X`` each), in the order given, at most ``workers`` fetched at a
+    time under one progress display; a release named twice is fetched once. The first failing requirement's
+    error is raised once the other fetches have ended."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .fetch import shown  # here: HTTP and packaging cost ~50 ms of import; only a fetch needs them
+
+    keys, unique = [], {}
+    for requirement in requirements:
+        match = REQUIREMENT.match(requirement)
+        if match is None:
+            raise SpecauditError(f"{requirement}: not a release (write it like vllm==0.17.0)")
+        keys.append((normalize_dist(match["dist"]), match["version"]))
+        unique.setdefault(keys[-1], (match["dist"], match["version"]))
+    with shown() as progress, ThreadPoolExecutor(max_workers=workers) as pool:
+        trees = dict(zip(unique, pool.map(lambda release: locate_release(*release, progress), unique.values())))
+    return [trees[key] for key in keys]
+
+
+def fetch_release(dist: str, version: str, dest: Path, progress: Progress | None = None) -> None:
+    """The release's ``.py`` files and metadata into ``dest``: by range requests, else (an index or server that
+    cannot serve them so) out of the whole wheel pip downloads."""
+    from .fetch import RangeUnavailable, fetch_by_ranges  # here: ~50 ms of import, for a fetch only
+
+    try:
+        fetch_by_ranges(dist, version, dest, WHEEL_PLATFORMS, progress)
+    except RangeUnavailable:
+        download_release(dist, version, dest, progress)
+
+
+def download_release(dist: str, version: str, dest: Path, progress: Progress | None = None) -> None:
+    """The whole wheel by ``pip download``, its ``.py`` files and metadata extracted into ``dest``. pip draws its
+    own bar on a terminal, unless the fetch shares a display with others."""
+    with tempfile.TemporaryDirectory(prefix="specaudit-wheel-") as tmp:
+        wheel = _download_wheel(dist, version, Path(tmp), quiet=progress is not None)
+        _extract_python_files(wheel, dest, progress)
+
+
+def _download_wheel(dist: str, version: str, dest: Path, quiet: bool = False) -> Path:
     command = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
         "--python-version", "3.12", "--disable-pip-version-check", "--dest", str(dest),
@@ -132,7 +174,7 @@ def _download_wheel(dist: str, version: str, dest: Path) -> Path:
     for platform in WHEEL_PLATFORMS:
         command += ["--platform", platform]
     command.append(f"{dist}=={version}")
-    interactive = sys.stderr.isatty()
+    interactive = sys.stderr.isatty() and not quiet
     if interactive:
         print(f"downloading {dist}=={version} (wheel only, no dependencies)...", file=sys.stderr)
     # pip draws its download progress bar on its stdout, shown when we are on a terminal.
@@ -162,33 +204,22 @@ def _pip_failure(dist: str, version: str, stderr: str) -> str:
     return f"{dist}=={version}: pip download failed: {last[-1] if last else 'no output'}"
 
 
-def _extract_python_files(wheel: Path, dest: Path) -> None:
+def _extract_python_files(wheel: Path, dest: Path, progress: Progress | None = None) -> None:
     """Extract the ``.py`` files and metadata into ``dest``, atomically: a half extraction is never seen."""
-    from rich.progress import Progress
+    from .fetch import scanned_member, shown, staged_tree  # here: ~50 ms of import, paid only by an extraction
 
-    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=dest.parent))
-    try:
+    with staged_tree(dest, wheel.name) as staging:
         try:
             archive = zipfile.ZipFile(wheel)
         except zipfile.BadZipFile:
             raise SpecauditError(f"{wheel.name}: not a valid wheel (bad zip file)") from None
-        with archive:
-            members = [
-                m for m in archive.infolist()
-                if m.filename.endswith(".py") or ".dist-info/" in m.filename
-            ]
-            with Progress(transient=True, disable=not sys.stderr.isatty()) as progress:
-                task = progress.add_task(f"extracting {wheel.name}", total=len(members))
-                for member in members:
-                    archive.extract(member, staging)
-                    progress.advance(task)
-        (staging / ".complete").write_text(wheel.name + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(staging, dest)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+        with archive, shown(progress) as display:
+            members = [m for m in archive.infolist() if scanned_member(m.filename)]
+            task = display.add_task(f"extracting {wheel.name}", total=len(members), unit="files")
+            for member in members:
+                archive.extract(member, staging)
+                display.advance(task)
+            display.remove_task(task)
 
 
 def _tree_from_root(root: Path, profile: EngineProfile, origin: str) -> EngineTree:
