@@ -28,7 +28,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from loopback_sshd import start_sshd  # noqa: E402
 from specaudit.diagnose import root_cause  # noqa: E402
 from specaudit.evaluate import scan  # noqa: E402
 from specaudit.locate import locate  # noqa: E402
@@ -36,6 +35,8 @@ from specaudit.remote import Remote  # noqa: E402
 from specaudit.result import ScanResult  # noqa: E402
 from specaudit.signatures import classify, explain_file, load_signatures, load_wrappers  # noqa: E402
 from specaudit.smoke import SETTLE_SECONDS, LogWatch  # noqa: E402
+
+from loopback_sshd import start_sshd  # noqa: E402
 
 LOGS = ROOT / "tests/fixtures/logs"
 SIGNATURES, WRAPPERS = load_signatures(["vllm"]), load_wrappers(["vllm"])  # what the baseline watcher matches

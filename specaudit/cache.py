@@ -10,10 +10,7 @@ from pathlib import Path
 def cache_dir(*parts: str) -> Path:
     """The user cache (``$SPECAUDIT_CACHE``, else ``$XDG_CACHE_HOME/specaudit``), created on demand."""
     base = os.environ.get("SPECAUDIT_CACHE")
-    if base:
-        root = Path(base)
-    else:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specaudit"
+    root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specaudit"
     path = root.joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path

@@ -5,26 +5,34 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt like any other
     import click
     from rich.console import Console
 
     from . import __version__
-    from .hub import is_hub_id, read_checkpoint_anywhere
     from .engines import ENGINES
     from .errors import SpecauditError
     from .evaluate import scan as run_scan
+    from .hub import is_hub_id, read_checkpoint_anywhere
     from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
     from .locate import REQUIREMENT, locate
-    from .report import (FORMATS, SCAN_FORMATS, check_out_dir, print_explanation, print_patch_status, print_report,
-                         print_smoke, write_report)
-    from .result import Comparison
     from .remote import RUNS_DIR
+    from .report import (
+        FORMATS,
+        SCAN_FORMATS,
+        check_out_dir,
+        print_explanation,
+        print_patch_status,
+        print_report,
+        print_smoke,
+        write_report,
+    )
+    from .result import Comparison
     from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
@@ -147,8 +155,8 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
-    return Launch(target=target, method=method_of(speculative, draft), engine=command.engine if command else None, draft=draft, drafter=drafter,
-                  speculative=speculative, options=options)
+    return Launch(target=target, method=method_of(speculative, draft), engine=command.engine if command else None,
+                  draft=draft, drafter=drafter, speculative=speculative, options=options)
 
 
 @main.command()

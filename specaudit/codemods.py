@@ -8,9 +8,10 @@ precondition does not hold). Postconditions are checked by the caller, by scanni
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -36,8 +37,8 @@ class Change:
 
 @dataclass
 class PatchContext:
-    index: "TreeIndex"
-    judges: dict[str, "Judge"]  # preset -> judge of the launch that preset describes
+    index: TreeIndex
+    judges: dict[str, Judge]  # preset -> judge of the launch that preset describes
     sites: dict[str, list[Site]]  # rule id -> sites, as the scan sees the pristine tree
     protocols: dict[str, Any]
     sources: dict[str, str] = field(default_factory=dict)  # relpath -> edited source
@@ -95,7 +96,7 @@ def extend_allowlist(change: Change, context: PatchContext) -> str | None:
         if not add:
             continue
 
-        def transform(module: cst.Module, site=site, add=add) -> cst.Module:
+        def transform(module: cst.Module, site=site, values=values, add=add) -> cst.Module:
             return module.visit(_ExtendList(site.details["list_name"], values, add))
 
         _edit(context, site.file, transform)

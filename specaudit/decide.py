@@ -15,16 +15,32 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .gates import _COMPARE, Finding, Status, render_message
 from .index import ClassInfo, ModuleInfo, dotted_name
 from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
-from .trace import CONFIG, METHOD, MODEL_CONFIG, OPTIONS, OUTPUT, TARGET, TEXT_CONFIG, Condition, Obligation, \
-    Summary, TracedPath, is_docstring, placeholder, reads_target, runs
+from .trace import (
+    CONFIG,
+    METHOD,
+    MODEL_CONFIG,
+    OPTIONS,
+    OUTPUT,
+    TARGET,
+    TEXT_CONFIG,
+    Condition,
+    Obligation,
+    Summary,
+    TracedPath,
+    is_docstring,
+    placeholder,
+    reads_target,
+    runs,
+)
 
 # Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
 PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {

@@ -14,9 +14,10 @@ it one hidden state per distinct aux layer id inside its layers; ``lm_head`` has
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint
 from .gates import Finding, Status
@@ -30,7 +31,7 @@ DEFAULT_AUX_LAYERS = "(2, L // 2, L - 3)"
 
 @dataclass(frozen=True)
 class DraftContext:
-    launch: "Launch"
+    launch: Launch
     draft: Checkpoint
 
     @property
@@ -70,7 +71,7 @@ class DraftContext:
         return hidden * 3, f"{hidden} x 3"
 
 
-def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
+def _finding(rule: Rule, ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
              error: str | None = None) -> Finding:
     # Shards sit in the checkpoint directory: name them under the path the user gave (host:path for a remote one).
     shown = f"{ctx.draft.path}/{Path(file).name if file else 'config.json'}"
@@ -78,7 +79,7 @@ def _finding(rule: "Rule", ctx: DraftContext, status: str, why: str, evidence: s
                    error, why, rule.hint)
 
 
-def check_fc_input_width(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The checkpoint's fc against the fc the engine builds: a mismatch fails the drafter's weight load."""
     fc = ctx.draft.tensor("fc.weight")
     if fc is None or len(fc.shape) != 2:
@@ -98,7 +99,7 @@ def check_fc_input_width(rule: "Rule", ctx: DraftContext) -> Finding | None:
                     evidence, fc.file)
 
 
-def check_target_hidden_size(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_target_hidden_size(rule: Rule, ctx: DraftContext) -> Finding | None:
     hidden = ctx.target_text.get("hidden_size")
     declared = ctx.draft_config.get("target_hidden_size")
     key = "target_hidden_size"
@@ -113,7 +114,7 @@ def check_target_hidden_size(rule: "Rule", ctx: DraftContext) -> Finding | None:
     return _finding(rule, ctx, Status.PASSES, f"{key} {declared} equals the target's hidden size", evidence)
 
 
-def check_aux_layer_ids(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The aux hidden states the target hands the drafter against the width of the drafter's fc: a mismatch
     fails the drafter's first forward (combine_hidden_states). The target keeps the hidden state of each layer
     whose id is in the set of aux ids (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(ids))), so a
@@ -157,7 +158,7 @@ def check_aux_layer_ids(rule: "Rule", ctx: DraftContext) -> Finding | None:
                                     f"(tokens x {len(kept) * hidden})")
 
 
-def check_vocab_maps(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
     target_vocab = ctx.target_text.get("vocab_size")
     draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
     d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
@@ -198,7 +199,7 @@ def check_vocab_maps(rule: "Rule", ctx: DraftContext) -> Finding | None:
                     f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
 
 
-def check_max_positions(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_max_positions(rule: Rule, ctx: DraftContext) -> Finding | None:
     positions = ctx.draft_config.get("max_position_embeddings")
     requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
     if positions is None or requested is None:
@@ -212,7 +213,7 @@ def check_max_positions(rule: "Rule", ctx: DraftContext) -> Finding | None:
     return _finding(rule, ctx, Status.PASSES, f"{positions} positions cover the max model len {requested}", evidence)
 
 
-def check_draft_tensor_parallel(rule: "Rule", ctx: DraftContext) -> Finding | None:
+def check_draft_tensor_parallel(rule: Rule, ctx: DraftContext) -> Finding | None:
     draft_tp = ctx.launch.speculative.get("draft_tensor_parallel_size")
     target_tp = int(ctx.launch.options.get("tensor-parallel-size") or 1)
     if draft_tp is None:
@@ -225,7 +226,7 @@ def check_draft_tensor_parallel(rule: "Rule", ctx: DraftContext) -> Finding | No
     return _finding(rule, ctx, Status.PASSES, "the draft TP size is 1 or the target's", evidence)
 
 
-CHECKS: dict[str, Callable[["Rule", DraftContext], Finding | None]] = {
+CHECKS: dict[str, Callable[[Rule, DraftContext], Finding | None]] = {
     "fc_input_width": check_fc_input_width,
     "target_hidden_size": check_target_hidden_size,
     "aux_layer_ids": check_aux_layer_ids,

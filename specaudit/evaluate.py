@@ -10,10 +10,11 @@ import gc
 import re
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
 from .gates import KINDS, SITELESS_KINDS, Finding, Status
@@ -21,9 +22,18 @@ from .index import ClassInfo, TreeIndex, build_index
 from .locate import EngineTree
 from .registry import Registry, read_registry
 from .resolve import Conformance, Protocol, Resolver
-from .result import (ArchitectureRow, GateSite, Landscape, LaunchSummary, PathSummary, Provenance, RuleStatus,
-                     ScanResult,
-                     TreeSummary, Verdict)
+from .result import (
+    ArchitectureRow,
+    GateSite,
+    Landscape,
+    LaunchSummary,
+    PathSummary,
+    Provenance,
+    RuleStatus,
+    ScanResult,
+    TreeSummary,
+    Verdict,
+)
 from .ruleset import PHASES, Rule, load_rules
 from .target import Launch, load_preset
 from .trace import TARGET, Obligation, TracedPath, placeholder, trace

@@ -86,15 +86,15 @@ class Kind:
     # One gate the engine meets at several places (the same method called from three), reported once.
     merge_repeats = False
 
-    def judge(self, rule: "Rule", site: Site, judge: "Judge") -> Finding:
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         raise NotImplementedError
 
-    def validate(self, rule: "Rule") -> str | None:
+    def validate(self, rule: Rule) -> str | None:
         """What is wrong with a rule's parameters for this kind, if anything."""
         return None
 
     @staticmethod
-    def finding(rule: "Rule", site: Site, status: str, why: str, error: str | None = None) -> Finding:
+    def finding(rule: Rule, site: Site, status: str, why: str, error: str | None = None) -> Finding:
         return Finding(rule.id, rule.title, rule.phase, status, site.file, site.line, site.code,
                        error, why, rule.hint)
 

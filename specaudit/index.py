@@ -18,9 +18,10 @@ import pickle
 import re
 import signal
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .cache import cache_dir
 from .locate import EngineTree
@@ -69,7 +70,7 @@ class Factory:
     params: tuple[str, ...]
     made: ClassInfo
     returns_argument: bool  # some branch returns a parameter unchanged (`if is_pooling_model(cls): return cls`)
-    imports: dict[str, "Import"] = field(default_factory=dict)  # imports inside the function
+    imports: dict[str, Import] = field(default_factory=dict)  # imports inside the function
 
 
 @dataclass(frozen=True)
@@ -432,8 +433,8 @@ class TreeIndex:
     skipped: dict[str, str]  # relpath -> why it could not be indexed
     digests: dict[str, str]  # relpath -> content digest of indexed files
     sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
-    _store: "_CacheStore"
-    _pool: "_Pool | None" = None  # only while build_index runs
+    _store: _CacheStore
+    _pool: _Pool | None = None  # only while build_index runs
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
@@ -568,7 +569,7 @@ def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleI
     return relpath, digest, rules, info, sites, tree if keep else None
 
 
-def _parse_many(jobs: list[tuple], pool: "_Pool | None", meanwhile: Callable[[], None] | None) -> list:
+def _parse_many(jobs: list[tuple], pool: _Pool | None, meanwhile: Callable[[], None] | None) -> list:
     if pool is None or pool.workers < 2 or len(jobs) < 16:
         results = [_parse_one(job, keep=True) for job in jobs]
         if meanwhile:
@@ -594,7 +595,7 @@ class _Pool:
             self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_worker_init)
         return self._executor
 
-    def __enter__(self) -> "_Pool":
+    def __enter__(self) -> _Pool:
         return self
 
     def __exit__(self, kind: type | None, *exc: object) -> None:

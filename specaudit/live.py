@@ -29,7 +29,7 @@ class LiveView:
         self._live = Live(self._render(), console=console, auto_refresh=True, refresh_per_second=4,
                           transient=True, get_renderable=self._render) if console.is_terminal else None
 
-    def __enter__(self) -> "LiveView":
+    def __enter__(self) -> LiveView:
         if self._live:
             self._live.start()
         return self

@@ -13,8 +13,9 @@ shifted back to the file's lines.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 import libcst.matchers as m
@@ -55,7 +56,7 @@ class Segment:
         return "\n".join(x[start.column:] if x[:start.column].isspace() else x.lstrip() for x in lines)
 
 
-def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules: tuple["Rule", ...]) -> dict[str, list[Site]]:
+def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules: tuple[Rule, ...]) -> dict[str, list[Site]]:
     """The sites of each rule's shape in one file. A statement several rules anchor on is parsed once."""
     found = {}
     parsed: dict[tuple[int, int], Segment | None] = {}
@@ -244,10 +245,10 @@ class Shape:
     kind = ""
     whole_functions = False  # parse whole functions that contain a needle, not just gate-like statements
 
-    def needles(self, rule: "Rule") -> list[str]:
+    def needles(self, rule: Rule) -> list[str]:
         return []
 
-    def find(self, rule: "Rule", segment: Segment) -> list[Site]:
+    def find(self, rule: Rule, segment: Segment) -> list[Site]:
         raise NotImplementedError
 
 

@@ -23,10 +23,11 @@ import json
 import os
 import shutil
 import signal
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -224,7 +225,7 @@ class Shadow:
         if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
             repo.index.commit(message)
 
-    def lock(self) -> "_Lock":
+    def lock(self) -> _Lock:
         return _Lock(self.dir / "lock")
 
     def recover(self) -> list[str]:
@@ -264,7 +265,7 @@ class _Lock:
     def __init__(self, path: Path):
         self.path = path
 
-    def __enter__(self) -> "_Lock":
+    def __enter__(self) -> _Lock:
         self.fh = open(self.path, "w")
         try:
             fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -110,7 +110,8 @@ def print_terminal(result: ScanResult, console: Console) -> None:
     tree, launch = result.tree, result.launch
     console.print(f"[bold]specaudit scan[/]  {tree.engine} {tree.version}  [dim]{tree.root}[/]  ({tree.origin})")
     if launch:
-        console.print(f"target [bold]{launch.target}[/] ({launch.source}): architectures {', '.join(launch.architectures) or '-'}, "
+        console.print(f"target [bold]{launch.target}[/] ({launch.source}): "
+                      f"architectures {', '.join(launch.architectures) or '-'}, "
                       f"text model type {launch.text_model_type or '-'}; method {launch.method}"
                       + (f", drafter {launch.draft}" if launch.draft else ""))
         for note in launch.notes:
@@ -306,7 +307,7 @@ def _markdown(result: ScanResult) -> str:
         for number, f in enumerate(result.blocking, 1):
             link = source_link(result, f)
             out += [f"### {number}. {f.title} (`{f.rule_id}`)", "",
-                    f"- where: " + (f"[`{f.location}`]({link})" if link else f"`{f.location}`")
+                    "- where: " + (f"[`{f.location}`]({link})" if link else f"`{f.location}`")
                     + f" ({f.phase.replace('_', ' ')})"
                     + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),
                     f"- error: `{f.error}`" if f.error else "- error: -",
@@ -379,7 +380,7 @@ def to_html(report: Report) -> str:
 # -- matrix ----------------------------------------------------------------------------------------------
 
 
-def cell_line(cell: "Cell") -> str:
+def cell_line(cell: Cell) -> str:
     """A matrix cell in one line: the verdict, the first gate that blocks, and the verdict patched."""
     text = cell.verdict
     if cell.blocking:
@@ -390,7 +391,7 @@ def cell_line(cell: "Cell") -> str:
     return text
 
 
-def answer_lines(matrix: "Matrix") -> list[str]:
+def answer_lines(matrix: Matrix) -> list[str]:
     """The answers above the grid, as lines every format prints."""
     lines = []
     for answer in matrix.answers:
@@ -400,7 +401,7 @@ def answer_lines(matrix: "Matrix") -> list[str]:
     return lines
 
 
-def print_matrix(matrix: "Matrix", console: Console) -> None:
+def print_matrix(matrix: Matrix, console: Console) -> None:
     console.print(f"[bold]specaudit matrix[/]  {len(matrix.targets)} target(s) x {len(matrix.releases)} release(s)")
     for line in answer_lines(matrix):
         console.print(Text(line, style="" if line.startswith(" ") else "bold"))
@@ -414,7 +415,7 @@ def print_matrix(matrix: "Matrix", console: Console) -> None:
     console.print(table)
 
 
-def _matrix_markdown(matrix: "Matrix") -> str:
+def _matrix_markdown(matrix: Matrix) -> str:
     out = [f"# specaudit matrix: {', '.join(matrix.targets)}", ""]
     for answer in matrix.answers:
         out.append(f"- **{answer.target}**: " + (f"works unpatched from **{', '.join(answer.works_from)}**"

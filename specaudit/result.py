@@ -64,7 +64,7 @@ class LaunchSummary:
     notes: tuple[str, ...] = ()  # about where the target's config came from (a preset the Hub cache disagrees with)
 
     @classmethod
-    def of(cls, launch: Launch) -> "LaunchSummary | None":
+    def of(cls, launch: Launch) -> LaunchSummary | None:
         t = launch.target
         if t is None:
             return None
@@ -118,7 +118,7 @@ class PathSummary:
     decided: dict[str, int]  # status -> obligations, for the launch's target
 
     @classmethod
-    def of(cls, path: "TracedPath", decided: dict[str, int]) -> "PathSummary":
+    def of(cls, path: TracedPath, decided: dict[str, int]) -> PathSummary:
         from .trace import runs
 
         entries = [PathEntry(e.role, e.function, e.file, e.line, e.problem) for e in path.entries

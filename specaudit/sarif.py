@@ -1,10 +1,10 @@
 """Render a scan as SARIF 2.1.0, for code scanning (GitHub's and others'). Renders only; computes nothing.
 
-One run per engine release (per release and target, for a matrix). A result is a gate that blocks the launch (level ``error``) or one the scan could not
-decide (``warning``); gates that pass are left out, as code scanning lists problems. Locations are relative to
-the engine tree (``uriBaseId`` ENGINE_TREE: the directory holding the package), or to the drafter checkpoint for
-the checks of its files. A result's partial fingerprint leaves the line out, so that a gate keeps its identity
-when the lines above it move in the next release.
+One run per engine release (per release and target, for a matrix). A result is a gate that blocks the launch
+(level ``error``) or one the scan could not decide (``warning``); gates that pass are left out, as code scanning
+lists problems. Locations are relative to the engine tree (``uriBaseId`` ENGINE_TREE: the directory holding the
+package), or to the drafter checkpoint for the checks of its files. A result's partial fingerprint leaves the
+line out, so that a gate keeps its identity when the lines above it move in the next release.
 """
 
 from __future__ import annotations

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 import sys
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Iterable, Iterator
+from typing import IO, TYPE_CHECKING
 
 import yaml
 

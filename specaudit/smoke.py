@@ -12,6 +12,7 @@ outlives specaudit for long.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -23,11 +24,12 @@ import subprocess
 import tarfile
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Iterator, Protocol
+from typing import Protocol
 
 from .cache import cache_dir, slug
 from .checkpoint import read_checkpoint
@@ -41,8 +43,17 @@ from .locate import EngineTree, locate_directory
 from .metrics import Acceptance, ServingProfile, acceptance, load_serving
 from .remote import RUNS_DIR, Remote, SSHError, bash_command, quote_command
 from .result import Answer, Event, Lossless, Preflight, ScanResult, SmokeResult, SmokeVerdict, Verdict
-from .signatures import (SERVER_UP, Explanation, classify, clean_line, load_crash_signatures, load_milestones,
-                         load_signatures, load_wrappers, match_line)
+from .signatures import (
+    SERVER_UP,
+    Explanation,
+    classify,
+    clean_line,
+    load_crash_signatures,
+    load_milestones,
+    load_signatures,
+    load_wrappers,
+    match_line,
+)
 from .target import Launch, Target, load_model, method_of
 from .tracebacks import TracebackReader
 
@@ -252,10 +263,9 @@ class Heartbeat(threading.Thread):
     def run(self) -> None:
         while not self.stopped.wait(HEARTBEAT_SECONDS):
             if self.runs:
-                try:
+                # A dropped connection: the main thread regains it, or the lease runs out.
+                with contextlib.suppress(SpecauditError):
                     self.remote.run(f"touch {quote_command([self.runs[-1].directory + '/heartbeat'])}", timeout=30)
-                except SpecauditError:
-                    pass  # a dropped connection: the main thread regains it, or the lease runs out
 
     def stop(self) -> None:
         self.stopped.set()

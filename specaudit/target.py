@@ -64,7 +64,7 @@ class Launch:
     method: str = DEFAULT_METHOD  # lower case, as vLLM spells it
     engine: str | None = None  # the engine whose launch command gave `options`
     draft: str | None = None  # the drafter's path, as named
-    drafter: "Checkpoint | None" = None  # the drafter checkpoint, when it could be read here
+    drafter: Checkpoint | None = None  # the drafter checkpoint, when it could be read here
     speculative: dict[str, Any] = field(default_factory=dict)  # the speculative config, as given
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
 

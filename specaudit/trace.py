@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
 

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from loopback_sshd import start_sshd
-
 from specaudit.evaluate import scan
 from specaudit.locate import EngineTree, locate
 from specaudit.result import ScanResult
 from specaudit.target import Launch, load_preset
+
+from loopback_sshd import start_sshd
 
 _trees: dict[str, EngineTree] = {}
 _scans: dict[tuple[str, str | None], ScanResult] = {}

@@ -6,6 +6,7 @@ online path runs with HF_ENDPOINT pointed here and no other address contacted.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 import threading
@@ -29,7 +30,7 @@ class FakeHub:
     ranges: bool = True  # False: Range headers are ignored, whole files come back (200)
     requests: list[str] = field(default_factory=list)
 
-    def start(self) -> "FakeHub":
+    def start(self) -> FakeHub:
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -68,10 +69,8 @@ class FakeHub:
                     self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
                 self.end_headers()
                 if body:
-                    try:
+                    with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client read what it needed
                         self.wfile.write(data[start:end])
-                    except (BrokenPipeError, ConnectionResetError):
-                        pass  # the client read what it needed and closed
 
             def _refuse(self, status: int, code: str, message: str) -> None:
                 self.send_response(status)

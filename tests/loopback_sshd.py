@@ -76,7 +76,8 @@ def start_sshd(directory: Path, alias: str = "gpu-node") -> LoopbackSSHD:
         "ClientAliveInterval 5\nLogLevel ERROR\n"
     )
     process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(directory / "sshd_config")],
-                               stdout=subprocess.DEVNULL, stderr=open(directory / "sshd.log", "w"))
+                               stdout=subprocess.DEVNULL,
+                               stderr=open(directory / "sshd.log", "w"))  # noqa: SIM115 - held by sshd while it runs
     host_key = (directory / "host_key.pub").read_text().split()
     (directory / "known_hosts").write_text(f"[127.0.0.1]:{port} {host_key[0]} {host_key[1]}\n")
     server = LoopbackSSHD(directory, port, process, alias)

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import safetensors_bytes, vllm_tree
 from specaudit.diagnose import agreement, explain, gate_at, release_scan, root_cause
 from specaudit.evaluate import scan
 from specaudit.result import GateSite
 from specaudit.signatures import explain_file
 from specaudit.target import Launch, Target, load_preset
 from specaudit.tracebacks import Frame
+
+from conftest import safetensors_bytes, vllm_tree
 from helpers import specaudit
 
 LOGS = Path(__file__).parent / "fixtures" / "logs"
@@ -162,7 +163,7 @@ def test_release_scan_reports_why_it_could_not_scan(tmp_path):
     assert found is None and why.startswith(f"no scan of {tmp_path / 'missing'}")
 
 
-def _checkpoint(directory: Path, config: dict, tensors: dict[str, tuple[str, list[int], int]] = {}) -> Path:
+def _checkpoint(directory: Path, config: dict, tensors: dict[str, tuple[str, list[int], int]] | None = None) -> Path:
     """A checkpoint as the scan reads it: config.json, and a safetensors file of zeros."""
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps(config))

@@ -19,6 +19,7 @@ from specaudit.evaluate import scan
 from specaudit.index import build_index
 from specaudit.ruleset import load_rules
 from specaudit.target import Launch, load_model
+
 from conftest import vllm_tree
 from helpers import assert_one_line_error, specaudit
 

@@ -11,6 +11,7 @@ import pytest
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html
 from specaudit.signatures import explain_file
+
 from conftest import vllm_scan, vllm_tree
 from helpers import CHROMIUM, has_colour, open_in_chromium, png_pixels
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from conftest import safetensors_bytes, vllm_tree
-from hub_server import FakeHub, Repo
 from helpers import ROOT, assert_one_line_error
+from hub_server import FakeHub, Repo
 
 COMMIT = "3c1d2b0e7f5a4c6d8e9f0a1b2c3d4e5f6a7b8c9d"
 LLAMA = (ROOT / "specaudit/presets/llama3.json").read_bytes()  # Llama-3.1-8B-Instruct's whole config.json

@@ -11,6 +11,7 @@ import pytest
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html, to_markdown
 from specaudit.sarif import to_sarif
+
 from conftest import vllm_tree
 from helpers import specaudit
 

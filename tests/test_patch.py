@@ -17,9 +17,9 @@ import pytest
 from specaudit.errors import SpecauditError
 from specaudit.evaluate import scan
 from specaudit.locate import locate
-from specaudit.patch import (Locked, OutOfRange, PatchRefused, Shadow, apply, load_bundles, revert, select_bundle,
-                             status)
+from specaudit.patch import Locked, OutOfRange, PatchRefused, Shadow, apply, load_bundles, revert, select_bundle, status
 from specaudit.target import Launch, load_preset
+
 from conftest import vllm_tree
 from helpers import specaudit
 

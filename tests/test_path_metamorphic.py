@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from conftest import engine_tree
 from specaudit.evaluate import scan
 from specaudit.target import Launch, Target, load_preset
+
+from conftest import engine_tree
 
 # Qwen2MoeForCausalLM passes vLLM 0.17.0's allowlist ("qwen" is a substring of "qwen2_moe") and lacks
 # SupportsEagle3 (qwen2_moe.py: `class Qwen2MoeForCausalLM(nn.Module, SupportsPP, SupportsLoRA)`): only the

@@ -11,10 +11,10 @@ import textwrap
 
 import pytest
 
-from specaudit.gates import KINDS, SITELESS_KINDS
-from specaudit.match import SHAPES, find_sites
-from specaudit.index import module_info, parse
 from specaudit import engines
+from specaudit.gates import KINDS, SITELESS_KINDS
+from specaudit.index import module_info, parse
+from specaudit.match import SHAPES, find_sites
 from specaudit.ruleset import load_rules
 from specaudit.target import Launch, Target
 

@@ -10,6 +10,7 @@ import jsonschema
 
 from specaudit.result import Comparison
 from specaudit.sarif import MAX_RUNS, to_sarif
+
 from conftest import vllm_scan
 from helpers import specaudit
 

@@ -8,6 +8,7 @@ import pytest
 
 from specaudit.evaluate import scan
 from specaudit.target import Launch, load_model
+
 from conftest import engine_scan, engine_tree
 from helpers import specaudit
 

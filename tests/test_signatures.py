@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.ruleset import load_rules
-from specaudit.signatures import (classify, clean_line, explain_file, load_crash_signatures, load_milestones,
-                                  load_signatures)
-from specaudit.target import Launch, Target
 from specaudit.evaluate import scan
+from specaudit.ruleset import load_rules
+from specaudit.signatures import classify, clean_line, explain_file, load_crash_signatures, load_milestones, load_signatures
+from specaudit.target import Launch, Target
+
 from conftest import vllm_tree
 from helpers import ROOT, specaudit
 

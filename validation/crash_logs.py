@@ -25,6 +25,7 @@ first forward pass; whatever is still running after that is stopped with SIGTERM
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -94,10 +95,8 @@ def stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(grace)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def launch(name: str, out: str) -> int:

@@ -104,6 +104,7 @@ FIXED = [
 def target_config(name: str):
     """The transformers config of a tiny target: hidden 128, vocab 512 (tiny_eagle3's tokenizer)."""
     import transformers as tf
+
     import tiny_eagle3 as t3
 
     ids = dict(bos_token_id=t3.BOS, eos_token_id=t3.EOS, pad_token_id=t3.PAD, tie_word_embeddings=False)
@@ -139,6 +140,7 @@ def build_checkpoints(out: Path, targets: list[str]) -> None:
     sys.path.insert(0, str(ROOT / "tests/runtime"))
     import torch
     import transformers as tf
+
     import tiny_eagle3 as t3
 
     tok, vocab = t3.build_tokenizer()

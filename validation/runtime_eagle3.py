@@ -242,7 +242,7 @@ def main() -> dict:
             entries.append((arch, mod, cname, direct))
     else:
         registry_source = "_VLLM_MODELS"
-        for arch, (mod, cname) in getattr(registry, "_VLLM_MODELS").items():
+        for arch, (mod, cname) in registry._VLLM_MODELS.items():
             if not mod.startswith("vllm."):
                 mod = f"{MODELS_PKG}.{mod}"
             entries.append((arch, mod, cname, None))

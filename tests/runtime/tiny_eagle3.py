@@ -356,7 +356,7 @@ def main() -> int:
         "eos": EOS,
         "dirs": ["target", "target-random", "drafter-agree", "drafter-random", "drafter-broken", "target-gpt2",
                  "target-gemma", "drafter-fc-width", "drafter-aux-layers"],
-        "broken": "d2t has %d entries, draft_vocab_size is %d" % (DRAFT_VOCAB - 1, DRAFT_VOCAB),
+        "broken": f"d2t has {DRAFT_VOCAB - 1} entries, draft_vocab_size is {DRAFT_VOCAB}",
     }))
     return 0
 
