@@ -311,7 +311,8 @@ def _markdown(result: ScanResult) -> str:
                     + f" ({f.phase.replace('_', ' ')})"
                     + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),
                     f"- error: `{f.error}`" if f.error else "- error: -",
-                    f"- why: {f.why}", f"- hint: {f.hint}", "", "```python", f.code, "```", ""]
+                    f"- why: {f.why}", f"- hint: {f.hint}", "",
+                    *_details("the engine's code", ["```python", f.code, "```"])]
         others = [f for f in result.findings if f.status != Status.BLOCKS]
         if others:
             out += ["## Other gates on the path", "", "| | gate | where | status | why |", "|---|---|---|---|---|"]
@@ -321,21 +322,22 @@ def _markdown(result: ScanResult) -> str:
     if absent:
         out += ["Not in this release (no code of that shape): " + ", ".join(f"{r.title} (`{r.id}`)" for r in absent), ""]
     if result.candidates:
-        out += ["## Unclassified candidate gates", "", "| where | raises | why |", "|---|---|---|"]
-        out += [f"| `{c.location}` | {_cell(c.error or '-')} | {_cell(c.why)} |" for c in result.candidates]
-        out.append("")
+        out += ["## Unclassified candidate gates", ""]
+        out += _details(f"{len(result.candidates)} raises on the EAGLE-3 path that no rule names",
+                        ["| where | raises | why |", "|---|---|---|",
+                         *[f"| `{c.location}` | {_cell(c.error or '-')} | {_cell(c.why)} |" for c in result.candidates]])
     registered = [a for a in land.architectures if a.eagle3]
     out += ["## EAGLE-3 landscape", "",
             f"{land.contract} in this release: {', '.join(f'`{m}`' for m in land.contract_members) or '-'}", "",
             f"- registered architectures that satisfy it: **{len(registered)}** of {len(land.architectures)}",
             f"- classes in the tree that do: **{len(land.eagle3_classes)}**; "
             f"`grep '{land.grep_pattern}'` finds {len(land.grep_classes)} classes",
-            f"- unknown: {len(land.eagle3_unknown)}", "",
-            "| architecture | class | where |", "|---|---|---|"]
-    out += [f"| {a.architecture} | `{a.module}.{a.class_name}` | `{a.file}:{a.line}` |" for a in registered]
-    out += ["", "<details><summary>Every conforming class</summary>", ""]
-    out += [f"- `{q}`" for q in land.eagle3_classes]
-    out += ["", "</details>", ""]
+            f"- unknown: {len(land.eagle3_unknown)}", ""]
+    table = ["| architecture | class | where |", "|---|---|---|",
+             *[f"| {a.architecture} | `{a.module}.{a.class_name}` | `{a.file}:{a.line}` |" for a in registered]]
+    # With a launch the landscape is background: folded, so that the report pastes into an issue.
+    out += _details("The registered architectures that satisfy it", table) if launch else table + [""]
+    out += _details("Every conforming class", [f"- `{q}`" for q in land.eagle3_classes])
     if result.skipped:
         out += ["## Skipped files", ""] + [f"- `{p}`: {why}" for p, why in result.skipped.items()] + [""]
     out.append(f"_{path_line(result)}_")
@@ -345,6 +347,11 @@ def _markdown(result: ScanResult) -> str:
     out.append(f"_{result.files_indexed} modules indexed in {result.seconds:.2f} s._")
     out += ["", f"_{provenance_line(result)}_"]
     return "\n".join(out) + "\n"
+
+
+def _details(summary: str, lines: list[str]) -> list[str]:
+    """Markdown folded under a summary (GitHub renders <details>): long evidence stays one click away."""
+    return [f"<details><summary>{summary}</summary>", "", *lines, "", "</details>", ""]
 
 
 def _cell(text: str) -> str:

@@ -69,6 +69,9 @@ def test_launch_command_is_read_as_vllm_reads_it(tmp_path):
     assert "BLOCKED" in proc.stdout and "vllm/config/speculative.py" in proc.stdout
     md = next(tmp_path.glob("scan-vllm-0.14.0-*.md")).read_text()
     assert "## Verdict: BLOCKED" in md and "vllm-eagle3-interface" in md
+    # Pastes into an issue: the verdict and gates open, the long evidence folded.
+    assert md.index("## Verdict") < md.index("<details><summary>the engine's code</summary>")
+    assert "<details><summary>The registered architectures that satisfy it</summary>" in md
     html = next(tmp_path.glob("scan-vllm-0.14.0-*.html")).read_text()
     assert 'class="verdict BLOCKED"' in html
 
