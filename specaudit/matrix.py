@@ -6,14 +6,15 @@ format renders them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import SpecauditError
+from .errors import ExitCode, SpecauditError
 from .evaluate import scan
 from .locate import EngineTree
+from .patch import OutOfRange, load_bundles, plan, select_bundle
 from .result import ScanResult, Verdict
 from .target import Launch, load_preset
 
@@ -60,15 +61,11 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        from .errors import ExitCode
-
         verdicts = {c.verdict for c in self.cells}
         return ExitCode.BLOCKED if Verdict.BLOCKED in verdicts else \
             ExitCode.UNKNOWN if Verdict.UNKNOWN in verdicts else ExitCode.READY
 
     def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
         return {"targets": self.targets, "releases": self.releases, "cells": [asdict(c) for c in self.cells],
                 "answers": [asdict(a) for a in self.answers], "exit_code": self.exit_code}
 
@@ -94,10 +91,6 @@ def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
 
 def _patched(tree: EngineTree, target: str, cell: Cell, platform: str) -> Cell:
     """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it."""
-    from dataclasses import replace
-
-    from .patch import OutOfRange, load_bundles, plan, select_bundle
-
     if cell.verdict != Verdict.BLOCKED:
         return cell
     bundles = [b for b in load_bundles(tree.engine.name) if target in b.presets]

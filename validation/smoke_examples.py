@@ -35,10 +35,16 @@ CASES = {  # target, drafter, smoke options
 }
 
 
+# The models in the user cache, so that the committed reports name them as a user would (~/.cache/...).
+MODELS = Path.home() / ".cache/specaudit/examples/models"
+
+
 def main(names: list[str]) -> None:
     work = Path(tempfile.mkdtemp(prefix="specaudit-examples-"))
-    models = work / "models"
-    subprocess.run([str(PYTHON), str(ROOT / "tests/runtime/tiny_eagle3.py"), str(models)], check=True)
+    models = MODELS
+    if not (models / "target").is_dir():
+        subprocess.run([str(PYTHON), str(ROOT / "tests/runtime/tiny_eagle3.py"), str(models)], check=True)
+    before = set((ROOT / "reports").glob("smoke-*.log"))
     server = start_sshd(work / "sshd")
     try:
         for port, name in enumerate(names or list(CASES), 18301):
@@ -49,11 +55,14 @@ def main(names: list[str]) -> None:
                        "--max-model-len", "512", "--dtype", "float32", "--speculative-config", json.dumps(speculative)]
             # Run from the repository with --out reports: the reports name the log reports/..., no machine's path.
             done = subprocess.run(["specaudit", "smoke", server.alias, "--ssh-config", str(server.config),
-                                   "--runs-dir", str(work / "runs"), "--out", "reports", "--format", "md",
+                                   "--runs-dir", str(MODELS.parent / "runs"), "--out", "reports", "--format", "md",
                                    "--format", "html", "--format", "json", *options, "--", *command], cwd=ROOT)
             print(f"{name}: exit {done.returncode}")
     finally:
         server.stop()
+    # The engine's own log names the home directory in its paths: written as the user would write it.
+    for log in set((ROOT / "reports").glob("smoke-*.log")) - before:
+        log.write_text(log.read_text(errors="replace").replace(str(Path.home()), "~"))
 
 
 if __name__ == "__main__":
