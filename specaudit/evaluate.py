@@ -218,11 +218,14 @@ def _provenance(tree: EngineTree, index: TreeIndex, overlay: dict[str, bytes] | 
     from . import __version__
     from .patch import applied_bundles, modified_files
 
-    command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]])
-    time = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    program = Path(sys.argv[0]).name
+    # `python -m specaudit.cli` and the console script are both the user's `specaudit`.
+    program = "specaudit" if program in ("cli.py", "__main__.py") else program
+    command = shlex.join([program, *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     # The files this scan read: hashing the whole tree would cost more than the scan does.
     read = [rel for rel in index.digests if rel.endswith(".py") and rel not in (overlay or {})]
-    return Provenance(__version__, command, time, tree.origin, applied_bundles(tree), modified_files(tree, read),
+    return Provenance(__version__, command, now, tree.origin, applied_bundles(tree), modified_files(tree, read),
                       tuple(sorted(overlay or ())))
 
 
