@@ -85,12 +85,26 @@ class Kind:
     name = ""
     # One gate the engine meets at several places (the same method called from three), reported once.
     merge_repeats = False
+    # The kind's parameters (a rule's `params:`) and their types: required, and optional.
+    required: dict[str, type] = {}
+    optional: dict[str, type] = {}
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         raise NotImplementedError
 
     def validate(self, rule: Rule) -> str | None:
-        """What is wrong with a rule's parameters for this kind, if anything."""
+        """What is wrong with a rule's parameters for this kind, if anything: a key missing, unknown (a typo) or of
+        another type, named as the rule file writes it."""
+        known = {**self.required, **self.optional}
+        missing = [k for k in self.required if k not in rule.params]
+        if missing:
+            return f"params.{missing[0]} is missing (kind {self.name} takes {', '.join(known)})"
+        unknown = [k for k in rule.params if k not in known]
+        if unknown:
+            return f"params.{unknown[0]} is not a parameter of kind {self.name} (it takes {', '.join(known)})"
+        for key, value in rule.params.items():
+            if not isinstance(value, known[key]) or (known[key] is list and not all(isinstance(v, str) for v in value)):
+                return f"params.{key} must be a {'list of strings' if known[key] is list else 'string'}"
         return None
 
     @staticmethod
@@ -103,6 +117,8 @@ class ModelTypeAllowlist(Kind):
     """Judges the sites of AllowlistShape (match.py)."""
 
     name = "model_type_allowlist"
+    required = {"subject": str}
+    optional = {"method_attribute": str}
 
     def judge(self, rule, site, judge):
         d = site.details
@@ -144,6 +160,8 @@ class InterfaceCheck(Kind):
     """Judges the sites of InterfaceCheckShape (match.py)."""
 
     name = "interface_check"
+    required = {"call": str, "protocol": str}
+    optional = {"message_contains": str, "methods": list}
 
     def judge(self, rule, site, judge):
         methods = rule.params.get("methods")
@@ -170,6 +188,8 @@ class ConfigAttributeDispatch(Kind):
     """Judges the sites of DispatchShape (match.py)."""
 
     name = "config_attribute_dispatch"
+    required = {"guard": str, "guard_protocol": str}
+    optional = {"class_name_calls": list}
 
     def judge(self, rule, site, judge):
         target_class = judge.target_class()
@@ -206,6 +226,7 @@ class RegistryLookup(Kind):
     """Judges the sites of RegistryRaiseShape (match.py)."""
 
     name = "registry_lookup"
+    required = {"message_contains": str}
 
     def judge(self, rule, site, judge):
         architectures = judge.launch.target.architectures
@@ -228,6 +249,7 @@ class CandidateGate(Kind):
     """Judges the sites of CandidateShape (match.py)."""
 
     name = "candidate"
+    required = {"reads": list}
 
     def judge(self, rule, site, judge):
         return self.finding(rule, site, Status.UNCLASSIFIED,
@@ -239,6 +261,7 @@ class DraftClassCheck(Kind):
     """Judges the sites of DraftClassShape (match.py) against the drafter's architecture."""
 
     name = "draft_class_check"
+    required = {"methods": list}
 
     def judge(self, rule, site, judge):
         draft = judge.launch.drafter
@@ -270,6 +293,8 @@ class RequiredMethod(Kind):
     """Judges the sites of RequiredMethodShape (match.py): does the target class have the method?"""
 
     name = "required_method"
+    required = {"method": str, "receivers": list}
+    optional = {"methods": list}
     merge_repeats = True
 
     def judge(self, rule, site, judge):
@@ -302,6 +327,7 @@ class ArgumentGate(Kind):
     """
 
     name = "argument_gate"
+    required = {"functions": list, "objects": list, "arguments": list, "defaults_files": list}
 
     def judge(self, rule, site, judge):
         values = judge.argument_values(rule.params["defaults_files"])
@@ -389,6 +415,7 @@ class DrafterContract(Kind):
     """Checks of the drafter checkpoint against the target (drafter.py); no code site."""
 
     name = "drafter_contract"
+    required = {"check": str}
 
     def judge(self, rule, site, judge):
         from .drafter import CHECKS, DraftContext
@@ -400,9 +427,10 @@ class DrafterContract(Kind):
     def validate(self, rule):
         from .drafter import CHECKS
 
-        if rule.params.get("check") not in CHECKS:
+        problem = super().validate(rule)
+        if problem is None and rule.params["check"] not in CHECKS:
             return f"params.check must be one of {', '.join(CHECKS)}"
-        return None
+        return problem
 
 
 KINDS: dict[str, Kind] = {k.name: k for k in (ModelTypeAllowlist(), InterfaceCheck(), ConfigAttributeDispatch(),

@@ -60,3 +60,23 @@ class _SiteOnlyJudge:
 
     def __init__(self, launch):
         self.launch = launch
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"subjct": "hf_text_config.model_type"}, "params.subject is missing"),
+    ({"subject": "hf_text_config.model_type", "method_atribute": "method"},
+     "params.method_atribute is not a parameter of kind model_type_allowlist"),
+    ({"subject": ["hf_text_config.model_type"]}, "params.subject must be a string"),
+])
+def test_a_misspelt_parameter_is_refused_when_the_rule_loads(tmp_path, params, message):
+    """A rule file with a typo in its params fails at load, naming the file and the key, not later in matching."""
+    import yaml
+
+    from specaudit.errors import SpecauditError
+
+    rule = {"id": "typo", "engine": "vllm", "kind": "model_type_allowlist", "phase": "speculative_config",
+            "title": "t", "files": ["vllm/config/speculative.py"], "hint": "h", "params": params}
+    (tmp_path / "typo.yaml").write_text(yaml.safe_dump(rule))
+    with pytest.raises(SpecauditError) as raised:
+        load_rules("vllm", tmp_path)
+    assert str(raised.value).startswith(str(tmp_path / "typo.yaml")) and message in str(raised.value)
