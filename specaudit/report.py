@@ -368,7 +368,8 @@ def to_html(report: Report) -> str:
 
     env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
     if isinstance(report, Matrix):
-        return env.get_template("matrix.html").render(m=report, cell_line=cell_line)
+        return env.get_template("matrix.html").render(m=report, cell_line=cell_line,
+                                                      provenance=matrix_provenance(report))
     if isinstance(report, SmokeResult):
         return env.get_template("smoke.html").render(r=report, rows=smoke_rows(report), spans=timeline_spans(report),
                                                      root_lines=root_lines,
@@ -435,11 +436,19 @@ def _matrix_markdown(matrix: Matrix) -> str:
                                                   for t in matrix.targets) + " |")
     blocked = [c for c in matrix.cells if c.blocking]
     if blocked:
-        out += ["", "<details><summary>The gates of each blocked cell</summary>", ""]
-        for c in blocked:
-            out.append(f"- {c.target} on {c.release}: " + "; ".join(f"{g.title} (`{g.location}`)" for g in c.blocking))
-        out += ["", "</details>"]
+        out += [""] + _details("The gates of each blocked cell", [
+            f"- {c.target} on {c.release}: " + "; ".join(f"{g.title} (`{g.location}`)" for g in c.blocking)
+            for c in blocked])
+    out += [f"_{line}_" for line in matrix_provenance(matrix)]
     return "\n".join(out) + "\n"
+
+
+def matrix_provenance(matrix: Matrix) -> list[str]:
+    """Each release's provenance line (where it came from, what was changed in it), once per release."""
+    lines: dict[str, str] = {}
+    for result in matrix.results:
+        lines.setdefault(f"{result.tree.engine} {result.tree.version}", provenance_line(result))
+    return [f"{release}: {line}" for release, line in lines.items() if line]
 
 
 # -- patch status ------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@ def test_every_format_renders_the_same_matrix(matrix):
     assert "works unpatched from **vllm 0.33.0**" in markdown
     assert "| vllm 0.17.0 | BLOCKED: EAGLE-3 target model-type allowlist +2; patched: READY | READY |" in markdown
     assert "<details>" in markdown
+    assert "vllm 0.17.0: made by specaudit" in markdown  # each release's provenance
     assert json.loads(json.dumps(matrix.to_dict()))["answers"][0]["works_from"] == ["vllm 0.33.0"]
     runs = json.loads(to_sarif(matrix))["runs"]
     errors = [r["ruleId"] for run in runs for r in run["results"] if r["level"] == "error"]
