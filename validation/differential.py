@@ -354,6 +354,9 @@ def write_markdown() -> None:
     lines += ["", "## Found and fixed in the scan", ""]
     lines += [f"- **{cell}.** {fix}" for cell, fix in FIXED]
     lines += ["", "## Disagreements and unknowns", ""]
+    if all("error" not in r and r["agreement"]["agrees"] is True and same_first_gate(r) is not False
+           for r in results.values()):
+        lines += ["None: every cell agrees, on the verdict and on the first gate.", ""]
     for (t, d), r in results.items():
         if "error" in r or (r["agreement"]["agrees"] is not True) or same_first_gate(r) is False:
             lines += [f"### {t} × {d}: {agree_word(r)}" + (" (other first gate)" if same_first_gate(r) is False else ""),
