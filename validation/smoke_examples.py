@@ -40,12 +40,12 @@ MODELS = Path.home() / ".cache/specaudit/examples/models"
 
 
 def main(names: list[str]) -> None:
-    work = Path(tempfile.mkdtemp(prefix="specaudit-examples-"))
     models = MODELS
     if not (models / "target").is_dir():
         subprocess.run([str(PYTHON), str(ROOT / "tests/runtime/tiny_eagle3.py"), str(models)], check=True)
     before = set((ROOT / "reports").glob("smoke-*.log"))
-    server = start_sshd(work / "sshd")
+    # The ssh config is named in the reports: in the user cache too.
+    server = start_sshd(Path(tempfile.mkdtemp(prefix="sshd-", dir=MODELS.parent)))
     try:
         for port, name in enumerate(names or list(CASES), 18301):
             target, drafter, options = CASES[name]
