@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .hub import is_hub_id, read_checkpoint_anywhere
     from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
-    from .locate import REQUIREMENT, locate
+    from .locate import locate
     from .remote import RUNS_DIR
     from .report import (
         FORMATS,
@@ -181,8 +181,7 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
     specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
     specaudit matrix --target kimi-k2.5 --engine vllm --releases '>=0.10,<0.34'
     """
-    from .fetch import release_versions
-    from .locate import WHEEL_PLATFORMS, fetch_releases
+    from .locate import locate_all
     from .matrix import build_matrix
     from .report import print_matrix
 
@@ -194,14 +193,7 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
             raise SpecauditError("name the releases: TREES (vllm==0.17.0 ...) or --engine and --releases")
         if formats:
             check_out_dir(Path(out_dir))
-        named = [spec for spec in trees if REQUIREMENT.match(spec) and not Path(spec).exists()]
-        if release_range:
-            dist = ENGINES[engine].distributions[0]
-            versions = release_versions(dist, release_range, WHEEL_PLATFORMS, prereleases=pre)
-            if not versions:
-                raise SpecauditError(f"no release of {dist} in {release_range} has a wheel on the package index")
-            named += [f"{dist}=={v}" for v in versions]
-        located = fetch_releases(named) + [locate(spec) for spec in trees if spec not in named]
+        located = locate_all(list(trees), engine, release_range, prereleases=pre)
         result = build_matrix(located, list(targets), platform=platform)
         print_matrix(result, console)
         for fmt in formats:

@@ -127,6 +127,22 @@ def locate_release(dist: str, version: str, progress: Progress | None = None) ->
     return _tree_from_root(dest, profile, origin=f"{dist}=={version} from the package index")
 
 
+def locate_all(specs: Sequence[str], engine: str | None = None, release_range: str | None = None,
+               prereleases: bool = False) -> list[EngineTree]:
+    """The trees named (``vllm==X``, a wheel, a directory), and every release of ``engine`` in ``release_range``
+    that has a wheel on the package index; the releases fetched several at a time."""
+    from .fetch import release_versions  # here: ~50 ms of import, for a fetch only
+
+    named = [spec for spec in specs if REQUIREMENT.match(spec) and not Path(spec).exists()]
+    if release_range:
+        dist = _profile(engine or "").distributions[0]
+        versions = release_versions(dist, release_range, WHEEL_PLATFORMS, prereleases=prereleases)
+        if not versions:
+            raise SpecauditError(f"no release of {dist} in {release_range} has a wheel on the package index")
+        named += [f"{dist}=={v}" for v in versions]
+    return fetch_releases(named) + [locate(spec, engine) for spec in specs if spec not in named]
+
+
 def fetch_releases(requirements: Sequence[str], workers: int = 4) -> list[EngineTree]:
     """The trees of several releases (``vllm==X`` each), in the order given, at most ``workers`` fetched at a
     time under one progress display; a release named twice is fetched once. The first failing requirement's

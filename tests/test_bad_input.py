@@ -187,6 +187,12 @@ BAD_INPUTS = {
                                   "--out /proc/x"),
     "unwritable --out for explain": (["explain", str(ROOT / "README.md"), "--format", "md", "--out", "/proc/x"],
                                      "--out /proc/x"),
+    "matrix --releases without --engine": (["matrix", "--target", "llama3", "--releases", ">=0.10"],
+                                           "--releases needs --engine"),
+    "matrix with no release": (["matrix", "--target", "llama3"], "name the releases"),
+    "matrix --releases not a range": (["matrix", "--target", "llama3", "--engine", "vllm", "--releases", "0.10 to 0.20"],
+                                      "not a version range"),
+    "matrix with an unknown target": (["matrix", "--target", "kimi-k9", "{tree}"], "unknown target preset"),
     "missing --ssh-config": (["smoke", "node", "--ssh-config", "{tmp}/none", "--", "vllm", "serve", "M"],
                              "no such file"),
 }
