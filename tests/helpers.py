@@ -31,9 +31,9 @@ def assert_one_line_error(proc, fragment):
 CHROMIUM = "/usr/bin/chromium"
 
 
-def open_in_chromium(page: Path, tmp: Path) -> tuple[str, bytes, int]:
+def open_in_chromium(page: Path, tmp: Path) -> tuple[str, bytes, list[bytes]]:
     """A report opened in real headless Chromium (Debian's), as a person opens it: the rendered DOM, a screenshot
-    (PNG), and how many requests the page made. Every request goes to a proxy on 127.0.0.1 that counts and
+    (PNG), and the request lines the page sent. Every request goes to a proxy on 127.0.0.1 that counts and
     answers nothing, so a page that reaches for the network is seen doing it, and never reaches anything."""
     import socket
     import threading
@@ -50,7 +50,7 @@ def open_in_chromium(page: Path, tmp: Path) -> tuple[str, bytes, int]:
                 connection, _ = proxy.accept()
             except OSError:
                 continue
-            tried.append(connection.recv(200))
+            tried.append(_request_line(connection))
             connection.close()
 
     counter = threading.Thread(target=count, daemon=True)
@@ -71,7 +71,22 @@ def open_in_chromium(page: Path, tmp: Path) -> tuple[str, bytes, int]:
         proxy.close()
     # Chromium's own services (its clock, updater, sign-in) call out whatever the page does: not the page's.
     own = re.compile(rb"^\S+ (?:https?://)?[a-z0-9.-]*\.(?:google\.com|googleapis\.com|gstatic\.com)[:/]")
-    return dom, shot.read_bytes(), len([t for t in tried if not own.match(t)])
+    return dom, shot.read_bytes(), [t for t in tried if t and not own.match(t)]
+
+
+def _request_line(connection) -> bytes:
+    """The first line of what a client sent through the proxy, read whole (TCP may hand it over in pieces)."""
+    connection.settimeout(5)
+    data = b""
+    try:
+        while b"\r\n" not in data and len(data) < 4096:
+            chunk = connection.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    except OSError:
+        pass
+    return data.split(b"\r\n")[0]
 
 
 def png_pixels(data: bytes) -> list[tuple[int, int, int]]:

@@ -30,7 +30,7 @@ def shown(report, tmp_path: Path, name: str):
 
 def test_a_blocked_scan_shows_its_verdict_first_in_red(tmp_path):
     dom, pixels, requests = shown(vllm_scan("0.17.0", "kimi-k2.5"), tmp_path, "scan")
-    assert requests == 0
+    assert requests == []
     assert '<p class="verdict BLOCKED">BLOCKED</p>' in dom
     assert dom.index("BLOCKED") < dom.index("EAGLE-3 target model-type allowlist")
     assert has_colour(pixels[: 1200 * 400], RED)  # in the first 400 rows: seen without scrolling
@@ -41,7 +41,7 @@ def test_a_blocked_scan_shows_its_verdict_first_in_red(tmp_path):
 def test_the_matrix_is_a_coloured_grid(tmp_path):
     matrix = build_matrix([vllm_tree("0.17.0"), vllm_tree("0.33.0")], ["kimi-k2.5"])
     dom, pixels, requests = shown(matrix, tmp_path, "matrix")
-    assert requests == 0
+    assert requests == []
     assert "works unpatched from <b>vllm 0.33.0</b>" in dom
     assert has_colour(pixels, RED) and has_colour(pixels, GREEN)
 
@@ -56,7 +56,7 @@ def test_a_hostile_log_line_is_inert_text(tmp_path):
     log.write_text(text.replace(line, line + " " + hostile))
     explanation = explain_file(str(log))
     dom, _, requests = shown(explanation, tmp_path, "explain")
-    assert requests == 0
+    assert requests == []
     assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]
     assert "&lt;script&gt;" in dom and "<script>" not in dom and "<img" not in dom
 
@@ -65,7 +65,7 @@ def test_the_counter_sees_a_page_that_reaches_out(tmp_path):
     """The check above is worth something only if a page's request is seen: an image from the network is."""
     page = tmp_path / "reaching.html"
     page.write_text('<html><body><p>x</p><img src="http://192.0.2.1/x.png"></body></html>')
-    assert open_in_chromium(page, tmp_path)[2] >= 1
+    assert open_in_chromium(page, tmp_path)[2]
 
 
 def test_the_conformance_table_filters_as_a_person_types(tmp_path):
@@ -79,7 +79,7 @@ def test_the_conformance_table_filters_as_a_person_types(tmp_path):
     page = tmp_path / "typed.html"
     page.write_text(html.replace("</body>", typing + "</body>"))
     dom, _, requests = open_in_chromium(page, tmp_path)
-    assert requests == 0
+    assert requests == []
     rows = dom.split('<table id="conformance-1"')[1].split("</table>")[0].split("<tr data-eagle3=")[1:]
     assert len(rows) == len(result.landscape.architectures)
     shown = [row for row in rows if 'style="display: none;"' not in row]

@@ -226,7 +226,7 @@ def test_an_agreeing_drafter_is_accepted_on_every_token(sshd, tmp_path, engine_p
     page = tmp_path / "smoke.html"
     page.write_text(to_html(result))
     dom, png, requests = open_in_chromium(page, tmp_path)
-    assert requests == 0
+    assert requests == []
     assert all(f"<title>position {i}: 1.000</title>" in dom for i in range(NUM_SPECULATIVE_TOKENS))
     assert 'aria-label="timeline of the launch"' in dom and "<title>engine: " in dom
     assert has_colour(png_pixels(png), (0x1A, 0x7F, 0x37))  # the bars, green: above their floor
