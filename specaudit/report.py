@@ -439,8 +439,9 @@ def _matrix_markdown(matrix: Matrix) -> str:
         out += [""] + _details("The gates of each blocked cell", [
             f"- {c.target} on {c.release}: " + "; ".join(f"{g.title} (`{g.location}`)" for g in c.blocking)
             for c in blocked])
-    out += [f"_{line}_" for line in matrix_provenance(matrix)]
-    return "\n".join(out) + "\n"
+    for line in matrix_provenance(matrix):
+        out += [f"_{line}_", ""]
+    return "\n".join(out)
 
 
 def matrix_provenance(matrix: Matrix) -> list[str]:
