@@ -124,8 +124,13 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
     fc = ctx.draft.tensor("fc.weight")
     built, _ = ctx.fc_inputs()
     width = built or (fc.shape[1] if fc is not None and len(fc.shape) == 2 else None)
-    if not isinstance(count, int) or not isinstance(hidden, int) or width is None or not layers:
-        return None
+    if width is None:
+        return None  # no fc to fill: nothing to hold the aux states against
+    if not isinstance(count, int) or not isinstance(hidden, int) or not layers:
+        # The drafter takes aux states, but how many the target hands it cannot be told: never a silent pass.
+        return _finding(rule, ctx, Status.UNKNOWN,
+                        f"the target config lacks num_hidden_layers or hidden_size ({source}): how many aux hidden "
+                        f"states of which width reach fc ({width} inputs) cannot be told", f"aux layers {layers}")
     ids = {i for i in layers if isinstance(i, int)}
     # Id L, the last layer's output, is kept by releases that collect after each layer (`idx + 1`, vLLM 0.18
     # on) and not by earlier ones (`if idx in aux_hidden_state_layers` before each layer).

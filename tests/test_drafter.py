@@ -230,3 +230,11 @@ def test_every_at_names_a_landmark_of_the_path_file():
         landmarks = {m.name for m in load_path_spec(engine).landmarks}
         for rule in load_rules(engine):
             assert rule.at is None or rule.at in landmarks, (rule.id, rule.at)
+
+
+def test_a_target_config_without_its_layer_count_leaves_the_aux_states_unknown(tmp_path):
+    """Without num_hidden_layers the default aux layers cannot be computed: UNKNOWN, never a silent pass."""
+    target = write_checkpoint(tmp_path / "target", {k: v for k, v in TARGET.items() if k != "num_hidden_layers"}, None)
+    findings, result = audit(target, write_checkpoint(tmp_path / "draft", DRAFT, draft_tensors()))
+    assert findings["drafter-aux-layer-ids"].status == "unknown"
+    assert result.verdict == "UNKNOWN"
