@@ -7,12 +7,14 @@ import re
 from pathlib import Path
 
 
-def cache_dir(*parts: str) -> Path:
-    """The user cache (``$SPECAUDIT_CACHE``, else ``$XDG_CACHE_HOME/specaudit``), created on demand."""
+def cache_dir(*parts: str, create: bool = True) -> Path:
+    """The user cache (``$SPECAUDIT_CACHE``, else ``$XDG_CACHE_HOME/specaudit``), created on demand (a reader that
+    only looks passes ``create=False``)."""
     base = os.environ.get("SPECAUDIT_CACHE")
     root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specaudit"
     path = root.joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 

@@ -181,10 +181,10 @@ def plan(tree: EngineTree, bundle: Bundle) -> Plan:
 class Shadow:
     """The patch state of one tree, in a git repository of its own."""
 
-    def __init__(self, tree: EngineTree):
+    def __init__(self, tree: EngineTree, create: bool = True):
         self.tree = tree
         key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
-        self.dir = cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}")
+        self.dir = cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}", create=create)
         self.state_file = self.dir / "state.json"
         self.journal = self.dir / "journal.json"
 
@@ -338,8 +338,9 @@ def _record_hashes(tree: EngineTree) -> dict[str, str]:
 
 
 def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
-    """The bundles specaudit's shadow state says are applied to the tree (read only: no recovery, no lock)."""
-    return tuple(sorted(Shadow(tree).state["bundles"]))
+    """The bundles specaudit's shadow state says are applied to the tree (read only: no recovery, no lock, and no
+    shadow directory made for a tree that was never patched: every scan asks)."""
+    return tuple(sorted(Shadow(tree, create=False).state["bundles"]))
 
 
 def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:

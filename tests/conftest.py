@@ -103,10 +103,11 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
     shared = cache.cache_dir()
     index_root = tmp_path_factory.getbasetemp() / "specaudit-cache"
 
-    def cache_dir(*parts: str) -> Path:
+    def cache_dir(*parts: str, create: bool = True) -> Path:
         base = shared if parts[:1] == ("trees",) else index_root
         path = base.joinpath(*parts)
-        path.mkdir(parents=True, exist_ok=True)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
         return path
 
     for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.patch"):
