@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .cache import cache_dir
+from .cache import cache_dir, staged_tree
 from .engines import ENGINES, EngineProfile, engine_for_distribution, normalize_dist
 from .errors import SpecauditError
 
@@ -222,7 +222,7 @@ def _pip_failure(dist: str, version: str, stderr: str) -> str:
 
 def _extract_python_files(wheel: Path, dest: Path, progress: Progress | None = None) -> None:
     """Extract the ``.py`` files and metadata into ``dest``, atomically: a half extraction is never seen."""
-    from .fetch import scanned_member, shown, staged_tree  # here: ~50 ms of import, paid only by an extraction
+    from .fetch import scanned_member, shown  # here: ~50 ms of import, paid only by an extraction
 
     with staged_tree(dest, wheel.name) as staging:
         try:
