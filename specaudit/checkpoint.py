@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import SpecauditError
-from .target import read_config
 
 ITEM_SIZE = {
     "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1,
@@ -29,6 +28,29 @@ _INT_FORMATS = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U8": "B", "BOOL"
                 "U64": "Q"}
 MAX_HEADER_BYTES = 100_000_000  # the limit the safetensors format itself sets
 INDEX_FILE = "model.safetensors.index.json"
+
+
+def read_config(path: str) -> dict[str, Any]:
+    """A checkpoint's config.json, with one clear error for each way it can be wrong."""
+    directory = Path(path).expanduser()
+    config_file = directory / "config.json" if directory.is_dir() or not directory.suffix else directory
+    if not config_file.is_file():
+        raise SpecauditError(f"{config_file}: no config.json (is {path} a model checkpoint directory?)")
+    try:
+        data = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecauditError(f"{config_file}: malformed JSON ({exc})") from None
+    except RecursionError:
+        raise SpecauditError(f"{config_file}: JSON nested too deeply to be a model config") from None
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{config_file}: expected a JSON object, got {type(data).__name__}")
+    for config in (data, data.get("text_config")):
+        architectures = config.get("architectures") if isinstance(config, dict) else None
+        if architectures is not None and not (isinstance(architectures, list)
+                                              and all(isinstance(a, str) for a in architectures)):
+            raise SpecauditError(f"{config_file}: \"architectures\" must be a list of class names, "
+                                 f"not {json.dumps(architectures)[:60]}")
+    return data
 
 
 @dataclass(frozen=True)

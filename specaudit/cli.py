@@ -17,8 +17,8 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .engines import ENGINES
     from .errors import SpecauditError
     from .evaluate import scan as run_scan
+    from .facts import PLATFORMS
     from .hub import is_hub_id, read_checkpoint_anywhere
-    from .index import PLATFORMS
     from .launch import LaunchCommand, parse_launch_command
     from .locate import locate
     from .remote import RUNS_DIR

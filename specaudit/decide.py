@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .gates import _COMPARE, Finding, Status, render_message
-from .index import ClassInfo, ModuleInfo, dotted_name
+from .facts import ClassInfo, ModuleInfo, dotted_name
+from .gates import _COMPARE, render_message
 from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .target import Target
@@ -41,6 +41,7 @@ from .trace import (
     reads_target,
     runs,
 )
+from .types import Finding, Status
 
 # Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
 PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {

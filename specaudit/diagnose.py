@@ -10,41 +10,11 @@ with the frames to paste into a bug report.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .engines import ENGINES
-from .gates import Finding
-from .result import GateSite, ScanResult, Verdict
-from .signatures import Explanation, SignatureMatch
+from .outcome import Agreement, Explanation, RootCause
+from .result import GateSite, ScanResult
 from .tracebacks import Crash, Frame, package_path
-
-
-@dataclass(frozen=True)
-class RootCause:
-    """Why a launch failed, as its log shows it."""
-
-    summary: str  # one line: what failed, and where
-    by: str  # how it was classified: "gate location", "signature", "traceback" or "exit status"
-    crash: Crash | None  # the root traceback
-    signature: SignatureMatch | None  # the root line that matched a known signature
-    gate: GateSite | None  # the scan's gate it is, when one
-    frame: Frame | None  # the engine frame it was raised in
-
-
-@dataclass(frozen=True)
-class Agreement:
-    """The scan's prediction against what the launch did."""
-
-    predicted: str  # the verdict, and the first blocking gate
-    outcome: str  # came up, or the root cause
-    agrees: bool | None  # None: nothing to compare (no scan, an UNKNOWN verdict, a launch stopped by its host)
-    why: str
-    bug_report: str = ""  # for a disagreement: what specaudit got wrong, with the frames
-
-    @property
-    def line(self) -> str:
-        word = {True: "agree", False: "DISAGREE", None: "not compared"}[self.agrees]
-        return f"prediction and outcome {word}: {self.why}"
+from .types import Finding, Status, Verdict
 
 
 def engine_frame(crash: Crash) -> Frame | None:
@@ -91,7 +61,7 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
     predicted = f"{scan.verdict}" + (f", first at {first.title} ({first.location})" if first else "")
     if scan.verdict == Verdict.UNKNOWN:
         return Agreement(predicted, outcome, None, "the scan said UNKNOWN: " + "; ".join(
-            f"{f.title} ({f.location})" for f in scan.findings if f.status == "unknown")[:400])
+            f"{f.title} ({f.location})" for f in scan.findings if f.status == Status.UNKNOWN)[:400])
     if came_up:
         if first is None:
             return Agreement(predicted, outcome, True, "the scan said READY and the launch came up")

@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint
-from .gates import Finding, Status
+from .types import Finding, Rule, Status
 
 if TYPE_CHECKING:
-    from .ruleset import Rule
     from .target import Launch
 
 DEFAULT_AUX_LAYERS = "(2, L // 2, L - 3)"

@@ -8,19 +8,19 @@ from __future__ import annotations
 import fnmatch
 import gc
 import re
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
-from .gates import KINDS, SITELESS_KINDS, Finding, Status
-from .index import ClassInfo, TreeIndex, build_index
+from .facts import ClassInfo
+from .gates import KINDS, SITELESS_KINDS
+from .index import TreeIndex, build_index
 from .locate import EngineTree
-from .registry import Registry, read_registry
+from .provenance import provenance
+from .registry import Registry, RegistryEntry, read_registry
 from .resolve import Conformance, Protocol, Resolver
 from .result import (
     ArchitectureRow,
@@ -28,15 +28,14 @@ from .result import (
     Landscape,
     LaunchSummary,
     PathSummary,
-    Provenance,
     RuleStatus,
     ScanResult,
     TreeSummary,
-    Verdict,
 )
-from .ruleset import PHASES, Rule, load_rules
+from .ruleset import load_rules
 from .target import Launch, load_preset
 from .trace import TARGET, Obligation, TracedPath, placeholder, trace
+from .types import PHASES, Finding, Rule, Status, Verdict
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
 
@@ -58,7 +57,8 @@ class Contract:
 
 
 class Judge:
-    """What the kinds need to judge a site: the launch, the resolved tree, the registry, the protocols."""
+    """What the kinds need to judge a site (the types.Judge protocol), answered from the resolved tree, the
+    registry and the protocols."""
 
     def __init__(self, launch: Launch, resolver: Resolver, registry: Registry | None, protocols: dict[str, Protocol]):
         self.launch = launch
@@ -87,6 +87,22 @@ class Judge:
     def target_class_problem(self) -> str:
         return self._problem
 
+    @property
+    def registry_read(self) -> bool:
+        return self.registry is not None
+
+    def registered(self, architectures: Sequence[str]) -> RegistryEntry | None:
+        return self.registry.lookup(list(architectures)) if self.registry else None
+
+    def has_method(self, cls: ClassInfo, method: str) -> Conformance:
+        return self.resolver.has_members(cls, (method,), method)
+
+    def lineage(self, module: str, class_name: str) -> list[str]:
+        found = self.resolver.find_class(module, class_name)
+        if not isinstance(found, ClassInfo):
+            return [class_name]
+        return [c.name for c in self.resolver.hierarchy(found).linear if isinstance(c, ClassInfo)]
+
     def conformance(self, cls: ClassInfo, protocol: str) -> Conformance | None:
         found = self.protocols.get(protocol)
         return self.resolver.conformance(cls, found) if found else None
@@ -97,14 +113,14 @@ class Judge:
         auto = (self.launch.target.config.get("auto_map") or {}).get("AutoConfig")
         return auto.rsplit(".", 1)[-1] if isinstance(auto, str) else "PretrainedConfig"
 
-    def argument_values(self, defaults_files: list[str]) -> dict[str, Any]:
+    def argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]:
         """The launch's engine arguments: declared defaults, the method, then what the command sets."""
         key = tuple(defaults_files)
         if key not in self._arguments:
             self._arguments[key] = self._argument_values(defaults_files)
         return self._arguments[key]
 
-    def _argument_values(self, defaults_files: list[str]) -> dict[str, Any]:
+    def _argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]:
         index = self.resolver.index
         values: dict[str, Any] = {}
         pattern = re.compile("|".join(fnmatch.translate(g) for g in defaults_files))
@@ -207,26 +223,10 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         files_indexed=len(index.digests),
         seconds=round(time.perf_counter() - started, 3),
         gates=_gate_sites(gate_rules, sites, path),
-        provenance=_provenance(tree, index, overlay),
+        # The files this scan read: hashing the whole tree would cost more than the scan does.
+        provenance=provenance(tree, [rel for rel in index.digests if rel.endswith(".py") and rel not in (overlay or {})],
+                              overlay or ()),
     )
-
-
-def _provenance(tree: EngineTree, index: TreeIndex, overlay: dict[str, bytes] | None) -> Provenance:
-    import datetime
-    import shlex
-
-    from . import __version__
-    from .patch import applied_bundles, modified_files
-
-    program = Path(sys.argv[0]).name
-    # `python -m specaudit.cli` and the console script are both the user's `specaudit`.
-    program = "specaudit" if program in ("cli.py", "__main__.py") else program
-    command = shlex.join([program, *sys.argv[1:]])
-    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    # The files this scan read: hashing the whole tree would cost more than the scan does.
-    read = [rel for rel in index.digests if rel.endswith(".py") and rel not in (overlay or {})]
-    return Provenance(__version__, command, now, tree.origin, applied_bundles(tree), modified_files(tree, read),
-                      tuple(sorted(overlay or ())))
 
 
 def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> list[GateSite]:

@@ -9,58 +9,10 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .evaluate import Judge
-    from .ruleset import Rule
-
-
-class Status:
-    BLOCKS = "blocks"
-    PASSES = "passes"
-    UNKNOWN = "unknown"
-    NOT_APPLICABLE = "not applicable"
-    UNCLASSIFIED = "unclassified"
-    UNDECIDED = "undecided"  # depends on what cannot be known before launch; not part of the verdict
-
-
-@dataclass(frozen=True)
-class Site:
-    """One place in the engine where a rule's shape matched."""
-
-    rule_id: str
-    file: str
-    line: int
-    end_line: int
-    code: str
-    exception: str | None  # the exception type the engine raises there
-    message: str | None  # its message, with {expression} where the engine formats a value in
-    details: dict[str, Any] = field(default_factory=dict, hash=False)
-
-
-@dataclass(frozen=True)
-class Finding:
-    """A site judged against a launch."""
-
-    rule_id: str
-    title: str
-    phase: str
-    status: str
-    file: str
-    line: int
-    code: str
-    error: str | None  # the error text the engine would print, as far as it can be rendered
-    why: str
-    hint: str
-    also: tuple[str, ...] = ()  # other places where the engine meets the same gate with the same outcome
-    step: int = 0  # where the traced path meets it (0: not on the traced path); orders gates within a phase
-
-    @property
-    def location(self) -> str:
-        """file:line in the engine, or the checkpoint file a finding about a drafter comes from."""
-        return f"{self.file}:{self.line}" if self.line else self.file
+from .drafter import CHECKS, DraftContext
+from .types import Finding, Judge, Rule, Site, Status
 
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
@@ -230,11 +182,11 @@ class RegistryLookup(Kind):
 
     def judge(self, rule, site, judge):
         architectures = judge.launch.target.architectures
-        entry = judge.registry.lookup(architectures) if judge.registry else None
+        entry = judge.registered(architectures)
         if entry is not None:
             return self.finding(rule, site, Status.PASSES,
                                 f"{entry.architecture} is registered as {entry.module}.{entry.class_name} ({entry.declared_in})")
-        if judge.registry is None:
+        if not judge.registry_read:
             return self.finding(rule, site, Status.UNKNOWN, "the engine's registry could not be read")
         rendered = render_message(site.message, {"architectures": architectures})
         fallback = (" With --trust-remote-code the engine may still try its Transformers backend through the "
@@ -272,14 +224,12 @@ class DraftClassCheck(Kind):
         # vLLM's EAGLEConfig renames a drafter's architectures for eagle3 (transformers_utils/configs/eagle.py).
         archs = [a if a.startswith("Eagle3") or a.endswith("Eagle3") else f"Eagle3{a}"
                  for a in draft.config.get("architectures") or []]
-        entry = judge.registry.lookup(archs) if judge.registry else None
+        entry = judge.registered(archs)
         if entry is None:
             return self.finding(rule, site, Status.BLOCKS,
                                 f"the drafter's architectures become {archs}, which this release does not register",
                                 f"ValueError: Model architectures {archs} are not supported for now.")
-        found = judge.resolver.find_class(entry.module, entry.class_name)
-        lineage = [c.name for c in judge.resolver.hierarchy(found).linear if hasattr(c, "name")] \
-            if not hasattr(found, "reason") else [entry.class_name]
+        lineage = judge.lineage(entry.module, entry.class_name)
         accepted = site.details["accepted"]
         if any(name.rsplit(".", 1)[-1] in lineage for name in accepted):
             return self.finding(rule, site, Status.PASSES,
@@ -305,7 +255,7 @@ class RequiredMethod(Kind):
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
         method = site.details["method"]
-        found = judge.resolver.has_members(target_class, (method,), method)
+        found = judge.has_method(target_class, method)
         if found.conforms:
             return self.finding(rule, site, Status.PASSES,
                                 f"{target_class.name} has {method} (from {found.provided_by[method]})")
@@ -418,15 +368,11 @@ class DrafterContract(Kind):
     required = {"check": str}
 
     def judge(self, rule, site, judge):
-        from .drafter import CHECKS, DraftContext
-
         if judge.launch.drafter is None:
             return None
         return CHECKS[rule.params["check"]](rule, DraftContext(judge.launch, judge.launch.drafter))
 
     def validate(self, rule):
-        from .drafter import CHECKS
-
         problem = super().validate(rule)
         if problem is None and rule.params["check"] not in CHECKS:
             return f"params.check must be one of {', '.join(CHECKS)}"

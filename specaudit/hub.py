@@ -161,8 +161,7 @@ def read_checkpoint_anywhere(name: str, revision: str | None = None):
     """A checkpoint (a drafter) named as the engine takes it: a directory, or a Hub id whose config.json and
     safetensors headers are read from the Hub cache when the weights are there, else by range requests (the
     index file, then a few KB of each shard: never the weights)."""
-    from .checkpoint import INDEX_FILE, Checkpoint, read_checkpoint, read_header
-    from .target import read_config
+    from .checkpoint import INDEX_FILE, Checkpoint, read_checkpoint, read_config, read_header
 
     if not is_hub_id(name):
         return read_checkpoint(name)

@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.panel import Panel
 from rich.text import Text
 
-from .result import Event
+from .outcome import Event
 
 TAIL_LINES = 12
 

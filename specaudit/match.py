@@ -15,17 +15,14 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .gates import Site
-from .index import ModuleInfo
-
-if TYPE_CHECKING:
-    from .ruleset import Rule
+from .facts import ModuleInfo
+from .types import Rule, Site
 
 MAX_EXCERPT_LINES = 16
 

@@ -11,12 +11,13 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import ExitCode, SpecauditError
+from .errors import SpecauditError
 from .evaluate import scan
 from .locate import EngineTree
 from .patch import OutOfRange, load_bundles, plan, select_bundle
-from .result import ScanResult, Verdict
+from .result import ScanResult
 from .target import Launch, load_preset
+from .types import ExitCode, Verdict
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from .data import data_dir
 from .errors import SpecauditError
-from .ruleset import data_dir
 
 _SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')

@@ -15,7 +15,6 @@ kill at any step is rolled back by the next run, before anything else. A lock ke
 
 from __future__ import annotations
 
-import base64
 import difflib
 import fcntl
 import hashlib
@@ -23,7 +22,7 @@ import json
 import os
 import shutil
 import signal
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +32,12 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from .cache import cache_dir
 from .codemods import CODEMODS, Change, PatchContext
-from .errors import ExitCode, SpecauditError
+from .data import data_dir
+from .errors import SpecauditError
 from .locate import EngineTree
-from .ruleset import data_dir
+from .provenance import read_state_json, record_hashes, shadow_dir
+from .types import ExitCode, Status
 
 # Versions a bundle range is probed with to find overlaps between bundles of one target.
 _PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
@@ -138,7 +138,7 @@ class Plan:
 def plan(tree: EngineTree, bundle: Bundle) -> Plan:
     """What the bundle would change in the tree, checked before and after, in memory."""
     from .evaluate import Judge, scan
-    from .gates import SITELESS_KINDS, Status
+    from .gates import SITELESS_KINDS
     from .index import build_index
     from .registry import read_registry
     from .resolve import Resolver
@@ -183,8 +183,7 @@ class Shadow:
 
     def __init__(self, tree: EngineTree, create: bool = True):
         self.tree = tree
-        key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
-        self.dir = cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}", create=create)
+        self.dir = shadow_dir(tree, create)
         self.state_file = self.dir / "state.json"
         self.journal = self.dir / "journal.json"
 
@@ -207,7 +206,7 @@ class Shadow:
     @property
     def state(self) -> dict[str, Any]:
         if self.state_file.exists():
-            return _read_json(self.state_file)
+            return read_state_json(self.state_file)
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
 
     def copy(self, kind: str, relpath: str) -> bytes:
@@ -233,7 +232,7 @@ class Shadow:
         was, and the state as it was before. Runs first in every patch command."""
         if not self.journal.exists():
             return []
-        entries = _read_json(self.journal)
+        entries = read_state_json(self.journal)
         for relpath, kind in entries["restore"].items():
             _replace(self.tree.root / relpath, self.copy(kind, relpath))
             _clear_pycache(self.tree.root / relpath)
@@ -290,17 +289,6 @@ def _replace(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecauditError(f"{path}: unreadable patch state ({exc}); move the directory {path.parent} aside "
-                             f"to start over (it holds the pristine copies)") from None
-    if not isinstance(data, dict):
-        raise SpecauditError(f"{path}: unreadable patch state (not a JSON object)")
-    return data
-
-
 _steps = 0
 
 
@@ -323,31 +311,6 @@ def _clear_pycache(path: Path) -> None:
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def _record_hashes(tree: EngineTree) -> dict[str, str]:
-    """The wheel's RECORD: relpath -> sha256 hex, for the files the wheel installed."""
-    hashes = {}
-    for record in tree.root.glob("*.dist-info/RECORD"):
-        for line in record.read_text(errors="replace").splitlines():
-            parts = line.rsplit(",", 2)
-            if len(parts) == 3 and parts[1].startswith("sha256="):
-                raw = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
-                hashes[parts[0]] = raw.hex()
-    return hashes
-
-
-def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
-    """The bundles specaudit's shadow state says are applied to the tree (read only: no recovery, no lock, and no
-    shadow directory made for a tree that was never patched: every scan asks)."""
-    return tuple(sorted(Shadow(tree, create=False).state["bundles"]))
-
-
-def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:
-    """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known)."""
-    hashes = _record_hashes(tree)
-    return tuple(rel for rel in sorted(relpaths) if rel in hashes and (tree.root / rel).is_file()
-                 and sha256((tree.root / rel).read_bytes()) != hashes[rel])
 
 
 # -- the three operations ---------------------------------------------------------------------------------
@@ -446,7 +409,7 @@ def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
         else:
             rows.append(FileStatus(rel, "drifted", info.get("bundle"), "changed since the bundle was applied"))
     ours = {row.relpath for row in rows}
-    for rel, expected in sorted(_record_hashes(tree).items()):
+    for rel, expected in sorted(record_hashes(tree).items()):
         if not rel.endswith(".py") or rel in ours or not (tree.root / rel).is_file():
             continue
         if sha256((tree.root / rel).read_bytes()) != expected:
@@ -481,7 +444,7 @@ def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force
 
 def _refuse_foreign_edits(tree: EngineTree, state: dict[str, Any], edits: dict[str, Any]) -> None:
     """A file the plan edits that differs from what the wheel installed was changed by someone else."""
-    record = _record_hashes(tree)
+    record = record_hashes(tree)
     for rel in edits:
         applied = "applied" in state["files"].get(rel, {})
         if rel in record and not applied and sha256(_read(tree, rel)) != record[rel]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .index import ClassInfo, LiteralRef, Merge
+from .facts import ClassInfo, LiteralRef, Merge
 from .resolve import Resolver
 
 

@@ -15,13 +15,12 @@ from rich.text import Text
 
 from .cache import slug
 from .errors import SpecauditError
-from .gates import Finding, Status
-from .result import Comparison, ScanResult, SmokeResult, SmokeVerdict, Verdict
-from .signatures import Explanation, SignatureMatch
+from .outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
+from .result import Comparison, ScanResult
 from .tracebacks import Crash, package_path
+from .types import Finding, SmokeVerdict, Status, Verdict
 
 if TYPE_CHECKING:
-    from .diagnose import Agreement, RootCause
     from .matrix import Cell, Matrix
 
 FORMATS = ("json", "md", "html")

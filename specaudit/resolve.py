@@ -13,7 +13,8 @@ import builtins
 from dataclasses import dataclass
 from typing import Any
 
-from .index import ClassInfo, LiteralRef, Merge, ModuleInfo, SyntaxProblem, TreeIndex, dotted_name, factory_call, flatten
+from .facts import ClassInfo, LiteralRef, Merge, ModuleInfo, SyntaxProblem, dotted_name, factory_call, flatten
+from .index import TreeIndex
 
 # Names typing's own _get_protocol_attrs leaves out of a protocol's members (CPython 3.10-3.13).
 _NOT_PROTOCOL_MEMBERS = frozenset({

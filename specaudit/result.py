@@ -1,30 +1,15 @@
-"""The scan result: plain typed data that flows to every report format."""
+"""The scan result: plain typed data that flows to every report format (a live launch's: outcome.py)."""
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import ExitCode
-from .gates import Finding
-from .metrics import Acceptance
-from .signatures import SignatureMatch
 from .target import Launch
+from .types import PHASES, ExitCode, Finding, Status, Verdict
 
 if TYPE_CHECKING:
-    from .diagnose import Agreement, RootCause
     from .trace import TracedPath
-
-
-class Verdict:
-    READY = "READY"
-    BLOCKED = "BLOCKED"
-    UNKNOWN = "UNKNOWN"
-    LANDSCAPE = "LANDSCAPE"  # no target: the engine's EAGLE-3 landscape only
-
-    EXIT_CODES = {READY: ExitCode.READY, BLOCKED: ExitCode.BLOCKED, UNKNOWN: ExitCode.UNKNOWN,
-                  LANDSCAPE: ExitCode.READY}
 
 
 @dataclass(frozen=True)
@@ -156,7 +141,7 @@ class Landscape:
 class ScanResult:
     tree: TreeSummary
     launch: LaunchSummary | None
-    verdict: str
+    verdict: Verdict
     findings: list[Finding]
     candidates: list[Finding]
     rules: list[RuleStatus]
@@ -169,12 +154,12 @@ class ScanResult:
     provenance: Provenance | None = None
 
     @property
-    def exit_code(self) -> int:
-        return Verdict.EXIT_CODES[self.verdict]
+    def exit_code(self) -> ExitCode:
+        return self.verdict.exit_code
 
     @property
     def blocking(self) -> list[Finding]:
-        return [f for f in self.findings if f.status == "blocks"]
+        return [f for f in self.findings if f.status == Status.BLOCKS]
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -189,7 +174,7 @@ class Comparison:
     results: list[ScanResult]
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         codes = {r.exit_code for r in self.results}
         for code in (ExitCode.BLOCKED, ExitCode.UNKNOWN):
             if code in codes:
@@ -202,107 +187,8 @@ class Comparison:
 
     def rows(self) -> list[tuple[str, list[list[Finding]]]]:
         """Per launch phase, each release's findings in it (gates met in that phase, in order)."""
-        from .ruleset import PHASES
-
         return [(phase, [[f for f in r.findings if f.phase == phase] for r in self.results])
                 for phase in PHASES if any(f.phase == phase for r in self.results for f in r.findings)]
 
     def to_dict(self) -> dict[str, Any]:
         return {"results": [r.to_dict() for r in self.results], "exit_code": self.exit_code}
-
-
-# -- smoke -------------------------------------------------------------------------------------------
-
-
-class SmokeVerdict:
-    PASSED = "PASSED"  # healthy, the answers are right, the drafter accepts what its method should
-    FLAGGED = "FLAGGED"  # it runs, and something is silently wrong: low acceptance, or not lossless
-    FAILED = "FAILED"  # the launch crashed, never became ready, or answered wrong
-    BLOCKED = "BLOCKED"  # the preflight scan says it cannot work; nothing was launched
-    UNREACHABLE = "UNREACHABLE"  # the node cannot be reached, refuses us, or was lost and not regained
-    INTERRUPTED = "INTERRUPTED"  # Ctrl-C
-
-    EXIT_CODES = {PASSED: ExitCode.READY, FLAGGED: ExitCode.FLAGGED, FAILED: ExitCode.BLOCKED,
-                  BLOCKED: ExitCode.BLOCKED, UNREACHABLE: ExitCode.SSH, INTERRUPTED: ExitCode.INTERRUPTED}
-
-
-@dataclass(frozen=True)
-class Event:
-    """One step of the timeline: a phase begun, a milestone line seen, a check done."""
-
-    seconds: float  # since the smoke began
-    phase: str
-    text: str
-
-
-@dataclass(frozen=True)
-class Preflight:
-    hostname: str
-    python: str  # executable and version
-    engine: str  # "vllm 0.32.0"
-    engine_root: str
-    modified_files: list[str]  # engine .py files that differ from the wheel's RECORD
-    gpus: list[dict[str, str]]  # index, name, memory used/total/free (MiB); empty without nvidia-smi
-    gpu_processes: list[dict[str, str]]
-    nvidia_smi: bool
-    port: int
-    port_in_use: bool
-    leftovers: list[dict[str, Any]]  # earlier launches still running: run dir, process group, command
-    problems: list[str]  # what stops the launch before it starts
-    models: list[str] = field(default_factory=list)  # where the node loads the target and drafter from
-
-
-@dataclass(frozen=True)
-class Answer:
-    prompt: str
-    ok: bool
-    text: str
-    token_ids: list[int] | None
-    completion_tokens: int | None
-    problem: str  # why the answer is wrong; empty when ok
-
-
-@dataclass(frozen=True)
-class Lossless:
-    identical: bool
-    compared: int  # prompts compared
-    differences: list[str]  # the first diverging token of each prompt that differs
-
-
-@dataclass
-class SmokeResult:
-    host: str
-    command: list[str]
-    engine: str
-    target: str | None  # the model the command launches
-    started: str  # local time, ISO 8601
-    verdict: str
-    reason: str  # one line: why this verdict
-    preflight: Preflight | None
-    scan: ScanResult | None
-    timeline: list[Event]
-    cause: SignatureMatch | None  # the first fatal line of the log
-    root: RootCause | None  # why the launch failed, classified by gate location, signature or traceback
-    agreement: Agreement | None  # the preflight scan's prediction against the launch (None: nothing launched)
-    engine_exit: int | None  # the engine's exit status, when it exited on its own
-    last_lines: list[str]
-    answers: list[Answer]
-    acceptance: Acceptance | None  # None: the requests were not reached
-    lossless: Lossless | None
-    teardown: list[str]  # what teardown did and found
-    logs: list[str]  # local copies of the remote logs, one per launch
-    seconds: float
-
-    @property
-    def exit_code(self) -> int:
-        return SmokeVerdict.EXIT_CODES[self.verdict]
-
-    @property
-    def command_line(self) -> str:
-        """The launch command as one shell line: copy-pasteable, quotes and all."""
-        return shlex.join(self.command)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["exit_code"] = self.exit_code
-        return data

@@ -8,56 +8,18 @@ the launch phase at which the engine would hit the gate, a hint, and its own cod
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .data import YAML_LOADER, rules_dir
 from .errors import SpecauditError
-
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
-
-# The order in which a launch meets the gates: what fails first is reported first.
-PHASES = ("arguments", "model_config", "speculative_config", "drafter_load", "model_runner", "candidate")
-
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    engine: str
-    kind: str
-    phase: str
-    title: str
-    files: tuple[str, ...]  # globs relative to the tree root
-    params: dict[str, Any]
-    hint: str
-    at: str | None = None  # the path's landmark where the gate bites, for a rule with no site on the path
-    examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
-    source: str = field(default="", compare=False)
-
-    @property
-    def phase_order(self) -> int:
-        return PHASES.index(self.phase)
-
-
-def data_dir(name: str) -> Path:
-    """A data directory (rules/, patches/): installed copies live in the package, a source checkout keeps
-    them at the repository root."""
-    here = Path(__file__).parent
-    for candidate in (here / name, here.parent / name):
-        if candidate.is_dir():
-            return candidate
-    raise SpecauditError(f"specaudit's {name}/ directory is missing from this installation")
-
-
-def rules_dir() -> Path:
-    return data_dir("rules")
+from .gates import KINDS
+from .types import PHASES, Phase, Rule
 
 
 def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
-    from .gates import KINDS
-
     directory = directory or rules_dir() / engine
     rules = []
     for path in sorted(directory.glob("*.yaml")):
@@ -99,7 +61,7 @@ def _rule_from(data: Any, path: Path) -> Rule:
         id=str(data["id"]),
         engine=str(data["engine"]),
         kind=str(data["kind"]),
-        phase=str(data["phase"]),
+        phase=Phase(data["phase"]),
         title=str(data["title"]),
         files=tuple(files if isinstance(files, list) else [files]),
         params=dict(data.get("params") or {}),

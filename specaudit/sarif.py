@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 from . import __version__
-from .gates import Finding, Status
 from .matrix import Matrix
 from .result import Comparison, ScanResult
+from .types import Finding, Status
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_RUNS = 20  # GitHub code scanning: runs per file

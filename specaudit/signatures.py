@@ -14,16 +14,14 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
 import yaml
 
+from .data import data_dir
 from .errors import SpecauditError
-from .ruleset import data_dir
+from .outcome import Explanation, SignatureMatch
 from .tracebacks import Crash, TracebackReader
-
-if TYPE_CHECKING:
-    from .diagnose import RootCause
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
@@ -58,45 +56,6 @@ class Milestone:
     name: str
     engine: str
     pattern: re.Pattern
-
-
-@dataclass(frozen=True)
-class SignatureMatch:
-    signature: str
-    title: str
-    engine: str
-    line_number: int  # 1-based, in the log
-    line: str  # without ANSI colours
-    fields: dict[str, str]  # the pattern's named groups that matched
-    gate: str | None
-    gates: tuple[str, ...]  # every rule whose gate may raise it: `gate`, or the signature's `gates`
-    hint: str
-    root: bool
-    context: tuple[str, ...]  # the lines around it
-
-
-@dataclass(frozen=True)
-class Explanation:
-    log: str
-    lines: int
-    cause: SignatureMatch | None  # the first root-cause match
-    matches: list[SignatureMatch]
-    crash: Crash | None = None  # the root cause read from the tracebacks, signature or not
-    release: dict[str, str] = field(default_factory=dict)  # what the log names: engine, version, platform
-    # Filled by diagnose.explain: the root cause classified against the scan of the release, and that scan.
-    root: RootCause | None = None
-    scanned: str | None = None  # "vllm 0.32.0 (platform cpu)", or why no scan was used
-
-    @property
-    def exit_code(self) -> int:
-        """1 when the log shows a failed launch or a crash after it came up (a known signature, or a traceback),
-        0 only when it shows neither."""
-        return 1 if self.cause or self.crash or self.root else 0
-
-    def to_dict(self) -> dict:
-        from dataclasses import asdict
-
-        return {**asdict(self), "exit_code": self.exit_code}
 
 
 def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | None, required: bool) -> list:

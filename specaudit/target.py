@@ -10,13 +10,10 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .checkpoint import Checkpoint, read_config
 from .errors import SpecauditError
-
-if TYPE_CHECKING:
-    from .checkpoint import Checkpoint
 
 DEFAULT_METHOD = "eagle3"
 
@@ -131,29 +128,6 @@ def load_model(name: str, revision: str | None = None) -> Target:
     if found.where != "a local directory":
         source += f", from {found.where}"
     return Target(name=found.label, source=source, config=read_config(str(found.directory)))
-
-
-def read_config(path: str) -> dict[str, Any]:
-    """A checkpoint's config.json, with one clear error for each way it can be wrong."""
-    directory = Path(path).expanduser()
-    config_file = directory / "config.json" if directory.is_dir() or not directory.suffix else directory
-    if not config_file.is_file():
-        raise SpecauditError(f"{config_file}: no config.json (is {path} a model checkpoint directory?)")
-    try:
-        data = json.loads(config_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise SpecauditError(f"{config_file}: malformed JSON ({exc})") from None
-    except RecursionError:
-        raise SpecauditError(f"{config_file}: JSON nested too deeply to be a model config") from None
-    if not isinstance(data, dict):
-        raise SpecauditError(f"{config_file}: expected a JSON object, got {type(data).__name__}")
-    for config in (data, data.get("text_config")):
-        architectures = config.get("architectures") if isinstance(config, dict) else None
-        if architectures is not None and not (isinstance(architectures, list)
-                                              and all(isinstance(a, str) for a in architectures)):
-            raise SpecauditError(f"{config_file}: \"architectures\" must be a list of class names, "
-                                 f"not {json.dumps(architectures)[:60]}")
-    return data
 
 
 def parse_speculative_config(text: str) -> dict[str, Any]:

@@ -27,10 +27,12 @@ from typing import Any
 
 import yaml
 
+from .data import YAML_LOADER, rules_dir
 from .errors import SpecauditError
-from .index import ClassInfo, ModuleInfo, SyntaxProblem, TreeIndex, absolute_module, dotted_name, flatten
+from .facts import ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
+from .index import TreeIndex
 from .resolve import External, Resolver
-from .ruleset import PHASES, YAML_LOADER, rules_dir
+from .types import PHASES
 
 # What an expression denotes, when it is a part of the target; each has a placeholder name in conditions.
 TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT = "target", "model_config", "config", "text_config", "output"

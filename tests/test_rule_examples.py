@@ -12,8 +12,8 @@ import textwrap
 import pytest
 
 from specaudit import engines
+from specaudit.facts import module_info, parse
 from specaudit.gates import KINDS, SITELESS_KINDS
-from specaudit.index import module_info, parse
 from specaudit.match import SHAPES, find_sites
 from specaudit.ruleset import load_rules
 from specaudit.target import Launch, Target

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from specaudit.index import ClassInfo, build_index
+from specaudit.facts import ClassInfo
+from specaudit.index import build_index
 from specaudit.resolve import Resolver
 
 from conftest import engine_scan, vllm_scan, vllm_tree

@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specaudit.evaluate import EAGLE3_PROTOCOL  # noqa: E402
-from specaudit.index import ClassInfo, build_index  # noqa: E402
+from specaudit.facts import ClassInfo  # noqa: E402
+from specaudit.index import build_index  # noqa: E402
 from specaudit.locate import locate  # noqa: E402
 from specaudit.resolve import Resolver  # noqa: E402
 
