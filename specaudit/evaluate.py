@@ -16,7 +16,7 @@ from typing import Any
 
 from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
 from .facts import ClassInfo
-from .gates import KINDS, SITELESS_KINDS
+from .gates import KINDS
 from .index import TreeIndex, build_index
 from .locate import EngineTree
 from .provenance import provenance
@@ -35,7 +35,7 @@ from .result import (
 from .ruleset import load_rules
 from .target import Launch, load_preset
 from .trace import TARGET, Obligation, TracedPath, placeholder, trace
-from .types import PHASES, Finding, Rule, Status, Verdict
+from .types import PHASES, Finding, Rule, Site, Status, Verdict
 
 EAGLE3_PROTOCOL = "SupportsEagle3"
 
@@ -150,20 +150,46 @@ def _without_cycle_collection() -> Iterator[None]:
             gc.enable()
 
 
-def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
-         overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> ScanResult:
-    """Audit a tree for a launch (None: the landscape only). ``overlay`` replaces files' contents; ``platform``
-    picks the branch of the engine's platform dispatches that is read."""
-    with _without_cycle_collection():
-        return _scan(tree, launch, rules, overlay, platform)
+@dataclass
+class Analysis:
+    """A tree indexed, resolved and traced once, with its rules, registry and protocols: what a scan judges a launch
+    against, and what patch and matrix judge several launches against without indexing again."""
+
+    tree: EngineTree
+    platform: str
+    overlay: dict[str, bytes]
+    rules: list[Rule]
+    index: TreeIndex
+    resolver: Resolver
+    path: TracedPath
+    registry: Registry | None
+    protocols: dict[str, Protocol]
+    seconds: float  # what building it took
+
+    @property
+    def code_rules(self) -> list[Rule]:
+        """The rules with sites in the code (not the drafter checks)."""
+        return [r for r in self.rules if not KINDS[r.kind].siteless]
+
+    @property
+    def gate_rules(self) -> list[Rule]:
+        """The rules that name a gate (not the candidates: raises no rule names yet)."""
+        return [r for r in self.code_rules if r.kind != "candidate"]
+
+    def sites(self) -> dict[str, list[Site]]:
+        """Each code rule's sites, in file order (a fresh dict: a scan filters the candidates' in it)."""
+        return {rule.id: sorted(self.index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in self.code_rules}
+
+    def judge(self, launch: Launch) -> Judge:
+        return Judge(launch, self.resolver, self.registry, self.protocols)
 
 
-def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, overlay: dict[str, bytes] | None,
-          platform: str) -> ScanResult:
+def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str, bytes] | None = None,
+            platform: str = "cuda") -> Analysis:
+    """Index the tree (the files the rules and the path need), resolve it, trace its EAGLE-3 path. ``overlay``
+    replaces files' contents; ``platform`` picks the branch of the engine's platform dispatches that is read."""
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
-    code_rules = [r for r in rules if r.kind not in SITELESS_KINDS]
-    gate_rules = [r for r in code_rules if r.kind != "candidate"]
     eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
     traced: list[tuple[Resolver, TracedPath]] = []
 
@@ -171,61 +197,81 @@ def _scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None, ove
         resolver = Resolver(index)
         traced.append((resolver, trace(index, resolver)))
 
-    index = build_index(tree, eager_modules=eager, rules=code_rules, overlay=overlay, platform=platform,
-                        alongside=trace_path)
-    resolver, path = traced[0]
-    registry = read_registry(resolver)
-    protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
-    sites = {rule.id: sorted(index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in code_rules}
+    with _without_cycle_collection():
+        index = build_index(tree, eager_modules=eager, rules=[r for r in rules if not KINDS[r.kind].siteless],
+                            overlay=overlay, platform=platform, alongside=trace_path)
+        resolver, path = traced[0]
+        registry = read_registry(resolver)
+        protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
+    return Analysis(tree, platform, dict(overlay or {}), rules, index, resolver, path, registry, protocols,
+                    time.perf_counter() - started)
 
+
+def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
+         overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> ScanResult:
+    """Audit a tree for a launch (None: the landscape only)."""
+    return audit(analyze(tree, rules, overlay, platform), launch)
+
+
+def audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
+    """Judge a launch (None: the landscape only) against an analysed tree: the scan result."""
+    with _without_cycle_collection():
+        return _audit(analysis, launch)
+
+
+def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
+    started = time.perf_counter()
+    a = analysis
+    sites = a.sites()
+    gate_rules = a.gate_rules
     findings: list[Finding] = []
     candidates: list[Finding] = []
     decided: dict[str, int] = {}
     if launch is not None and launch.target is not None:
-        judge = Judge(launch, resolver, registry, protocols)
+        judge = a.judge(launch)
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
-        for rule in rules:
-            if rule.kind in SITELESS_KINDS:
+        for rule in a.rules:
+            if KINDS[rule.kind].siteless:
                 finding = KINDS[rule.kind].judge(rule, None, judge)
                 # Placed where the path meets its landmark; with none, after the rest of its phase.
-                findings += [replace(finding, step=path.landmarks.get(rule.at or "", 0))] if finding else []
-        findings = _merge_repeats(findings, rules)
-        options = launch.options if launch.engine == tree.engine.name else {}
-        evaluator = Evaluator(resolver, launch.target, judge.target_class(), launch.method, path,
-                              judge.target_class_problem(), options, registry)
-        decisions = decide(path, evaluator)
+                findings += [replace(finding, step=a.path.landmarks.get(rule.at or "", 0))] if finding else []
+        findings = _merge_repeats(findings, a.rules)
+        options = launch.options if launch.engine == a.tree.engine.name else {}
+        evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), launch.method, a.path,
+                              judge.target_class_problem(), options, a.registry)
+        decisions = decide(a.path, evaluator)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
-        findings = method_findings(path, launch.method) + _with_path(findings, decisions, sites, path)
+        findings = method_findings(a.path, launch.method) + _with_path(findings, decisions, sites, a.path)
     # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
-    for rule in code_rules:
+    for rule in a.code_rules:
         if rule.kind == "candidate":
             sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
             candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]]
 
-    contract = _contract(path, resolver, protocols)
-    landscape = index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
-                           lambda: _landscape(index, resolver, registry, protocols, contract))
-    index.save()
+    contract = _contract(a.path, a.resolver, a.protocols)
+    landscape = a.index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
+                             lambda: _landscape(a.index, a.resolver, a.registry, a.protocols, contract))
+    a.index.save()
     return ScanResult(
-        tree=TreeSummary(tree.engine.name, tree.version, str(tree.root), tree.origin, platform,
-                         _platform_branches(index, registry, launch, path)),
+        tree=TreeSummary(a.tree.engine.name, a.tree.version, str(a.tree.root), a.tree.origin, a.platform,
+                         _platform_branches(a.index, a.registry, launch, a.path)),
         launch=LaunchSummary.of(launch) if launch else None,
         verdict=_verdict(findings, launch),
         findings=findings,
         candidates=candidates,
-        rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in code_rules],
-        path=PathSummary.of(path, decided),
+        rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in a.code_rules],
+        path=PathSummary.of(a.path, decided),
         landscape=landscape,
-        skipped=dict(sorted(index.skipped.items())),
-        files_indexed=len(index.digests),
-        seconds=round(time.perf_counter() - started, 3),
-        gates=_gate_sites(gate_rules, sites, path),
+        skipped=dict(sorted(a.index.skipped.items())),
+        files_indexed=len(a.index.digests),
+        seconds=round(a.seconds + time.perf_counter() - started, 3),
+        gates=_gate_sites(gate_rules, sites, a.path),
         # The files this scan read: hashing the whole tree would cost more than the scan does.
-        provenance=provenance(tree, [rel for rel in index.digests if rel.endswith(".py") and rel not in (overlay or {})],
-                              overlay or ()),
+        provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
+                              a.overlay),
     )
 
 

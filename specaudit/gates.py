@@ -1,15 +1,20 @@
-"""Stage 4: judging gates. A gate kind is a shape of code (match.py finds it) and a judgement, here:
-``judge(rule, site, judge) -> Finding`` says whether the gate at that site stops a given launch, and why.
+"""Stage 4: judging gates. A gate kind is a shape of code and a judgement. Each kind is one class here, named
+after its YAML ``kind:``: the parameters a rule gives it (checked when the rules load), the typed ``Details`` its
+shape records at a site, and ``judge(rule, site, judge) -> Finding``, which says whether the gate at that site
+stops a given launch, and why. Its shape, the libcst half that finds the sites, is ``<Kind>Shape`` in match.py:
+kept apart because libcst costs more to import than a warm scan takes, and a warm scan judges cached sites only.
 
-Rules in ``rules/`` pick a kind and give it parameters; adding a gate is a rule file, not code here.
-Like a Fixit rule, each kind is small, with a clear contract, and each rule carries its own examples.
+Defining a kind registers it (``KINDS``). Rules in ``rules/`` pick a kind and give it parameters; adding a gate is
+a rule file, not code here. Like a Fixit rule, each kind is small, with a clear contract, and each rule carries its
+own examples.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from .drafter import CHECKS, DraftContext
 from .types import Finding, Judge, Rule, Site, Status
@@ -31,17 +36,25 @@ def render_message(template: str | None, values: dict[str, Any]) -> str | None:
     return re.sub(r"\{([^{}=]+?)(=?)\}", fill, template)
 
 
+KINDS: dict[str, Kind] = {}  # every kind, by its YAML name: filled as the classes below are defined
+
+
 class Kind:
     """The judging half of a gate kind."""
 
-    name = ""
+    name: ClassVar[str] = ""
     # One gate the engine meets at several places (the same method called from three), reported once.
-    merge_repeats = False
+    merge_repeats: ClassVar[bool] = False
+    siteless: ClassVar[bool] = False  # judged once per launch, with no place in the engine's code
     # The kind's parameters (a rule's `params:`) and their types: required, and optional.
-    required: dict[str, type] = {}
-    optional: dict[str, type] = {}
+    required: ClassVar[dict[str, type]] = {}
+    optional: ClassVar[dict[str, type]] = {}
 
-    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        KINDS[cls.name] = cls()
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding | None:
         raise NotImplementedError
 
     def validate(self, rule: Rule) -> str | None:
@@ -66,39 +79,48 @@ class Kind:
 
 
 class ModelTypeAllowlist(Kind):
-    """Judges the sites of AllowlistShape (match.py)."""
+    """A list of model types the target's must be in (or not be in) for the method."""
 
     name = "model_type_allowlist"
     required = {"subject": str}
     optional = {"method_attribute": str}
 
-    def judge(self, rule, site, judge):
-        d = site.details
-        methods = d["methods"]
+    @dataclass(frozen=True)
+    class Details:
+        semantics: str  # how the model type is tested: substring, prefix, exact, exact-not
+        values: list[str] | None  # the list, None when it is not a literal
+        list_name: str | None  # the name the list is bound to, None for a literal in place
+        subject: str  # the expression holding the model type, as the engine writes it
+        allow: bool  # raise unless listed (an allowlist), else raise if listed
+        methods: list[str]  # the methods the test applies to; empty: every method
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
+        d: ModelTypeAllowlist.Details = site.details
+        methods = d.methods
         if methods and judge.launch.method not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(methods)} only")
         target = judge.launch.target
-        if d["values"] is None:
-            return self.finding(rule, site, Status.UNKNOWN, f"the list {d['list_name']} is not a literal specaudit can read")
+        if d.values is None:
+            return self.finding(rule, site, Status.UNKNOWN, f"the list {d.list_name} is not a literal specaudit can read")
         model_type = target.text_model_type
-        values = d["values"]
-        if d["semantics"] == "substring":
+        values = d.values
+        if d.semantics == "substring":
             hits = [v for v in values if v in model_type]
             listed = bool(hits)
             how = (f"substring test: {hits[0]!r} is in {model_type!r}" if hits
                    else f"substring test: none of {values} occurs in {model_type!r}")
-        elif d["semantics"] == "prefix":
+        elif d.semantics == "prefix":
             listed = any(model_type.startswith(v) for v in values)
             how = f"prefix test of {model_type!r} against {values}"
         else:
             listed = model_type in values
             how = f"exact membership of {model_type!r} in {values}"
-        if d["semantics"] == "exact-not":
+        if d.semantics == "exact-not":
             listed = not listed
-        blocked = listed != d["allow"]
+        blocked = listed != d.allow
         rendered = render_message(site.message, {
-            **({d["list_name"]: values} if d["list_name"] else {}),
-            d["subject"]: model_type,
+            **({d.list_name: values} if d.list_name else {}),
+            d.subject: model_type,
             **{f"self.{rule.params.get('method_attribute', 'method')}": judge.launch.method},
         })
         error = f"{site.exception}: {rendered}" if rendered else site.exception
@@ -109,25 +131,30 @@ class ModelTypeAllowlist(Kind):
 
 
 class InterfaceCheck(Kind):
-    """Judges the sites of InterfaceCheckShape (match.py)."""
+    """A raise unless the target class satisfies a protocol of the engine's interfaces."""
 
     name = "interface_check"
     required = {"call": str, "protocol": str}
     optional = {"message_contains": str, "methods": list}
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Details:
+        call: str  # the check function
+        protocol: str  # the Protocol it tests
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         methods = rule.params.get("methods")
         if methods and judge.launch.method not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(methods)} only")
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
-        conformance = judge.conformance(target_class, site.details["protocol"])
+        conformance = judge.conformance(target_class, site.details.protocol)
         error = f"{site.exception}: {site.message}" if site.message else site.exception
         label = f"{target_class.name} ({target_class.module})"
         if conformance is None:
             return self.finding(rule, site, Status.UNKNOWN,
-                                f"the engine defines no protocol {site.details['protocol']} in this release")
+                                f"the engine defines no protocol {site.details.protocol} in this release")
         if conformance.conforms:
             return self.finding(rule, site, Status.PASSES, f"{label} satisfies {conformance.protocol}: {conformance.reason}")
         if conformance.conforms is None:
@@ -137,31 +164,44 @@ class InterfaceCheck(Kind):
 
 
 class ConfigAttributeDispatch(Kind):
-    """Judges the sites of DispatchShape (match.py)."""
+    """Reads of the target's config under a capability guard, dispatched by the target's class name."""
 
     name = "config_attribute_dispatch"
     required = {"guard": str, "guard_protocol": str}
     optional = {"class_name_calls": list}
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Branch:
+        names: list[str] | None  # the class names that take it; None: the fallback (or no dispatch at all)
+        reads: list[str]  # the config attributes it reads, as config.x.y
+        line: int
+        dispatch: bool  # a branch of a class-name dispatch, not a read under the guard alone
+
+    @dataclass(frozen=True)
+    class Details:
+        guard: str  # the capability call
+        subject: str  # the expression the guard is called on: the target model
+        branches: list[ConfigAttributeDispatch.Branch]
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
         guard = judge.conformance(target_class, rule.params["guard_protocol"])
         if guard is None or guard.conforms is None:
             why = guard.reason if guard else f"no protocol {rule.params['guard_protocol']} in this release"
-            return self.finding(rule, site, Status.UNKNOWN, f"cannot tell whether {site.details['guard']} holds: {why}")
+            return self.finding(rule, site, Status.UNKNOWN, f"cannot tell whether {site.details.guard} holds: {why}")
         if not guard.conforms:
             return self.finding(rule, site, Status.NOT_APPLICABLE,
                                 f"{target_class.name} is not {rule.params['guard_protocol']}: the branch is skipped")
-        branch = next((b for b in site.details["branches"] if b["names"] is None or target_class.name in b["names"]), None)
+        branch = next((b for b in site.details.branches if b.names is None or target_class.name in b.names), None)
         if branch is None:
             return self.finding(rule, site, Status.PASSES, f"no branch reads the config of {target_class.name}")
-        taken = ("the class-name dispatch sends it to the fallback branch" if branch["dispatch"] and branch["names"] is None
-                 else f"the class-name dispatch names it (line {branch['line']})" if branch["dispatch"]
+        taken = ("the class-name dispatch sends it to the fallback branch" if branch.dispatch and branch.names is None
+                 else f"the class-name dispatch names it (line {branch.line})" if branch.dispatch
                  else "it is read for every multimodal target")
-        missing = [r for r in branch["reads"] if not judge.launch.target.config_value(r.split(".", 1)[1])[0]]
-        reads = ", ".join(branch["reads"])
+        missing = [r for r in branch.reads if not judge.launch.target.config_value(r.split(".", 1)[1])[0]]
+        reads = ", ".join(branch.reads)
         if not missing:
             return self.finding(rule, site, Status.PASSES, f"{target_class.name} reads {reads} ({taken}), which its config has")
         attribute = missing[0].rsplit(".", 1)[1]
@@ -175,12 +215,12 @@ class ConfigAttributeDispatch(Kind):
 
 
 class RegistryLookup(Kind):
-    """Judges the sites of RegistryRaiseShape (match.py)."""
+    """The engine's refusal of an architecture its registry does not know (no details: the raise is the site)."""
 
     name = "registry_lookup"
     required = {"message_contains": str}
 
-    def judge(self, rule, site, judge):
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         architectures = judge.launch.target.architectures
         entry = judge.registered(architectures)
         if entry is not None:
@@ -197,28 +237,37 @@ class RegistryLookup(Kind):
                             f"{site.exception}: {rendered}")
 
 
-class CandidateGate(Kind):
-    """Judges the sites of CandidateShape (match.py)."""
+class Candidate(Kind):
+    """A raise or assert whose condition reads model identity or config attributes, that no rule names."""
 
     name = "candidate"
     required = {"reads": list}
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Details:
+        reads: list[str]  # the attributes of params.reads that its condition reads
+
+    def judge(self, rule: Rule, site: Site, judge: Judge | None) -> Finding:
         return self.finding(rule, site, Status.UNCLASSIFIED,
-                            f"its condition reads {', '.join(site.details['reads'])}; no rule classifies it yet",
+                            f"its condition reads {', '.join(site.details.reads)}; no rule classifies it yet",
                             f"{site.exception}: {site.message}" if site.message else site.exception)
 
 
 class DraftClassCheck(Kind):
-    """Judges the sites of DraftClassShape (match.py) against the drafter's architecture."""
+    """The draft classes the proposer accepts for a method, against the drafter's architecture."""
 
     name = "draft_class_check"
     required = {"methods": list}
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Details:
+        methods: list[str]  # the methods whose branch holds the check
+        accepted: list[str]  # the classes the isinstance check accepts, as the engine names them
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         draft = judge.launch.drafter
-        if judge.launch.method not in site.details["methods"]:
-            return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(site.details['methods'])} only")
+        if judge.launch.method not in site.details.methods:
+            return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(site.details.methods)} only")
         if draft is None:
             return self.finding(rule, site, Status.NOT_APPLICABLE, "no drafter checkpoint to check")
         # vLLM's EAGLEConfig renames a drafter's architectures for eagle3 (transformers_utils/configs/eagle.py).
@@ -230,7 +279,7 @@ class DraftClassCheck(Kind):
                                 f"the drafter's architectures become {archs}, which this release does not register",
                                 f"ValueError: Model architectures {archs} are not supported for now.")
         lineage = judge.lineage(entry.module, entry.class_name)
-        accepted = site.details["accepted"]
+        accepted = site.details.accepted
         if any(name.rsplit(".", 1)[-1] in lineage for name in accepted):
             return self.finding(rule, site, Status.PASSES,
                                 f"{archs[0]} loads {entry.class_name}, which the proposer accepts ({', '.join(accepted)})")
@@ -240,21 +289,27 @@ class DraftClassCheck(Kind):
 
 
 class RequiredMethod(Kind):
-    """Judges the sites of RequiredMethodShape (match.py): does the target class have the method?"""
+    """A method the engine calls on the target model: does the target class have it?"""
 
     name = "required_method"
     required = {"method": str, "receivers": list}
     optional = {"methods": list}
     merge_repeats = True
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Details:
+        method: str
+        receiver: str  # the expression it is called on
+        guarded: bool  # a hasattr check before the call turns its absence into the engine's own error
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         methods = [m.lower() for m in rule.params.get("methods", [])]
         if methods and judge.launch.method.lower() not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"called for {', '.join(methods)} only")
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
-        method = site.details["method"]
+        method = site.details.method
         found = judge.has_method(target_class, method)
         if found.conforms:
             return self.finding(rule, site, Status.PASSES,
@@ -279,11 +334,17 @@ class ArgumentGate(Kind):
     name = "argument_gate"
     required = {"functions": list, "objects": list, "arguments": list, "defaults_files": list}
 
-    def judge(self, rule, site, judge):
+    @dataclass(frozen=True)
+    class Details:
+        conditions: list[str]  # every condition on the way to the raise, as source (negated in else branches)
+        reads: list[str]  # the arguments they read
+        constants: dict[str, list[str]]  # the named string lists they test against
+
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         values = judge.argument_values(rule.params["defaults_files"])
-        outcome = True
-        objects, constants = set(rule.params["objects"]), site.details.get("constants", {})
-        for condition in site.details["conditions"]:
+        outcome: Any = True
+        objects, constants = set(rule.params["objects"]), site.details.constants
+        for condition in site.details.conditions:
             value = evaluate_condition(condition, values, objects, constants)
             if value is False:
                 return self.finding(rule, site, Status.PASSES, f"not triggered: {condition} is false for this launch")
@@ -292,12 +353,12 @@ class ArgumentGate(Kind):
         error = render_message(site.message, {f"{o}.{k}": v for o in rule.params["objects"] for k, v in values.items()})
         error = f"{site.exception}: {error}" if error else site.exception
         if outcome is UNKNOWN:
-            unknown = [c for c in site.details["conditions"]
+            unknown = [c for c in site.details.conditions
                        if evaluate_condition(c, values, objects, constants) is UNKNOWN]
             return self.finding(rule, site, Status.UNDECIDED,
                                 f"depends on what the launch does not fix: {'; '.join(unknown)}", error)
         return self.finding(rule, site, Status.BLOCKS,
-                            f"the launch's arguments meet every condition: {' and '.join(site.details['conditions'])}",
+                            f"the launch's arguments meet every condition: {' and '.join(site.details.conditions)}",
                             error)
 
 
@@ -366,20 +427,15 @@ class DrafterContract(Kind):
 
     name = "drafter_contract"
     required = {"check": str}
+    siteless = True
 
-    def judge(self, rule, site, judge):
+    def judge(self, rule: Rule, site: Site | None, judge: Judge) -> Finding | None:
         if judge.launch.drafter is None:
             return None
         return CHECKS[rule.params["check"]](rule, DraftContext(judge.launch, judge.launch.drafter))
 
-    def validate(self, rule):
+    def validate(self, rule: Rule) -> str | None:
         problem = super().validate(rule)
         if problem is None and rule.params["check"] not in CHECKS:
             return f"params.check must be one of {', '.join(CHECKS)}"
         return problem
-
-
-KINDS: dict[str, Kind] = {k.name: k for k in (ModelTypeAllowlist(), InterfaceCheck(), ConfigAttributeDispatch(),
-                                              RegistryLookup(), CandidateGate(), DraftClassCheck(), DrafterContract(),
-                                              RequiredMethod(), ArgumentGate())}
-SITELESS_KINDS = {DrafterContract.name}  # judged once per launch, with no place in the engine's code

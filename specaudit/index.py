@@ -327,7 +327,8 @@ def _code_salt() -> str:
     """Cached facts are only valid for the code that extracted them."""
     here = Path(__file__).parent
     digest = hashlib.blake2b(digest_size=8)
-    for name in ("facts.py", "types.py", "index.py", "match.py", "resolve.py", "registry.py", "evaluate.py", "trace.py"):
+    for name in ("facts.py", "types.py", "gates.py", "index.py", "match.py", "resolve.py", "registry.py", "evaluate.py",
+                 "trace.py"):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())

@@ -15,13 +15,24 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .facts import ModuleInfo
+from .gates import (
+    ArgumentGate,
+    Candidate,
+    ConfigAttributeDispatch,
+    DraftClassCheck,
+    InterfaceCheck,
+    Kind,
+    ModelTypeAllowlist,
+    RegistryLookup,
+    RequiredMethod,
+)
 from .types import Rule, Site
 
 MAX_EXCERPT_LINES = 16
@@ -233,14 +244,20 @@ def _contains(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------------
-# The matchers, one per gate kind.
+# The matchers, one per gate kind: ``<Kind>Shape`` finds the sites of gates.<Kind>.
+
+SHAPES: dict[str, Shape] = {}  # kind name -> its shape: filled as the classes below are defined
 
 
 class Shape:
     """The matching half of a gate kind: ``needles`` pick the functions worth parsing, ``find`` the sites."""
 
-    kind = ""
-    whole_functions = False  # parse whole functions that contain a needle, not just gate-like statements
+    kind: ClassVar[type[Kind]]
+    whole_functions: ClassVar[bool] = False  # parse whole functions that contain a needle, not just gate-like statements
+
+    def __init_subclass__(cls) -> None:
+        super().__init_subclass__()
+        SHAPES[cls.kind.name] = cls()
 
     def needles(self, rule: Rule) -> list[str]:
         return []
@@ -249,14 +266,14 @@ class Shape:
         raise NotImplementedError
 
 
-class AllowlistShape(Shape):
+class ModelTypeAllowlistShape(Shape):
     """``if <method guard> and not any(s in <subject> for s in LIST): raise`` and its exact-membership form.
 
     params: ``subject`` (the dotted tail of the expression holding the model type, e.g.
     ``hf_text_config.model_type``), ``method_attribute`` (the name compared with the method, e.g. ``method``).
     """
 
-    kind = "model_type_allowlist"
+    kind = ModelTypeAllowlist
 
     def needles(self, rule):
         return [rule.params["subject"]]
@@ -274,14 +291,14 @@ class AllowlistShape(Shape):
             negated = any(_contains(n, tested) for n in negated_nodes(node.test))
             exception, message = message_template(raised)
             sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
-                              segment.excerpt(node), exception, message, {
-                                  "semantics": semantics,
-                                  "values": values,
-                                  "list_name": list_name,
-                                  "subject": cst.Module([]).code_for_node(subject_node),
-                                  "allow": negated,  # raise unless listed (an allowlist) or if listed
-                                  "methods": self._methods(node.test, rule.params.get("method_attribute", "method")),
-                              }))
+                              segment.excerpt(node), exception, message, ModelTypeAllowlist.Details(
+                                  semantics=semantics,
+                                  values=values,
+                                  list_name=list_name,
+                                  subject=cst.Module([]).code_for_node(subject_node),
+                                  allow=negated,
+                                  methods=self._methods(node.test, rule.params.get("method_attribute", "method")),
+                              )))
         return sites
 
     @staticmethod
@@ -340,7 +357,7 @@ class InterfaceCheckShape(Shape):
     interfaces module), optional ``message_contains`` to pick one site among several.
     """
 
-    kind = "interface_check"
+    kind = InterfaceCheck
 
     def needles(self, rule):
         return [rule.params["call"]]
@@ -365,11 +382,11 @@ class InterfaceCheckShape(Shape):
                 continue
             sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
                               segment.excerpt(node), exception, message,
-                              {"call": call, "protocol": rule.params["protocol"]}))
+                              InterfaceCheck.Details(call, rule.params["protocol"])))
         return sites
 
 
-class DispatchShape(Shape):
+class ConfigAttributeDispatchShape(Shape):
     """Reads of the target's config under a capability guard, dispatched by the target's class name::
 
         if supports_multimodal(target_model):
@@ -382,7 +399,7 @@ class DispatchShape(Shape):
     ``class_name_calls`` (calls that return the class name, besides ``type(x).__name__``).
     """
 
-    kind = "config_attribute_dispatch"
+    kind = ConfigAttributeDispatch
 
     def needles(self, rule):
         return [rule.params["guard"]]
@@ -406,13 +423,13 @@ class DispatchShape(Shape):
             undispatched = [s for s in node.body.body if not any(s is d for d in dispatched)]
             reads = [r for s in undispatched for r in self._reads(s, subject)]
             if reads:
-                branches.append({"names": None, "reads": reads, "line": segment.line(node), "dispatch": False})
+                branches.append(ConfigAttributeDispatch.Branch(None, reads, segment.line(node), dispatch=False))
             if not branches:
                 continue
             sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
                               segment.excerpt(node), "AttributeError",
                               "'{config_class}' object has no attribute '{attribute}'",
-                              {"guard": guard, "subject": subject, "branches": branches}))
+                              ConfigAttributeDispatch.Details(guard, subject, branches)))
         return sites
 
     def _chain(self, node, subject, namers, segment):
@@ -422,13 +439,13 @@ class DispatchShape(Shape):
             names = self._names(current.test, subject, namers)
             if names is None:
                 break
-            branches.append({"names": names, "reads": self._reads(current.body, subject),
-                             "line": segment.line(current), "dispatch": True})
+            branches.append(ConfigAttributeDispatch.Branch(names, self._reads(current.body, subject),
+                                                           segment.line(current), dispatch=True))
             current = current.orelse
         if isinstance(current, (cst.Else, cst.If)):
             body = current.body
-            branches.append({"names": None, "reads": self._reads(body, subject),
-                             "line": segment.line(current), "dispatch": True})
+            branches.append(ConfigAttributeDispatch.Branch(None, self._reads(body, subject), segment.line(current),
+                                                           dispatch=True))
         return branches
 
     @staticmethod
@@ -459,13 +476,13 @@ class DispatchShape(Shape):
         return sorted({r for r in reads if not any(o != r and o.startswith(r + ".") for o in reads)})
 
 
-class RegistryRaiseShape(Shape):
+class RegistryLookupShape(Shape):
     """The engine's refusal of an architecture its registry does not know.
 
     params: ``message_contains`` (text of the raise's message that identifies it).
     """
 
-    kind = "registry_lookup"
+    kind = RegistryLookup
 
     def needles(self, rule):
         return [rule.params["message_contains"]]
@@ -476,7 +493,7 @@ class RegistryRaiseShape(Shape):
             exception, message = message_template(node)
             if message and rule.params["message_contains"] in message:
                 sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
-                                  segment.excerpt(node), exception, message, {}))
+                                  segment.excerpt(node), exception, message))
         return sites
 
 
@@ -486,7 +503,7 @@ class CandidateShape(Shape):
     params: ``reads`` (attribute names whose presence in the condition makes it a candidate).
     """
 
-    kind = "candidate"
+    kind = Candidate
 
     def needles(self, rule):
         return list(rule.params["reads"])
@@ -508,18 +525,19 @@ class CandidateShape(Shape):
                 exception = "AssertionError"
                 message = _template(node.msg) if node.msg is not None else None
             sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
-                              segment.excerpt(node), exception, message, {"reads": sorted(attributes & reads)}))
+                              segment.excerpt(node), exception, message,
+                              Candidate.Details(sorted(attributes & reads))))
         return sites
 
 
-class DraftClassShape(Shape):
+class DraftClassCheckShape(Shape):
     """``if self.method == "eagle3": assert isinstance(self.model, (DraftA, DraftB))``: the draft classes
     the proposer accepts for a method.
 
     params: ``methods`` (the method names whose branch is read).
     """
 
-    kind = "draft_class_check"
+    kind = DraftClassCheck
 
     def needles(self, rule):
         return list(rule.params["methods"])
@@ -528,7 +546,7 @@ class DraftClassShape(Shape):
         wanted = set(rule.params["methods"])
         sites = []
         for node in m.findall(segment.module, m.If()):
-            methods = AllowlistShape._methods(node.test, "method")
+            methods = ModelTypeAllowlistShape._methods(node.test, "method")
             if not wanted & set(methods):
                 continue
             for check in m.findall(node.body, m.Assert(test=m.Call(func=m.Name("isinstance")))):
@@ -538,7 +556,7 @@ class DraftClassShape(Shape):
                     continue
                 sites.append(Site(rule.id, segment.path, segment.line(check), segment.end_line(check),
                                   segment.excerpt(check), "AssertionError", None,
-                                  {"methods": methods, "accepted": names}))
+                                  DraftClassCheck.Details(methods, names)))
         return sites
 
 
@@ -556,7 +574,7 @@ class RequiredMethodShape(Shape):
     ``methods`` (the speculative methods the call is made for).
     """
 
-    kind = "required_method"
+    kind = RequiredMethod
     whole_functions = True
 
     def needles(self, rule):
@@ -576,7 +594,7 @@ class RequiredMethodShape(Shape):
                                                              f"'{method}'")
             sites.append(Site(rule.id, segment.path, segment.line(call), segment.end_line(call),
                               segment.excerpt(call), exception, message,
-                              {"method": method, "receiver": ".".join(receiver), "guarded": guard is not None}))
+                              RequiredMethod.Details(method, ".".join(receiver), guarded=guard is not None)))
         return sites
 
     @staticmethod
@@ -606,7 +624,7 @@ class ArgumentGateShape(Shape):
     defaults live; used when judging).
     """
 
-    kind = "argument_gate"
+    kind = ArgumentGate
     whole_functions = True
 
     def needles(self, rule):
@@ -625,8 +643,8 @@ class ArgumentGateShape(Shape):
                 names = {n.value for c in conditions for n in m.findall(cst.parse_expression(c), m.Name())}
                 sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
                                   segment.excerpt(node), exception, message,
-                                  {"conditions": conditions, "reads": sorted(read),
-                                   "constants": {n: constants[n] for n in sorted(names) if n in constants}}))
+                                  ArgumentGate.Details(conditions, sorted(read),
+                                                       {n: constants[n] for n in sorted(names) if n in constants})))
 
         def visit(statements, path, read):
             for stmt in statements:
@@ -666,8 +684,3 @@ class ArgumentGateShape(Shape):
                     constants[assign.targets[0].target.value] = values
             visit(function.body.body, [], set())
         return sites
-
-
-SHAPES: dict[str, Shape] = {s.kind: s for s in (AllowlistShape(), InterfaceCheckShape(), DispatchShape(),
-                                               RegistryRaiseShape(), CandidateShape(), DraftClassShape(),
-                                               RequiredMethodShape(), ArgumentGateShape())}

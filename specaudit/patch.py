@@ -137,29 +137,19 @@ class Plan:
 
 def plan(tree: EngineTree, bundle: Bundle) -> Plan:
     """What the bundle would change in the tree, checked before and after, in memory."""
-    from .evaluate import Judge, scan
-    from .gates import SITELESS_KINDS
-    from .index import build_index
-    from .registry import read_registry
-    from .resolve import Resolver
-    from .ruleset import load_rules
+    from .evaluate import analyze, scan
     from .target import Launch, load_preset
 
-    rules = [r for r in load_rules(tree.engine.name) if r.kind not in SITELESS_KINDS]
-    eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
-    index = build_index(tree, eager_modules=eager, rules=rules)
-    resolver = Resolver(index)
-    registry = read_registry(resolver)
-    protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
+    analysis = analyze(tree)
     launches = {preset: Launch(load_preset(preset)) for preset in bundle.presets}
-    judges = {preset: Judge(launch, resolver, registry, protocols) for preset, launch in launches.items()}
-    context = PatchContext(index, judges, index.sites, protocols)
+    judges = {preset: analysis.judge(launch) for preset, launch in launches.items()}
+    context = PatchContext(analysis.index, judges, analysis.index.sites, analysis.protocols)
     applied, skipped = [], []
     for change in bundle.changes:
         reason = CODEMODS[change.codemod](change, context)
         (skipped.append((change.id, reason)) if reason else applied.append(change.id))
-    edits = {rel: (index.source(rel), new.encode()) for rel, new in context.sources.items()
-             if new.encode() != index.source(rel)}
+    edits = {rel: (analysis.index.source(rel), new.encode()) for rel, new in context.sources.items()
+             if new.encode() != analysis.index.source(rel)}
     for relpath, (_, new) in edits.items():
         try:
             compile(new, relpath, "exec")

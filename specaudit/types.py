@@ -115,7 +115,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class Site:
-    """One place in the engine where a rule's shape matched; ``details``: what the kind's shape read there."""
+    """One place in the engine where a rule's shape matched; ``details``: what the kind's shape read there, as the
+    kind's own ``Details`` dataclass (gates.py)."""
 
     rule_id: str
     file: str
@@ -124,7 +125,7 @@ class Site:
     code: str
     exception: str | None  # the exception type the engine raises there
     message: str | None  # its message, with {expression} where the engine formats a value in
-    details: dict[str, Any] = field(default_factory=dict, hash=False)
+    details: Any = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def test_017_release_accepts_only_its_llama_eagle3_class():
     for version, accepted in (("0.17.0", ["Eagle3LlamaForCausalLM"]),
                               ("0.33.0", ["Eagle3LlamaForCausalLM", "Eagle3DeepseekV2ForCausalLM"])):
         sites = build_index(vllm_tree(version), rules=rule).sites["vllm-eagle3-draft-class"]
-        assert len(sites) == 1 and sites[0].details["accepted"][:len(accepted)] == accepted
+        assert len(sites) == 1 and sites[0].details.accepted[:len(accepted)] == accepted
 
 
 def test_large_header_is_read_without_touching_tensor_data(tmp_path, monkeypatch):

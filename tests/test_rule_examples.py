@@ -7,29 +7,50 @@ site alone).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from specaudit import engines
 from specaudit.facts import module_info, parse
-from specaudit.gates import KINDS, SITELESS_KINDS
+from specaudit.gates import KINDS
 from specaudit.match import SHAPES, find_sites
 from specaudit.ruleset import load_rules
 from specaudit.target import Launch, Target
+
+from conftest import vllm_tree
+from helpers import ROOT
 
 ENGINES = sorted(engines.ENGINES)
 CASES = [(rule, example) for engine in ENGINES for rule in load_rules(engine) for example in rule.examples]
 
 
 def test_every_kind_has_a_shape_and_a_judge():
-    assert set(SHAPES) == set(KINDS) - SITELESS_KINDS
+    assert set(SHAPES) == {name for name, kind in KINDS.items() if not kind.siteless}
+
+
+@pytest.mark.network
+def test_a_warm_scan_judges_without_importing_libcst(tmp_path):
+    """The kinds (gates.py) judge cached sites; only (re)indexing a file needs its shapes (match.py) and libcst,
+    which costs more to import than a warm scan takes."""
+    tree = vllm_tree("0.17.0")
+    command = [sys.executable, "-X", "importtime", "-m", "specaudit.cli", "scan", str(tree.root), "--target", "kimi-k2.5"]
+    env = {**os.environ, "SPECAUDIT_CACHE": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    cold = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    warm = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert cold.returncode == warm.returncode == 1, warm.stderr[-2000:]  # BLOCKED both times
+    assert "| libcst" in cold.stderr  # the cold scan did parse sites: the probe can see libcst come in
+    imported = [line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines() if line.startswith("import time:")]
+    assert "specaudit.gates" in imported and not any(name.startswith("libcst") for name in imported)
 
 
 def test_every_rule_has_positive_and_negative_examples():
     for engine in ENGINES:
         for rule in load_rules(engine):
-            if rule.kind in SITELESS_KINDS:
+            if KINDS[rule.kind].siteless:
                 continue  # checkpoint checks: their fixtures are in tests/test_drafter.py
             expected = [example.get("sites", 1) for example in rule.examples]
             assert any(n >= 1 for n in expected), f"{rule.id} has no example the rule finds"
@@ -46,7 +67,7 @@ def test_rule_example(rule, example):
     if not sites:
         return
     for key, value in (example.get("details") or {}).items():
-        assert sites[0].details[key] == value, key
+        assert getattr(sites[0].details, key) == value, key
     for case in example.get("judged", ()):
         target = Target("example", "example", {"model_type": case["target"]["model_type"]})
         finding = kind.judge(rule, sites[0], _SiteOnlyJudge(Launch(target)))
