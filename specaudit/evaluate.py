@@ -6,6 +6,7 @@ The result is plain data (result.py); every report format renders it and compute
 from __future__ import annotations
 
 import fnmatch
+import functools
 import gc
 import re
 import time
@@ -14,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .checkpoint import Checkpoint
 from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
 from .facts import ClassInfo
-from .gates import KINDS
+from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
 from .locate import EngineTree
 from .provenance import provenance
@@ -33,7 +35,7 @@ from .result import (
     TreeSummary,
 )
 from .ruleset import load_rules
-from .target import Launch, load_preset
+from .target import Launch, Target, load_preset
 from .trace import TARGET, Obligation, TracedPath, placeholder, trace
 from .types import PHASES, Finding, Rule, Site, Status, Verdict
 
@@ -61,31 +63,44 @@ class Judge:
     registry and the protocols."""
 
     def __init__(self, launch: Launch, resolver: Resolver, registry: Registry | None, protocols: dict[str, Protocol]):
+        if launch.target is None:
+            raise ValueError("a launch is judged for a target; a scan with none reports the landscape only")
         self.launch = launch
         self.resolver = resolver
         self.registry = registry
         self.protocols = protocols
-        self._target_class: ClassInfo | None | str = "unset"
-        self._problem = ""
+        self._target = launch.target
         self._arguments: dict[tuple[str, ...], dict[str, Any]] = {}
 
+    @property
+    def method(self) -> str:
+        return self.launch.method
+
+    @property
+    def target(self) -> Target:
+        return self._target
+
+    @property
+    def drafter(self) -> Checkpoint | None:
+        return self.launch.drafter
+
+    @functools.cached_property
+    def _target_class(self) -> tuple[ClassInfo | None, str]:
+        """The class the registry maps the target's architectures to, or None and why."""
+        architectures = self.target.architectures
+        entry = self.registered(architectures)
+        if entry is None:
+            return None, f"no architecture of {architectures} is registered, so no model class is known"
+        found = self.resolver.find_class(entry.module, entry.class_name)
+        if isinstance(found, ClassInfo):
+            return found, ""
+        return None, f"{entry.architecture} -> {entry.module}.{entry.class_name}: {found.reason}"
+
     def target_class(self) -> ClassInfo | None:
-        if self._target_class == "unset":
-            self._target_class = None
-            architectures = self.launch.target.architectures
-            entry = self.registry.lookup(architectures) if self.registry else None
-            if entry is None:
-                self._problem = f"no architecture of {architectures} is registered, so no model class is known"
-            else:
-                found = self.resolver.find_class(entry.module, entry.class_name)
-                if isinstance(found, ClassInfo):
-                    self._target_class = found
-                else:
-                    self._problem = f"{entry.architecture} -> {entry.module}.{entry.class_name}: {found.reason}"
-        return self._target_class  # type: ignore[return-value]
+        return self._target_class[0]
 
     def target_class_problem(self) -> str:
-        return self._problem
+        return self._target_class[1]
 
     @property
     def registry_read(self) -> bool:
@@ -94,7 +109,15 @@ class Judge:
     def registered(self, architectures: Sequence[str]) -> RegistryEntry | None:
         return self.registry.lookup(list(architectures)) if self.registry else None
 
-    def has_method(self, cls: ClassInfo, method: str) -> Conformance:
+    def target_conformance(self, protocol: str) -> Conformance | None:
+        found = self.protocols.get(protocol)
+        cls = self.target_class()
+        return self.resolver.conformance(cls, found) if found and cls else None
+
+    def target_has_method(self, method: str) -> Conformance:
+        cls = self.target_class()
+        if cls is None:
+            return Conformance(method, None, (method,), {}, self.target_class_problem())
         return self.resolver.has_members(cls, (method,), method)
 
     def lineage(self, module: str, class_name: str) -> list[str]:
@@ -103,14 +126,10 @@ class Judge:
             return [class_name]
         return [c.name for c in self.resolver.hierarchy(found).linear if isinstance(c, ClassInfo)]
 
-    def conformance(self, cls: ClassInfo, protocol: str) -> Conformance | None:
-        found = self.protocols.get(protocol)
-        return self.resolver.conformance(cls, found) if found else None
-
     def config_class_name(self, owner: str) -> str:
         if owner != "config":
             return owner
-        auto = (self.launch.target.config.get("auto_map") or {}).get("AutoConfig")
+        auto = (self.target.config.get("auto_map") or {}).get("AutoConfig")
         return auto.rsplit(".", 1)[-1] if isinstance(auto, str) else "PretrainedConfig"
 
     def argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]:
@@ -134,7 +153,7 @@ class Judge:
         return values
 
     def token_attributes(self) -> list[str]:
-        return sorted(k for k in self.launch.target.config if _TOKEN_KEY.search(k))
+        return sorted(k for k in self.target.config if _TOKEN_KEY.search(k))
 
 
 @contextmanager
@@ -233,7 +252,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
         for rule in a.rules:
             if KINDS[rule.kind].siteless:
-                finding = KINDS[rule.kind].judge(rule, None, judge)
+                finding = KINDS[rule.kind].judge_launch(rule, judge)
                 # Placed where the path meets its landmark; with none, after the rest of its phase.
                 findings += [replace(finding, step=a.path.landmarks.get(rule.at or "", 0))] if finding else []
         findings = _merge_repeats(findings, a.rules)
@@ -249,7 +268,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     for rule in a.code_rules:
         if rule.kind == "candidate":
             sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
-            candidates += [KINDS[rule.kind].judge(rule, site, None) for site in sites[rule.id]]
+            candidates += [Candidate.unclassified(rule, site) for site in sites[rule.id]]
 
     contract = _contract(a.path, a.resolver, a.protocols)
     landscape = a.index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
@@ -290,7 +309,7 @@ def _platform_branches(index: TreeIndex, registry: Registry | None, launch: Laun
     modules = {traced.partition(":")[0] for traced in path.traced}
     if registry is not None and launch is None:
         modules |= {e.module for e in registry.entries.values()}
-    elif registry is not None and launch.target is not None:
+    elif registry is not None and launch is not None and launch.target is not None:
         entry = registry.lookup(launch.target.architectures)
         modules |= {entry.module} if entry else set()
     return tuple(f"{info.path}:{line} {branch}" for name in sorted(modules) if (info := index.modules.get(name))
@@ -322,13 +341,13 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
         o = decision.obligation
         claimant = next((i for i, f in enumerate(findings) if f.file == o.file
                          and f.line <= o.line <= spans.get((f.rule_id, f.file, f.line), f.line)), None)
-        rule_finding = findings[claimant] if claimant is not None else None
-        if rule_finding is None or (decision.status == Status.BLOCKS
-                                    and rule_finding.status in (Status.PASSES, Status.NOT_APPLICABLE)):
+        if claimant is None or (decision.status == Status.BLOCKS
+                                    and findings[claimant].status in (Status.PASSES, Status.NOT_APPLICABLE)):
             # No rule names it, or the rule lets pass what the path shows blocks: the worse answer stands.
             unclaimed.append(decision)
             continue
         steps[claimant] = min(steps.get(claimant, o.step), o.step)
+        rule_finding = findings[claimant]
         if rule_finding.status == Status.UNKNOWN and decision.status in (Status.BLOCKS, Status.PASSES):
             # The rule could not read this shape; the traced path could.
             findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "
@@ -338,7 +357,7 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
     return sorted(merged, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
 
 
-def _verdict(findings: list[Finding], launch: Launch | None) -> str:
+def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
     if launch is None or launch.target is None:
         return Verdict.LANDSCAPE
     statuses = {f.status for f in findings}
@@ -364,8 +383,8 @@ def _contract(path: TracedPath, resolver: Resolver, protocols: dict[str, Protoco
         own_check = f"hasattr({placeholder(TARGET)}, {o.member!r})"
         return all(evaluator.satisfied(c) is True for c in o.guards if c.source not in (own_check, f"not {own_check}"))
 
-    methods = tuple(sorted({o.member for o in path.obligations
-                            if o.kind == "call" and o.receiver == TARGET and made_on_every_target(o)}))
+    methods = tuple(sorted({o.member for o in path.obligations if o.member is not None
+                            and o.kind == "call" and o.receiver == TARGET and made_on_every_target(o)}))
     if methods:
         return Contract("EAGLE-3 target methods", methods, None, " and ".join(f"def {m}" for m in methods))
     return Contract(EAGLE3_PROTOCOL, (), None, EAGLE3_PROTOCOL)

@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from .drafter import CHECKS, DraftContext
 from .types import Finding, Judge, Rule, Site, Status
+
+if TYPE_CHECKING:
+    from .checkpoint import Checkpoint
+    from .target import Launch
 
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
@@ -26,7 +31,7 @@ def render_message(template: str | None, values: dict[str, Any]) -> str | None:
     if template is None:
         return None
 
-    def fill(match: re.Match) -> str:
+    def fill(match: re.Match[str]) -> str:
         expression, equal = match.group(1), match.group(2)
         if expression not in values:
             return f"<{expression}>"
@@ -54,7 +59,12 @@ class Kind:
         super().__init_subclass__()
         KINDS[cls.name] = cls()
 
-    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding | None:
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
+        """What the gate at ``site`` does to the launch ``judge`` answers for."""
+        raise NotImplementedError
+
+    def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
+        """A siteless kind's judgement, once per launch: None when it has nothing to say."""
         raise NotImplementedError
 
     def validate(self, rule: Rule) -> str | None:
@@ -68,12 +78,12 @@ class Kind:
         if unknown:
             return f"params.{unknown[0]} is not a parameter of kind {self.name} (it takes {', '.join(known)})"
         for key, value in rule.params.items():
-            if not isinstance(value, known[key]) or (known[key] is list and not all(isinstance(v, str) for v in value)):
+            if not isinstance(value, known[key]) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
                 return f"params.{key} must be a {'list of strings' if known[key] is list else 'string'}"
         return None
 
     @staticmethod
-    def finding(rule: Rule, site: Site, status: str, why: str, error: str | None = None) -> Finding:
+    def finding(rule: Rule, site: Site, status: Status, why: str, error: str | None = None) -> Finding:
         return Finding(rule.id, rule.title, rule.phase, status, site.file, site.line, site.code,
                        error, why, rule.hint)
 
@@ -97,9 +107,9 @@ class ModelTypeAllowlist(Kind):
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         d: ModelTypeAllowlist.Details = site.details
         methods = d.methods
-        if methods and judge.launch.method not in methods:
+        if methods and judge.method not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(methods)} only")
-        target = judge.launch.target
+        target = judge.target
         if d.values is None:
             return self.finding(rule, site, Status.UNKNOWN, f"the list {d.list_name} is not a literal specaudit can read")
         model_type = target.text_model_type
@@ -121,7 +131,7 @@ class ModelTypeAllowlist(Kind):
         rendered = render_message(site.message, {
             **({d.list_name: values} if d.list_name else {}),
             d.subject: model_type,
-            **{f"self.{rule.params.get('method_attribute', 'method')}": judge.launch.method},
+            **{f"self.{rule.params.get('method_attribute', 'method')}": judge.method},
         })
         error = f"{site.exception}: {rendered}" if rendered else site.exception
         subject = f"the target's text model type (hf_text_config.model_type) is {model_type!r}"
@@ -144,12 +154,12 @@ class InterfaceCheck(Kind):
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         methods = rule.params.get("methods")
-        if methods and judge.launch.method not in methods:
+        if methods and judge.method not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(methods)} only")
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
-        conformance = judge.conformance(target_class, site.details.protocol)
+        conformance = judge.target_conformance(site.details.protocol)
         error = f"{site.exception}: {site.message}" if site.message else site.exception
         label = f"{target_class.name} ({target_class.module})"
         if conformance is None:
@@ -187,7 +197,7 @@ class ConfigAttributeDispatch(Kind):
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
-        guard = judge.conformance(target_class, rule.params["guard_protocol"])
+        guard = judge.target_conformance(rule.params["guard_protocol"])
         if guard is None or guard.conforms is None:
             why = guard.reason if guard else f"no protocol {rule.params['guard_protocol']} in this release"
             return self.finding(rule, site, Status.UNKNOWN, f"cannot tell whether {site.details.guard} holds: {why}")
@@ -200,7 +210,7 @@ class ConfigAttributeDispatch(Kind):
         taken = ("the class-name dispatch sends it to the fallback branch" if branch.dispatch and branch.names is None
                  else f"the class-name dispatch names it (line {branch.line})" if branch.dispatch
                  else "it is read for every multimodal target")
-        missing = [r for r in branch.reads if not judge.launch.target.config_value(r.split(".", 1)[1])[0]]
+        missing = [r for r in branch.reads if not judge.target.config_value(r.split(".", 1)[1])[0]]
         reads = ", ".join(branch.reads)
         if not missing:
             return self.finding(rule, site, Status.PASSES, f"{target_class.name} reads {reads} ({taken}), which its config has")
@@ -221,7 +231,7 @@ class RegistryLookup(Kind):
     required = {"message_contains": str}
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
-        architectures = judge.launch.target.architectures
+        architectures = judge.target.architectures
         entry = judge.registered(architectures)
         if entry is not None:
             return self.finding(rule, site, Status.PASSES,
@@ -231,7 +241,7 @@ class RegistryLookup(Kind):
         rendered = render_message(site.message, {"architectures": architectures})
         fallback = (" With --trust-remote-code the engine may still try its Transformers backend through the "
                     "config's auto_map, which works only for remote code written for it."
-                    if judge.launch.target.config.get("auto_map") else "")
+                    if judge.target.config.get("auto_map") else "")
         return self.finding(rule, site, Status.BLOCKS,
                             f"no architecture of {architectures} is in this release's registry.{fallback}",
                             f"{site.exception}: {rendered}")
@@ -247,8 +257,13 @@ class Candidate(Kind):
     class Details:
         reads: list[str]  # the attributes of params.reads that its condition reads
 
-    def judge(self, rule: Rule, site: Site, judge: Judge | None) -> Finding:
-        return self.finding(rule, site, Status.UNCLASSIFIED,
+    def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
+        return self.unclassified(rule, site)
+
+    @classmethod
+    def unclassified(cls, rule: Rule, site: Site) -> Finding:
+        """A candidate is the same finding whatever the launch: a scan with no target lists them too."""
+        return cls.finding(rule, site, Status.UNCLASSIFIED,
                             f"its condition reads {', '.join(site.details.reads)}; no rule classifies it yet",
                             f"{site.exception}: {site.message}" if site.message else site.exception)
 
@@ -265,8 +280,8 @@ class DraftClassCheck(Kind):
         accepted: list[str]  # the classes the isinstance check accepts, as the engine names them
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
-        draft = judge.launch.drafter
-        if judge.launch.method not in site.details.methods:
+        draft = judge.drafter
+        if judge.method not in site.details.methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"applies to {', '.join(site.details.methods)} only")
         if draft is None:
             return self.finding(rule, site, Status.NOT_APPLICABLE, "no drafter checkpoint to check")
@@ -304,13 +319,13 @@ class RequiredMethod(Kind):
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         methods = [m.lower() for m in rule.params.get("methods", [])]
-        if methods and judge.launch.method.lower() not in methods:
+        if methods and judge.method.lower() not in methods:
             return self.finding(rule, site, Status.NOT_APPLICABLE, f"called for {', '.join(methods)} only")
         target_class = judge.target_class()
         if target_class is None:
             return self.finding(rule, site, Status.UNKNOWN, judge.target_class_problem())
         method = site.details.method
-        found = judge.has_method(target_class, method)
+        found = judge.target_has_method(method)
         if found.conforms:
             return self.finding(rule, site, Status.PASSES,
                                 f"{target_class.name} has {method} (from {found.provided_by[method]})")
@@ -386,9 +401,9 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
             return UNKNOWN if operand is UNKNOWN else not operand
         if isinstance(node, ast.BoolOp):
             results = [ev(v) for v in node.values]
-            decisive = (lambda r: r is not UNKNOWN and not r) if isinstance(node.op, ast.And) else \
-                (lambda r: r is not UNKNOWN and bool(r))
-            if any(decisive(r) for r in results):
+            # A known False decides an `and`, a known True an `or`, whatever the unknowns beside it.
+            deciding = not isinstance(node.op, ast.And)
+            if any(r is not UNKNOWN and bool(r) is deciding for r in results):
                 return isinstance(node.op, ast.Or)
             return UNKNOWN if any(r is UNKNOWN for r in results) else isinstance(node.op, ast.And)
         if isinstance(node, ast.Compare):
@@ -413,7 +428,7 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
         return UNKNOWN
 
 
-_COMPARE = {
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
     ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
     ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
     ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
@@ -429,10 +444,14 @@ class DrafterContract(Kind):
     required = {"check": str}
     siteless = True
 
-    def judge(self, rule: Rule, site: Site | None, judge: Judge) -> Finding | None:
-        if judge.launch.drafter is None:
+    def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
+        drafter = judge.drafter
+        if drafter is None:
             return None
-        return CHECKS[rule.params["check"]](rule, DraftContext(judge.launch, judge.launch.drafter))
+        # The checks read the whole launch (its options, its speculative config, the drafter's tensors), which
+        # the protocol does not spell out: a judge with a drafter is evaluate.Judge, built on a target.Launch.
+        launch = cast("Launch", getattr(judge, "launch"))  # noqa: B009
+        return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast("Checkpoint", drafter)))
 
     def validate(self, rule: Rule) -> str | None:
         problem = super().validate(rule)

@@ -128,7 +128,7 @@ class Plan:
     skipped: list[tuple[str, str]]  # change id -> why not (its precondition does not hold)
 
     def diff(self) -> str:
-        out = []
+        out: list[str] = []
         for relpath, (old, new) in sorted(self.edits.items()):
             out += difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
                                         f"a/{relpath}", f"b/{relpath}")

@@ -156,51 +156,63 @@ class Finding:
 
 
 class TargetFacts(Protocol):
-    name: str
-    architectures: list[str]
-    text_model_type: str
-    config: dict[str, Any]
-
-    def config_value(self, dotted: str) -> tuple[bool, Any]: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def architectures(self) -> list[str]: ...
+    @property
+    def text_model_type(self) -> str: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+    def config_value(self, path: str) -> tuple[bool, Any]: ...
 
 
 class DrafterFacts(Protocol):
-    config: dict[str, Any]
-
-
-class LaunchFacts(Protocol):
-    method: str
-    engine: str
-    target: TargetFacts
-    drafter: DrafterFacts | None
+    @property
+    def config(self) -> dict[str, Any]: ...
 
 
 class ClassFacts(Protocol):
-    name: str
-    module: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def module(self) -> str: ...
 
 
 class RegistryEntryFacts(Protocol):
-    architecture: str
-    module: str
-    class_name: str
-    declared_in: str
+    @property
+    def architecture(self) -> str: ...
+    @property
+    def module(self) -> str: ...
+    @property
+    def class_name(self) -> str: ...
+    @property
+    def declared_in(self) -> str: ...
 
 
 class ConformanceFacts(Protocol):
     """Whether a class has what a protocol (or a method list) asks: True, False, or None when it cannot be told."""
 
-    protocol: str
-    conforms: bool | None
-    reason: str
-    provided_by: dict[str, str]
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def conforms(self) -> bool | None: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def provided_by(self) -> dict[str, str]: ...
 
 
 class Judge(Protocol):
-    """What the gate kinds need to judge a site: the launch, and questions about the resolved tree."""
+    """What the gate kinds need to judge a site: the launch (its method, target and drafter), and questions about
+    the target class in the resolved tree."""
 
-    launch: LaunchFacts
-
+    @property
+    def method(self) -> str: ...
+    @property
+    def target(self) -> TargetFacts: ...
+    @property
+    def drafter(self) -> DrafterFacts | None: ...
     @property
     def registry_read(self) -> bool:
         """Whether the engine's model registry could be read at all."""
@@ -212,9 +224,12 @@ class Judge(Protocol):
 
     def target_class_problem(self) -> str: ...
 
-    def conformance(self, cls: ClassFacts, protocol: str) -> ConformanceFacts | None: ...
+    def target_conformance(self, protocol: str) -> ConformanceFacts | None:
+        """Whether the target class satisfies a protocol of the engine's; None when the engine defines none by that
+        name."""
+        ...
 
-    def has_method(self, cls: ClassFacts, method: str) -> ConformanceFacts: ...
+    def target_has_method(self, method: str) -> ConformanceFacts: ...
 
     def lineage(self, module: str, class_name: str) -> list[str]:
         """The names of a class and its bases in MRO order; just the name when it cannot be resolved."""

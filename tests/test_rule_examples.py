@@ -77,10 +77,11 @@ def test_rule_example(rule, example):
 
 
 class _SiteOnlyJudge:
-    """Kinds judged here read only the launch."""
+    """Kinds judged here read only the launch's method and target (the rest of types.Judge is not asked)."""
 
     def __init__(self, launch):
-        self.launch = launch
+        self.method = launch.method
+        self.target = launch.target
 
 
 @pytest.mark.parametrize("params,message", [
