@@ -73,7 +73,8 @@ class TensorInfo:
 class ByteSource(Protocol):
     """Where a safetensors file's bytes are read from: a local file, or a file on the Hub read by ranges."""
 
-    name: str  # what messages call it: a path or a URL
+    @property
+    def name(self) -> str: ...  # what messages call it: a path or a URL (read-only: a property satisfies it)
 
     def size(self) -> int: ...
 

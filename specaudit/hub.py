@@ -130,6 +130,7 @@ class HubFile:
     def size(self) -> int:
         if self._size is None:
             self.read(0, 1)
+        assert self._size is not None  # read() sets it from the response headers, or raises
         return self._size
 
     def read(self, start: int, length: int) -> bytes:

@@ -97,6 +97,8 @@ def match_crash(crash: Crash, signatures: list[Signature]) -> SignatureMatch | N
     """The first crash signature whose frame the root traceback passes through, with its exception text."""
     places = [f"{frame.file}:{frame.function}" for frame in crash.frames]
     for signature in signatures:
+        if signature.frame is None:
+            continue  # not a crash signature: no frame for the traceback to pass through
         found = signature.pattern.search(crash.text)
         if found and any(signature.frame.search(place) for place in places):
             fields = {k: v for k, v in found.groupdict().items() if v is not None}

@@ -56,6 +56,7 @@ class TracebackReader:
     def feed(self, number: int, line: str) -> None:
         """One log line, without colours; ``number`` counts from 1."""
         prefix = _PREFIX.match(line)
+        assert prefix is not None  # every part of _PREFIX is optional: it matches at the start of any line
         process, content = prefix.group("process") or "", line[prefix.end():]
         if content.strip() == _START:
             self._open[process] = _Open(number)
