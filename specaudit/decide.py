@@ -41,7 +41,7 @@ from .trace import (
     reads_target,
     runs,
 )
-from .types import Finding, Status
+from .types import Finding, Phase, Status
 
 # Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
 PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {
@@ -123,7 +123,7 @@ class Builtin:
 @dataclass(frozen=True)
 class Decision:
     obligation: Obligation
-    status: str
+    status: Status
     why: str
     error: str | None
     unknown: str | None = None  # what was not understood, when the status is unknown or undecided
@@ -165,7 +165,8 @@ class Evaluator:
         # Target conditions of the gates already met that block: a later obligation is reported as the launch
         # meets it once those are opened (an unpack of the aux outputs after the interface check, say).
         self.opened: list[Condition] = []
-        self._parsed: dict[str, ast.AST] = {}
+        self._parsed: dict[str, ast.expr] = {}  # a condition's source -> its expression
+        self._summaries: dict[str, ast.Module] = {}  # a summary's source -> its statements
         self._depth = 0
 
     # ---- entry points ----
@@ -184,7 +185,7 @@ class Evaluator:
             return truth
         return truth == condition.holds
 
-    def _parse(self, source: str) -> ast.AST:
+    def _parse(self, source: str) -> ast.expr:
         if source not in self._parsed:
             self._parsed[source] = ast.parse(source, mode="eval").body
         return self._parsed[source]
@@ -273,15 +274,15 @@ class Evaluator:
         if isinstance(base, TargetModel):
             if name == "__class__":
                 return ClassValue(base.cls)
-            found = self.member(base.cls, name)
-            if found is True:
+            has = self.member(base.cls, name)
+            if has is True:
                 if name in base.cls.defaults:
                     return base.cls.defaults[name]
                 part = self.resolver.part_class(base.cls, name) or self._registered_part(base.cls, name)
                 return TargetModel(part) if part else Method(base, name)
-            if found is False:
+            if has is False:
                 return Raises(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
-            return found
+            return has
         if isinstance(base, ClassValue):
             if name == "__name__":
                 return base.cls.name
@@ -323,12 +324,15 @@ class Evaluator:
         """What a method of the target returns when its body is one ``return`` of an expression over ``self``
         (``def get_language_model(self): return self.language_model``); None when it is not that simple."""
         found = self.resolver.method_node(method.owner.cls, method.name)
-        body = [s for s in found[1].body if not is_docstring(s)] if found else []
+        if found is None:
+            return None
+        owner, node = found
+        body = [s for s in node.body if not is_docstring(s)]
         if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None or self._depth > 8:
             return None
         self._depth += 1
         try:
-            return self.eval(body[0].value, {"self": method.owner}, found[0].module)
+            return self.eval(body[0].value, {"self": method.owner}, owner.module)
         finally:
             self._depth -= 1
 
@@ -458,7 +462,7 @@ class Evaluator:
             return Unknown(f"isinstance({cls.name}, {protocol.cls.name}): {conformance.reason}")
         return conformance.conforms
 
-    def _quantified(self, name: str, generator: ast.GeneratorExp, local: dict, module: str) -> Any:
+    def _quantified(self, name: str, generator: ast.GeneratorExp | ast.ListComp, local: dict, module: str) -> Any:
         if len(generator.generators) != 1:
             return Unknown(_text(generator))
         loop = generator.generators[0]
@@ -584,9 +588,9 @@ class Evaluator:
         missing = [p for p in summary.params if p not in local]
         if missing:
             return Unknown(f"{summary.qualname}(...) without {', '.join(missing)}")
-        body = self._parsed.get(summary.source)
+        body = self._summaries.get(summary.source)
         if body is None:
-            body = self._parsed[summary.source] = ast.parse(summary.source)
+            body = self._summaries[summary.source] = ast.parse(summary.source)
         self._depth += 1
         try:
             result = self._statements(body.body, local, summary.module)
@@ -606,6 +610,8 @@ class Evaluator:
             if isinstance(stmt, ast.Assign):
                 value = self.eval(stmt.value, local, module)
                 for target in stmt.targets:
+                    if not isinstance(target, ast.Name):  # a summary assigns only names (trace._summarizable)
+                        return Unknown(f"{_text(stmt)} (in a function the condition calls)")
                     local[target.id] = value
             elif isinstance(stmt, ast.If):
                 test = _truth(self.eval(stmt.test, local, module))
@@ -618,6 +624,8 @@ class Evaluator:
                 items = self.eval(stmt.iter, local, module)
                 if not isinstance(items, (list, tuple)):
                     return items if isinstance(items, (Unknown, Raises)) else Unknown(_text(stmt.iter))
+                if not isinstance(stmt.target, ast.Name):  # a summary loops only over names (trace._summarizable)
+                    return Unknown(f"{_text(stmt.target)} (in a function the condition calls)")
                 for item in items:
                     local[stmt.target.id] = item
                     result = self._statements(stmt.body, local, module)
@@ -737,6 +745,7 @@ def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:
         cls = evaluator.target_class
         return f"AttributeError: '{cls.name if cls else 'Model'}' object has no attribute '{obligation.member}'"
     if obligation.kind == "config":
+        assert obligation.receiver is not None  # the tracer records a config read with the config it reads
         config = evaluator.env[placeholder(obligation.receiver)]
         return f"AttributeError: '{config.class_name}' object has no attribute '{obligation.member}'"
     if obligation.kind == "unpack":
@@ -751,6 +760,7 @@ def _has_member(obligation: Obligation, evaluator: Evaluator) -> tuple[bool | Un
     cls = evaluator.target_class
     if cls is None:
         return Unknown(f"the target model class ({evaluator.class_problem})"), "the target class is not known"
+    assert obligation.member is not None  # the tracer records a call or attribute read with its member
     found = evaluator.member(cls, obligation.member)
     if found is True:
         return True, f"{cls.name} has {obligation.member}"
@@ -761,6 +771,8 @@ def _has_member(obligation: Obligation, evaluator: Evaluator) -> tuple[bool | Un
 
 
 def _config_has(obligation: Obligation, evaluator: Evaluator) -> tuple[bool | Unknown, str]:
+    # The tracer records a config read with its member and the config it reads it from.
+    assert obligation.receiver is not None and obligation.member is not None
     config = evaluator.env[placeholder(obligation.receiver)]
     value = evaluator.attribute(config, obligation.member, f"{config.label}.{obligation.member}")
     if isinstance(value, Raises):
@@ -849,7 +861,7 @@ def _finding(decision: Decision, also: tuple[str, ...]) -> Finding:
     why = decision.why
     if o.via:
         why += f" (reached from {o.via[0].split(' ')[0].partition(':')[2]})"
-    return Finding(f"path-{o.kind}", title, o.phase, decision.status, o.file, o.line, o.code, decision.error, why,
+    return Finding(f"path-{o.kind}", title, Phase(o.phase), decision.status, o.file, o.line, o.code, decision.error, why,
                    _HINTS[o.kind], also=tuple(a for a in also if a != f"{o.file}:{o.line}"), step=o.step)
 
 
@@ -859,14 +871,14 @@ def entry_findings(path: TracedPath) -> list[Finding]:
     found = []
     for entry in path.entries:
         if entry.function is None and entry.required and runs(entry.runner, path.runner):
-            found.append(Finding("path-entry", f"EAGLE-3 path entry point not found: {entry.role}", entry.phase,
+            found.append(Finding("path-entry", f"EAGLE-3 path entry point not found: {entry.role}", Phase(entry.phase),
                                  Status.UNKNOWN, entry.tried[0].partition(":")[0].replace(".", "/") + ".py", 0, "",
                                  None, f"none of the declared entry points is in this tree: {entry.problem}",
                                  "The engine moved or renamed this stage: declare where it now starts in "
                                  "rules/paths/<engine>.yaml (entries are tried in order)."))
     for unparsed in path.unparsed:
         file, _, why = unparsed.partition(": ")
-        found.append(Finding("path-unparsed", "A file on the EAGLE-3 path could not be parsed", "model_config",
+        found.append(Finding("path-unparsed", "A file on the EAGLE-3 path could not be parsed", Phase.MODEL_CONFIG,
                              Status.UNKNOWN, file, 0, "", None, f"{why}: the gates in it cannot be read",
                              "Check the installation: this file is not valid Python for specaudit's parser."))
     return found
@@ -877,7 +889,7 @@ def method_findings(path: TracedPath, method: str) -> list[Finding]:
     cannot be told."""
     if not path.methods or method in path.methods:
         return []
-    return [Finding("path-method", f"Speculative method {method!r} is not one this release names", "arguments",
+    return [Finding("path-method", f"Speculative method {method!r} is not one this release names", Phase.ARGUMENTS,
                     Status.UNKNOWN, "", 0, "", None,
                     f"neither the release's list of methods nor any comparison on its EAGLE-3 path names {method!r}; "
                     f"it names {', '.join(sorted(path.methods))}",

@@ -7,9 +7,16 @@ pickled into the index cache; index.py builds and caches it for a whole tree.
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+# The try statements: `try: ... except*` (TryStar, Python 3.11) has the same blocks as a plain try.
+if sys.version_info >= (3, 11):
+    TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
+else:
+    TRY_NODES: tuple[type[ast.Try], ...] = (ast.Try,)
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,8 @@ def platform_tested(test: ast.expr) -> set[str] | None:
     with ``or``); None when the test is anything else."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         parts = [platform_tested(v) for v in test.values]
-        return set().union(*parts) if all(p is not None for p in parts) else None
+        known = [p for p in parts if p is not None]
+        return set().union(*known) if len(known) == len(parts) else None
     node = test.func if isinstance(test, ast.Call) and not test.args else test
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
     tested = name.lstrip("_").removeprefix("is_")
@@ -164,7 +172,7 @@ def flatten(body: Iterable[ast.stmt], platform: str = "cuda",
             # `if TYPE_CHECKING:` never runs: its names would shadow the ones the engine really binds.
             if dotted_name(stmt.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
                 yield from flatten(stmt.body, platform, followed)
-        elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        elif isinstance(stmt, TRY_NODES):
             yield from flatten(stmt.body, platform, followed)
             for handler in stmt.handlers:
                 yield from flatten(handler.body, platform, followed)
@@ -180,7 +188,8 @@ def _platform_branch(stmt: ast.If, platform: str) -> tuple[list[ast.stmt], str]:
     """The branch of an if/elif chain on platforms that runs on ``platform``, and how to name it."""
     node: ast.If = stmt
     while True:
-        if platform_tested(node.test) & PLATFORMS[platform]:
+        tested = platform_tested(node.test)  # not None: the caller's test, and each elif followed, test platforms
+        if tested is not None and tested & PLATFORMS[platform]:
             return node.body, f"`{ast.unparse(node.test)}`"
         if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) and platform_tested(node.orelse[0].test):
             node = node.orelse[0]
@@ -221,8 +230,8 @@ def _index_statement(stmt: ast.stmt, info: ModuleInfo, package: str, platform: s
             info.literal_lines[target] = stmt.lineno
             return
         if isinstance(stmt.value, (ast.List, ast.Tuple)) and stmt.value.elts:
-            names = [dotted_name(e) for e in stmt.value.elts]
-            if all(names):
+            names = [name for name in map(dotted_name, stmt.value.elts) if name]
+            if len(names) == len(stmt.value.elts):
                 info.name_lists[target] = tuple(names)
                 info.literal_lines[target] = stmt.lineno
                 return
@@ -395,9 +404,9 @@ def literal_value(node: ast.AST) -> Any:
         parts = []
         for operand in reversed(operands):
             name = dotted_name(operand)
-            value = LiteralRef(name) if name else literal_value(operand)
-            if not isinstance(value, (list, tuple, dict, Merge, LiteralRef)):
+            term = LiteralRef(name) if name else literal_value(operand)
+            if not isinstance(term, (list, tuple, dict, Merge, LiteralRef)):
                 return _NOT_LITERAL  # a string or number sum, or a computed term
-            parts.append(value)
+            parts.append(term)
         return Merge("dict" if op is ast.BitOr else "list", tuple(parts))
     return _NOT_LITERAL

@@ -174,12 +174,12 @@ class Resolver:
         where, _, name = found.qualname.rpartition(".") if isinstance(found, External) else ("", "", "")
         home = self.index.module(where) if self._inside(where) else None
         factory = home.factories.get(name) if home is not None else None
-        if factory is None or len(args) > len(factory.params):
+        if home is None or factory is None or len(args) > len(factory.params):
             reason = found.reason if isinstance(found, Unresolved) else f"{function} does not return a class it builds"
             return Unresolved(f"{function}(...)", f"{function}({', '.join(args)}) is a call: {reason}")
         values = [self._bound(module, a, bindings) for a in args]
         # Named by what the arguments resolved to: one factory called on two classes makes two classes.
-        named = ", ".join(getattr(v, "qualname", None) or getattr(v, "name", "?") for v in values)
+        named = ", ".join(v.qualname if isinstance(v, (ClassInfo, External)) else v.name for v in values)
         made = ClassInfo(**{**factory.made.__dict__, "name": f"{factory.made.name}[{named}]"})
         if made.qualname not in self._made:
             argument = values[0] if factory.returns_argument and isinstance(values[0], ClassInfo) else None
@@ -226,6 +226,7 @@ class Resolver:
         direct: list[ClassInfo | External] = []
         for dotted, written in zip(cls.bases, cls.base_sources):
             call = factory_call(ast.parse(written, mode="eval").body) if dotted is None else None
+            target: Resolved
             if module is None:
                 target = Unresolved(written, "module not indexed")
             elif call is not None:
@@ -235,7 +236,7 @@ class Resolver:
                 continue
             else:
                 target = self._bound(module, dotted, bindings)
-            if target is cls:
+            if target is cls and module is not None and dotted is not None:
                 # `class X(X)` subclasses the X bound before this statement: an import or alias.
                 target = self._shadowed(module, dotted)
             if isinstance(target, ClassInfo):
@@ -273,7 +274,7 @@ class Resolver:
         the class that returns one (``self.model = self._init_model(...)``); None when it is not known."""
         for base in self.hierarchy(cls).linear:
             values = self._assigned(base).get(name) if isinstance(base, ClassInfo) else None
-            if values:
+            if values and isinstance(base, ClassInfo):
                 return self._built(cls, base, values)
         return None
 
@@ -293,12 +294,14 @@ class Resolver:
     def method_node(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, ast.FunctionDef] | None:
         """The definition of method ``name`` that an instance of ``cls`` calls (the first in its MRO), and its class."""
         for base in self.hierarchy(cls).linear:
-            node = self._class_node(base) if isinstance(base, ClassInfo) else None
+            if not isinstance(base, ClassInfo):
+                continue  # an external base: its methods are not read
+            node = self._class_node(base)
             found = next((s for s in (node.body if node else []) if isinstance(s, ast.FunctionDef) and s.name == name),
                          None)
             if found is not None:
                 return base, found
-            if isinstance(base, ClassInfo) and name in base.bound:
+            if name in base.bound:
                 return None  # bound another way (an assignment, a decorator's result)
         return None
 
@@ -306,11 +309,14 @@ class Resolver:
         """What calling ``self.member(...)`` builds: the class a class attribute names (``model_cls =
         DeepseekV2Model``), or the one class a method returns an instance of; the first definition in the MRO."""
         for base in self.hierarchy(cls).linear:
-            node = self._class_node(base) if isinstance(base, ClassInfo) else None
+            if not isinstance(base, ClassInfo):
+                continue  # an external base: its members are not read
+            node = self._class_node(base)
             for stmt in node.body if node else []:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == member:
                     returns = [s.value for s in ast.walk(stmt) if isinstance(s, ast.Return)]
-                    return self._built(cls, base, returns, 1) if returns and all(returns) else None
+                    values = [r for r in returns if r is not None]  # a bare `return` builds nothing
+                    return self._built(cls, base, values, 1) if values and len(values) == len(returns) else None
                 if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == member for t in stmt.targets):
                     dotted, module = dotted_name(stmt.value), self.index.module(base.module)
                     found = self.resolve(module, dotted) if dotted and module else None
@@ -321,8 +327,12 @@ class Resolver:
         """The parts that ``cls`` (through its MRO) assigns from one call, each with the module of that call."""
         found: dict[str, tuple[ModuleInfo, ast.Call]] = {}
         for base in reversed(self.hierarchy(cls).linear):
-            module = self.index.module(base.module) if isinstance(base, ClassInfo) else None
-            for name, values in (self._assigned(base).items() if module else ()):
+            if not isinstance(base, ClassInfo):
+                continue
+            module = self.index.module(base.module)
+            if module is None:
+                continue
+            for name, values in self._assigned(base).items():
                 if len(values) == 1 and isinstance(values[0], ast.Call):
                     found[name] = (module, values[0])
                 else:
@@ -445,7 +455,7 @@ class Resolver:
         layers: dict[str, str] = {}
         for made in hierarchy.linear:
             argument = self._made.get(made.qualname, ({}, None))[1] if isinstance(made, ClassInfo) else None
-            if argument is None:
+            if not isinstance(made, ClassInfo) or argument is None:
                 continue
             kept = set(self.hierarchy(argument).linear)
             for base in self.hierarchy(made).linear:
@@ -461,8 +471,8 @@ class Resolver:
             return None
         if name in module.literals:
             return self._expand(module, module.literals[name], _depth)
-        if name in module.imports and module.imports[name].name:
-            imp = module.imports[name]
+        imp = module.imports.get(name)
+        if imp is not None and imp.name:
             source = self.resolve_module(imp.module)
             if isinstance(source, ModuleInfo):
                 return self.literal(source, imp.name, _depth + 1)

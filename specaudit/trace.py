@@ -29,7 +29,7 @@ import yaml
 
 from .data import YAML_LOADER, rules_dir
 from .errors import SpecauditError
-from .facts import ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
+from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
 from .resolve import External, Resolver
 from .types import PHASES
@@ -244,6 +244,9 @@ class _Function:
     owner: ClassInfo | None  # the class it is defined in
 
 
+Bindings = tuple[dict[str, str], dict[str, ast.expr]]  # a frame's denoted names and literals, at one point
+
+
 @dataclass
 class _Frame:
     """What a traced function knows: the role, the class `self` is, and what local names denote."""
@@ -255,20 +258,22 @@ class _Frame:
     via: tuple[str, ...]
     depth: int
 
-    def bindings(self) -> tuple[dict, dict]:
+    def bindings(self) -> Bindings:
         return dict(self.denoted), dict(self.literals)
 
-    def restore(self, bindings: tuple[dict, dict]) -> None:
+    def restore(self, bindings: Bindings) -> None:
         self.denoted, self.literals = dict(bindings[0]), dict(bindings[1])
 
 
-def _agreed(one: tuple[dict, dict], other: tuple[dict, dict]) -> tuple[dict, dict]:
-    return tuple({k: v for k, v in a.items() if k in b and (b[k] is v or ast.dump(b[k]) == ast.dump(v)
-                                                         if isinstance(v, ast.AST) else b[k] == v)}
-                 for a, b in zip(one, other))
+def _agreed(one: Bindings, other: Bindings) -> Bindings:
+    def common(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in a.items() if k in b and (b[k] is v or ast.dump(b[k]) == ast.dump(v)
+                                                          if isinstance(v, ast.AST) else b[k] == v)}
+
+    return common(one[0], other[0]), common(one[1], other[1])
 
 
-def _merged(test: Condition, body: tuple[dict, dict], orelse: tuple[dict, dict]) -> tuple[dict, dict]:
+def _merged(test: Condition, body: Bindings, orelse: Bindings) -> Bindings:
     """What names denote after an if whose two branches go on: what both agree on, and a name that either
     binds to a part of the target as the choice the engine makes (``x if test else y``), kept as a literal."""
     denoted, literals = _agreed(body, orelse)
@@ -277,8 +282,9 @@ def _merged(test: Condition, body: tuple[dict, dict], orelse: tuple[dict, dict])
             continue  # self.model: an attribute keeps only what both branches agree on
         sides = [ast.Name(placeholder(bound[0][name]), ast.Load()) if name in bound[0] else bound[1].get(name)
                  for bound in (body, orelse)]
-        if None not in sides and any(reads_target(ast.unparse(side)) for side in sides):
-            literals[name] = ast.IfExp(ast.parse(test.source, mode="eval").body, *sides)
+        chosen, other = sides
+        if chosen is not None and other is not None and any(reads_target(ast.unparse(side)) for side in (chosen, other)):
+            literals[name] = ast.IfExp(ast.parse(test.source, mode="eval").body, chosen, other)
     return denoted, literals
 
 
@@ -365,7 +371,7 @@ class Tracer:
             if isinstance(base, ClassInfo) and name in base.bound:
                 module = self.index.module(base.module)
                 node = self._definitions(module).get(f"{base.name}.{name}") if module else None
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if module is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     return _Function(f"{base.module}:{base.name}.{name}", module, node, base)
                 return None  # bound to something that is not a plain method (an assignment)
         return None
@@ -517,9 +523,10 @@ class _Walk:
 
     def block(self, body: list[ast.stmt], guards: tuple[Condition, ...], catching: bool = False) -> None:
         for stmt in body:
-            guards = self.statement(stmt, guards, catching)
-            if guards is None:
+            after = self.statement(stmt, guards, catching)
+            if after is None:
                 return
+            guards = after
 
     def statement(self, stmt: ast.stmt, guards: tuple[Condition, ...], catching: bool) -> tuple[Condition, ...] | None:
         """Walk one statement; the guards that hold after it (None: the block never goes on)."""
@@ -569,7 +576,7 @@ class _Walk:
             if isinstance(stmt, ast.Return) and stmt.value is not None:
                 self.expression(stmt.value, guards, catching)
             return None
-        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+        if isinstance(stmt, TRY_NODES):
             catches = any(_catches_attribute_error(h) for h in stmt.handlers)
             self.block(stmt.body, guards, catching or catches)
             self.block(stmt.orelse, guards, catching)
@@ -619,7 +626,7 @@ class _Walk:
             else:
                 # A test kept in a name (`uses_mtp = self.method == "mtp" and ...`), or a value read from the
                 # target (`inner = getattr(model, "model", None)`), is that expression where the name is used.
-                rewritten = _Rewrite(self).visit(copy.deepcopy(value))
+                rewritten = _Rewrite(self).expression(copy.deepcopy(value))
                 if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
                     self.frame.literals[target.id] = rewritten
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -699,7 +706,7 @@ class _Walk:
             module_name, _, name = resolved.qualname.rpartition(".")
             module = self.t.index.module(module_name) if self.t.index.has_module(module_name) else None
             node = self.t._definitions(module).get(name) if module else None
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if module is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return _Function(f"{module_name}:{name}", module, node, None), None
         return None, None
 
@@ -714,7 +721,9 @@ class _Walk:
             if denoted:
                 bound[param] = denoted
         for keyword in call.keywords:
-            denoted = self.denote(keyword.value) if keyword.arg else None
+            if keyword.arg is None:
+                continue  # **kwargs: no parameter named
+            denoted = self.denote(keyword.value)
             if denoted:
                 bound[keyword.arg] = denoted
         return bound
@@ -773,14 +782,15 @@ class _Walk:
         speculative decoding adds (a guard on the method) is."""
         return not self.frame.role.speculative_only or any(placeholder(METHOD) in g.source for g in guards)
 
-    def _record(self, kind: str, node: ast.AST, guards: tuple[Condition, ...], exception: str | None,
+    def _record(self, kind: str, node: ast.stmt | ast.expr, guards: tuple[Condition, ...], exception: str | None,
                 message: str | None, member: str | None = None, receiver: str | None = None) -> None:
         if not self._records(guards):
             return
-        statement_lines = self.lines[node.lineno - 1: node.end_lineno]
+        end_line = node.end_lineno or node.lineno  # a parsed node has both
+        statement_lines = self.lines[node.lineno - 1: end_line]
         code = _excerpt(statement_lines, node.col_offset)
         self.t.record(Obligation(kind, self.frame.role.name, self.frame.role.phase, self.module.name,
-                                 self.module.path, node.lineno, node.end_lineno, code, self.function.qualname,
+                                 self.module.path, node.lineno, end_line, code, self.function.qualname,
                                  self.frame.via, guards, exception, message, member, receiver))
 
 
@@ -790,6 +800,11 @@ class _Rewrite(ast.NodeTransformer):
 
     def __init__(self, walk: _Walk):
         self.walk = walk
+
+    def expression(self, node: ast.expr) -> ast.expr:
+        rewritten = self.visit(node)
+        assert isinstance(rewritten, ast.expr)  # visit() rewrites an expression into an expression
+        return rewritten
 
     def visit(self, node: ast.AST) -> ast.AST:
         if isinstance(node, ast.expr):
@@ -808,8 +823,9 @@ class _Rewrite(ast.NodeTransformer):
                 name = self.walk.t.summarize(callee) if callee else None
                 if name:
                     node.func = ast.Name(name, ast.Load())
-                    node.args = [self.visit(a) for a in node.args]
-                    node.keywords = [self.visit(k) for k in node.keywords]
+                    node.args = [self.expression(a) for a in node.args]
+                    for keyword in node.keywords:
+                        self.generic_visit(keyword)  # its value, rewritten in place
                     return node
         return self.generic_visit(node)
 
@@ -827,10 +843,16 @@ def _declared_names(tree: ast.Module, name: str, seen: frozenset[str] = frozense
     for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == name:
             return {t.id for s in stmt.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(stmt.value, ast.Subscript):
+        value: ast.expr | None
+        if isinstance(stmt, ast.Assign):
+            targets, value = stmt.targets, stmt.value
+        elif isinstance(stmt, ast.AnnAssign):
+            targets, value = [stmt.target], stmt.value
+        else:
+            continue
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Subscript):
             found: set[str] = set()
-            for node in ast.walk(stmt.value.slice):
+            for node in ast.walk(value.slice):
                 if isinstance(node, ast.Constant) and isinstance(node.value, str):
                     found.add(node.value)
                 elif isinstance(node, ast.Name) and node.id not in seen | {name}:
