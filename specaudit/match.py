@@ -13,7 +13,7 @@ shifted back to the file's lines.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -110,7 +110,7 @@ def _parse_segment(lines: list[str], node: ast.stmt, info: ModuleInfo, path: str
 def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
              functions: bool = False) -> Iterator[tuple[ast.stmt, dict]]:
     """The statements to parse: gate-like statements, or (``functions``) whole functions with a needle."""
-    def text(node: ast.AST) -> str:
+    def text(node: ast.stmt | ast.expr) -> str:
         return "".join(lines[node.lineno - 1: node.end_lineno])  # whole lines: enough to find a needle
 
     def matches(node: ast.stmt) -> bool:
@@ -142,21 +142,23 @@ def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
     yield from walk(tree.body, {})
 
 
-def _chain_matches(node: ast.stmt, matches) -> bool:
+def _chain_matches(node: ast.stmt, matches: Callable[[ast.stmt], bool]) -> bool:
     """An if/elif chain is one statement: it matches if any of its tests does."""
     if not isinstance(node, ast.If):
         return matches(node)
-    while node is not None:
-        if matches(node):
+    link: ast.If | None = node
+    while link is not None:
+        if matches(link):
             return True
-        node = node.orelse[0] if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If) else None
+        link = link.orelse[0] if len(link.orelse) == 1 and isinstance(link.orelse[0], ast.If) else None
     return False
 
 
 def _string_list(node: ast.AST) -> list[str] | None:
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)) and all(
-            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return [e.value for e in node.elts]
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        values = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(values) == len(node.elts):
+            return values
     return None
 
 
@@ -184,16 +186,24 @@ def call_name(node: cst.CSTNode) -> str | None:
     return None
 
 
+def _text_value(node: cst.CSTNode) -> str | None:
+    """A string literal's value; None for anything else, a bytes literal included."""
+    value = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    return value if isinstance(value, str) else None
+
+
 def strings(node: cst.CSTNode) -> list[str] | None:
     """The values of a list/tuple/set of string literals, or of one string literal."""
     if isinstance(node, cst.SimpleString):
-        return [node.evaluated_value]
+        value = _text_value(node)
+        return [value] if value is not None else None
     if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
         values = []
         for element in node.elements:
-            if not isinstance(element.value, cst.SimpleString):
+            value = _text_value(element.value)
+            if value is None:
                 return None
-            values.append(element.value.evaluated_value)
+            values.append(value)
         return values
     return None
 
@@ -209,7 +219,7 @@ def message_template(raise_node: cst.Raise) -> tuple[str | None, str | None]:
 
 def _template(node: cst.BaseExpression) -> str | None:
     if isinstance(node, cst.SimpleString):
-        return node.evaluated_value
+        return _text_value(node)
     if isinstance(node, cst.ConcatenatedString):
         left, right = _template(node.left), _template(node.right)
         return None if left is None or right is None else left + right
@@ -218,7 +228,7 @@ def _template(node: cst.BaseExpression) -> str | None:
         for part in node.parts:
             if isinstance(part, cst.FormattedStringText):
                 out.append(part.value)
-            else:
+            elif isinstance(part, cst.FormattedStringExpression):
                 expression = cst.Module([]).code_for_node(part.expression)
                 out.append("{" + expression + ("=" if part.equal else "") + "}")
         return "".join(out)
@@ -236,11 +246,12 @@ def raise_in(block: cst.BaseSuite) -> cst.Raise | None:
 
 
 def negated_nodes(test: cst.BaseExpression) -> list[cst.CSTNode]:
-    return [u.expression for u in m.findall(test, m.UnaryOperation(operator=m.Not()))]
+    return [u.expression for u in m.findall(test, m.UnaryOperation(operator=m.Not())) if isinstance(u, cst.UnaryOperation)]
 
 
 def _contains(node: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    return node is inner or any(n is inner for n in m.findall(node, m.DoNotCare()))
+    """Whether ``inner`` is ``node`` or a node under it."""
+    return node is inner or any(_contains(child, inner) for child in node.children)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -636,7 +647,8 @@ class ArgumentGateShape(Shape):
         code = cst.Module([]).code_for_node
 
         def reads(node) -> set[str]:
-            return {a.attr.value for a in m.findall(node, m.Attribute()) if dotted(a.value) in objects}
+            attributes = (a for a in m.findall(node, m.Attribute()) if isinstance(a, cst.Attribute))
+            return {a.attr.value for a in attributes if dotted(a.value) in objects}
 
         def record(node, conditions, exception, message, read):
             if read & wanted:
