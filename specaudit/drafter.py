@@ -35,7 +35,10 @@ class DraftContext:
 
     @property
     def target_text(self) -> dict:
-        return self.launch.target.text_config
+        target = self.launch.target
+        if target is None:
+            return {}  # no target (a landscape scan judges no drafter): nothing of the target's to check against
+        return target.text_config
 
     @property
     def draft_config(self) -> dict:
@@ -70,7 +73,21 @@ class DraftContext:
         return hidden * 3, f"{hidden} x 3"
 
 
-def _finding(rule: Rule, ctx: DraftContext, status: str, why: str, evidence: str, file: str | None = None,
+Check = Callable[[Rule, DraftContext], Finding | None]
+CHECKS: dict[str, Check] = {}  # what a rule's params.check names: filled by @check below
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register a check under the name rules give it."""
+
+    def register(function: Check) -> Check:
+        CHECKS[name] = function
+        return function
+
+    return register
+
+
+def _finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evidence: str, file: str | None = None,
              error: str | None = None) -> Finding:
     # Shards sit in the checkpoint directory: name them under the path the user gave (host:path for a remote one).
     shown = f"{ctx.draft.path}/{Path(file).name if file else 'config.json'}"
@@ -78,6 +95,7 @@ def _finding(rule: Rule, ctx: DraftContext, status: str, why: str, evidence: str
                    error, why, rule.hint)
 
 
+@check("fc_input_width")
 def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The checkpoint's fc against the fc the engine builds: a mismatch fails the drafter's weight load."""
     fc = ctx.draft.tensor("fc.weight")
@@ -98,6 +116,7 @@ def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
                     evidence, fc.file)
 
 
+@check("target_hidden_size")
 def check_target_hidden_size(rule: Rule, ctx: DraftContext) -> Finding | None:
     hidden = ctx.target_text.get("hidden_size")
     declared = ctx.draft_config.get("target_hidden_size")
@@ -113,6 +132,7 @@ def check_target_hidden_size(rule: Rule, ctx: DraftContext) -> Finding | None:
     return _finding(rule, ctx, Status.PASSES, f"{key} {declared} equals the target's hidden size", evidence)
 
 
+@check("aux_layer_ids")
 def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The aux hidden states the target hands the drafter against the width of the drafter's fc: a mismatch
     fails the drafter's first forward (combine_hidden_states). The target keeps the hidden state of each layer
@@ -162,6 +182,7 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
                                     f"(tokens x {len(kept) * hidden})")
 
 
+@check("vocab_maps")
 def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
     target_vocab = ctx.target_text.get("vocab_size")
     draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
@@ -196,13 +217,15 @@ def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
             problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
     text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
     if problems:
-        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, (d2t or lm_head).file if (d2t or lm_head) else None,
+        shown = d2t or lm_head
+        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None,
                         f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b "
                         f"({d2t.numel if d2t else target_vocab})")
     return _finding(rule, ctx, Status.PASSES,
                     f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
 
 
+@check("max_positions")
 def check_max_positions(rule: Rule, ctx: DraftContext) -> Finding | None:
     positions = ctx.draft_config.get("max_position_embeddings")
     requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
@@ -217,6 +240,7 @@ def check_max_positions(rule: Rule, ctx: DraftContext) -> Finding | None:
     return _finding(rule, ctx, Status.PASSES, f"{positions} positions cover the max model len {requested}", evidence)
 
 
+@check("draft_tensor_parallel")
 def check_draft_tensor_parallel(rule: Rule, ctx: DraftContext) -> Finding | None:
     draft_tp = ctx.launch.speculative.get("draft_tensor_parallel_size")
     target_tp = int(ctx.launch.options.get("tensor-parallel-size") or 1)
@@ -228,13 +252,3 @@ def check_draft_tensor_parallel(rule: Rule, ctx: DraftContext) -> Finding | None
                         error=f"ValueError: speculative_draft_tensor_parallel_size={draft_tp} cannot be other value "
                               "than 1 or target model tensor_parallel_size")
     return _finding(rule, ctx, Status.PASSES, "the draft TP size is 1 or the target's", evidence)
-
-
-CHECKS: dict[str, Callable[[Rule, DraftContext], Finding | None]] = {
-    "fc_input_width": check_fc_input_width,
-    "target_hidden_size": check_target_hidden_size,
-    "aux_layer_ids": check_aux_layer_ids,
-    "vocab_maps": check_vocab_maps,
-    "max_positions": check_max_positions,
-    "draft_tensor_parallel": check_draft_tensor_parallel,
-}
