@@ -22,16 +22,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .launch import LaunchCommand, parse_launch_command
     from .locate import locate
     from .remote import RUNS_DIR
-    from .report import (
-        FORMATS,
-        SCAN_FORMATS,
-        check_out_dir,
-        print_explanation,
-        print_patch_status,
-        print_report,
-        print_smoke,
-        write_report,
-    )
+    from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .result import Comparison
     from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
 except KeyboardInterrupt:
@@ -183,7 +174,6 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
     """
     from .locate import locate_all
     from .matrix import build_matrix
-    from .report import print_matrix
 
     console = Console()
     with _reported_errors("interrupted"):
@@ -195,7 +185,7 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
             check_out_dir(Path(out_dir))
         located = locate_all(list(trees), engine, release_range, prereleases=pre)
         result = build_matrix(located, list(targets), platform=platform)
-        print_matrix(result, console)
+        print_report(result, console)
         for fmt in formats:
             console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
     sys.exit(result.exit_code)
@@ -309,7 +299,7 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
                                **({"prompts": prompts} if prompts else {}))
         with LiveView(console, host) as view:
             result = run_smoke(options, view)
-        print_smoke(result, console)
+        print_report(result, console)
         for fmt in formats:
             console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
     sys.exit(result.exit_code)
@@ -353,7 +343,7 @@ def explain(log: str, engine: str | None, tree: str | None, platform: str | None
         if formats:
             check_out_dir(Path(out_dir))
         explanation = explain_log(log, [engine] if engine else None, tree, platform)
-        print_explanation(explanation, console)
+        print_report(explanation, console)
         for fmt in formats:
             console.print(f"report written to {write_report(explanation, fmt, Path(out_dir))}")
     sys.exit(explanation.exit_code)

@@ -113,13 +113,14 @@ def explain(log: str, engines: list[str] | None = None, tree: str | None = None,
     (a directory, a wheel, ``vllm==X``) when given, else the release and platform the log names."""
     from dataclasses import replace
 
+    from .provenance import launch_provenance
     from .signatures import explain_file
 
     explanation = explain_file(log, engines)
     if explanation.crash is None and explanation.cause is None:
-        return explanation
+        return replace(explanation, provenance=launch_provenance(None))
     scan, scanned = release_scan(explanation, tree, platform)
-    return replace(explanation, root=root_cause(explanation, scan), scanned=scanned)
+    return replace(explanation, root=root_cause(explanation, scan), scanned=scanned, provenance=launch_provenance(scan))
 
 
 def release_scan(explanation: Explanation, tree: str | None, platform: str | None) -> tuple[ScanResult | None, str]:

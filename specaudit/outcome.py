@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .metrics import Acceptance
-from .result import GateSite, ScanResult
+from .result import GateSite, Provenance, ScanResult
 from .tracebacks import Crash, Frame
 from .types import ExitCode, SmokeVerdict
 
@@ -37,9 +37,11 @@ class Explanation:
     matches: list[SignatureMatch]
     crash: Crash | None = None  # the root cause read from the tracebacks, signature or not
     release: dict[str, str] = field(default_factory=dict)  # what the log names: engine, version, platform
-    # Filled by diagnose.explain: the root cause classified against the scan of the release, and that scan.
+    # Filled by diagnose.explain: the root cause classified against the scan of the release, that scan, and where
+    # the report comes from (the scan's provenance: this command made it; else this command's alone).
     root: RootCause | None = None
     scanned: str | None = None  # "vllm 0.32.0 (platform cpu)", or why no scan was used
+    provenance: Provenance | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -148,6 +150,7 @@ class SmokeResult:
     teardown: list[str]  # what teardown did and found
     logs: list[str]  # local copies of the remote logs, one per launch
     seconds: float
+    provenance: Provenance | None = None  # the preflight scan's (this command made it); else this command's alone
 
     @property
     def exit_code(self) -> ExitCode:

@@ -1,6 +1,6 @@
-"""Where a scan's report comes from: specaudit's version, the command, the time, the release's origin, and what
-the tree holds besides the wheel: bundles specaudit applied, files edited by hand. The patch stage writes the state
-that this stage only reads, so both find it here."""
+"""Where a report comes from: specaudit's version, the command, the time, the release's origin, and what the tree
+holds besides the wheel: bundles specaudit applied, files edited by hand (a smoke's or explain's report: its scan's).
+The patch stage writes the state that this stage only reads, so both find it here."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import shlex
 import sys
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from . import __version__
 from .cache import cache_dir
 from .errors import SpecauditError
 from .locate import EngineTree
-from .result import Provenance
+from .result import Provenance, ScanResult
 
 
 def shadow_dir(tree: EngineTree, create: bool = True) -> Path:
@@ -65,13 +66,25 @@ def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]
                  and hashlib.sha256((tree.root / rel).read_bytes()).hexdigest() != hashes[rel])
 
 
-def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] = ()) -> Provenance:
-    """The provenance of a report on ``tree``, whose scan read the files ``read`` from disk and ``in_memory`` with
-    edits planned, not applied."""
+def invocation(source: str = "") -> Provenance:
+    """The part of a provenance that every report has: specaudit's version, the command line and the time. ``source``:
+    where the engine release it read came from ("": it read none)."""
     program = Path(sys.argv[0]).name
     # `python -m specaudit.cli` and the console script are both the user's `specaudit`.
     program = "specaudit" if program in ("cli.py", "__main__.py") else program
     command = shlex.join([program, *sys.argv[1:]])
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    return Provenance(__version__, command, now, tree.origin, applied_bundles(tree), modified_files(tree, read),
-                      tuple(sorted(in_memory)))
+    return Provenance(__version__, command, now, source)
+
+
+def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] = ()) -> Provenance:
+    """The provenance of a report on ``tree``, whose scan read the files ``read`` from disk and ``in_memory`` with
+    edits planned, not applied."""
+    return replace(invocation(tree.origin), bundles=applied_bundles(tree), modified=modified_files(tree, read),
+                   in_memory=tuple(sorted(in_memory)))
+
+
+def launch_provenance(scan: ScanResult | None) -> Provenance:
+    """The provenance of a report on a launch or its log, held against ``scan`` of its release: the scan's (this
+    command made it, and it says what the release had in it), else this command's alone."""
+    return scan.provenance if scan is not None and scan.provenance is not None else invocation()

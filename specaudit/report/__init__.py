@@ -1,0 +1,97 @@
+"""Stage 6: the reports of every stage's result (a scan, a comparison, a matrix, an explanation, a smoke launch) in
+every format: the terminal (rich), markdown, HTML, JSON and SARIF. One renderer per format behind one interface
+(renderer.py), each picking its method per result type in one place; they render the same result objects and
+compute nothing, and the words they share are made once (lines.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from ..cache import slug
+from ..errors import SpecauditError
+from ..outcome import Explanation, SmokeResult
+from ..result import Comparison, ScanResult
+from .html import Html
+from .json import Json
+from .lines import smoke_rows
+from .markdown import Markdown
+from .renderer import Renderer, Report
+from .sarif import Sarif
+from .terminal import Terminal, print_patch_status
+
+if TYPE_CHECKING:
+    from ..matrix import Matrix
+
+__all__ = ["FORMATS", "RENDERERS", "SCAN_FORMATS", "Renderer", "Report", "check_out_dir", "print_patch_status",
+           "print_report", "report_name", "smoke_rows", "to_html", "to_json", "to_markdown", "to_sarif", "write_report"]
+
+RENDERERS: dict[str, Renderer[str]] = {"json": Json(), "md": Markdown(), "html": Html(), "sarif": Sarif()}
+FORMATS = ("json", "md", "html")
+SCAN_FORMATS = (*FORMATS, "sarif")  # SARIF holds code locations: a scan's, not a launch's
+TERMINAL = Terminal()
+
+to_json, to_markdown = RENDERERS["json"].render, RENDERERS["md"].render
+to_html, to_sarif = RENDERERS["html"].render, RENDERERS["sarif"].render
+
+
+def print_report(report: Report, console: Console) -> None:
+    console.print(TERMINAL.render(report))
+
+
+def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
+    check_out_dir(out_dir)
+    path = out_dir / f"{report_name(report)}.{fmt}"
+    # A report is shared and committed: paths under the home directory are written as a user writes them.
+    text = RENDERERS[fmt].render(report).replace(str(Path.home()).rstrip("/") + "/", "~/")
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise SpecauditError(f"{path}: cannot write the report ({exc.strerror})") from None
+    return path
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """The reports' directory exists (created if need be) and is writable: checked before the work, so a scan is
+    not done for nothing."""
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SpecauditError(f"--out {out_dir}: cannot create it ({exc.strerror})") from None
+    if not out_dir.is_dir() or not os.access(out_dir, os.W_OK | os.X_OK):
+        raise SpecauditError(f"--out {out_dir}: not a writable directory")
+
+
+class _FileName(Renderer[str]):
+    """A report's file name, without the format's extension: what the report is about."""
+
+    def scan(self, result: ScanResult) -> str:
+        return _scan_name([result])
+
+    def comparison(self, comparison: Comparison) -> str:
+        return _scan_name(comparison.results)
+
+    def explanation(self, explanation: Explanation) -> str:
+        return "explain-" + slug(Path(explanation.log).name)
+
+    def smoke(self, result: SmokeResult) -> str:
+        stamp = re.sub(r"[^0-9T]", "", result.started)[:15]
+        return f"smoke-{slug(result.host)}-{result.engine}-{slug(Path(result.target or '').name or 'launch')}-{stamp}"
+
+    def matrix(self, matrix: Matrix) -> str:
+        targets = "-".join(slug(t) for t in matrix.targets)
+        return f"matrix-{targets}-{slug(matrix.releases[0])}-to-{slug(matrix.releases[-1])}"
+
+
+def _scan_name(results: list[ScanResult]) -> str:
+    launch = results[0].launch
+    target = launch.target if launch else "landscape"
+    trees = "-".join(f"{r.tree.engine}-{r.tree.version}" for r in results)
+    return f"scan-{trees}-{slug(Path(target).name or target)}"
+
+
+report_name = _FileName().render

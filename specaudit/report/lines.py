@@ -1,0 +1,233 @@
+"""The words that every report format prints, made once from the result objects: a format lays them out, and none
+words them its own way."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..outcome import Explanation, Lossless, Preflight, RootCause, SmokeResult
+from ..result import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
+from ..tracebacks import Crash, package_path
+from ..types import Finding, Status, Verdict
+
+if TYPE_CHECKING:
+    from ..matrix import Cell, Matrix
+    from ..metrics import Acceptance
+
+MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
+        Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
+_SEVERITY = (Status.BLOCKS, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Status.NOT_APPLICABLE, Status.UNCLASSIFIED)
+
+
+# -- a scan ------------------------------------------------------------------------------------------------------
+
+
+def summary(result: ScanResult) -> str:
+    if result.verdict == Verdict.BLOCKED:
+        return f"{len(result.blocking)} gate(s) would stop this launch, in the order it meets them"
+    if result.verdict == Verdict.UNKNOWN:
+        return "no gate blocks, but some could not be decided"
+    return "no gate on the EAGLE-3 path stops this launch"
+
+
+def other_gates(result: ScanResult) -> list[Finding]:
+    """The gates on the path that do not block: shown after the blocking ones, in a table."""
+    return [f for f in result.findings if f.status != Status.BLOCKS]
+
+
+def absent_rules(result: ScanResult) -> list[RuleStatus]:
+    """The rules with no code of their shape in this release."""
+    return [r for r in result.rules if r.sites == 0 and r.phase != "candidate"]
+
+
+def registered(landscape: Landscape) -> list[ArchitectureRow]:
+    """The registered architectures that satisfy the EAGLE-3 contract."""
+    return [a for a in landscape.architectures if a.eagle3]
+
+
+def gate_lines(findings: list[Finding]) -> list[str]:
+    """One line per gate of a comparison cell: a rule with several sites shows its worst outcome and a tally."""
+    by_rule: dict[str, list[Finding]] = {}
+    for finding in findings:
+        by_rule.setdefault(finding.rule_id, []).append(finding)
+    return [_gate_line(group) for group in by_rule.values()]
+
+
+def _gate_line(group: list[Finding]) -> str:
+    worst = min(group, key=lambda f: _SEVERITY.index(f.status))
+    counts = {s: sum(f.status == s for f in group) for s in _SEVERITY}
+    tally = " (" + ", ".join(f"{n} {s}" for s, n in counts.items() if n) + ")" if len(group) > 1 else ""
+    return f"{MARK[worst.status]} {worst.title}{tally}"
+
+
+def path_line(result: ScanResult) -> str:
+    """How the EAGLE-3 path was traced, in one line: the runner and why, what was followed and decided."""
+    path = result.path
+    found = [e for e in path.entries if e.function]
+    missing = [e.role for e in path.entries if not e.function]
+    decided = ", ".join(f"{n} {status}" for status, n in path.decided.items())
+    text = (f"EAGLE-3 path: {path.runner_reason}; {path.functions} functions traced from {len(found)} entry points"
+            f" ({path.obligations} raises, asserts and reads of the target{': ' + decided if decided else ''})")
+    return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
+
+
+def platform_line(result: ScanResult) -> str:
+    """Which branch of the engine's platform dispatches the verdict read."""
+    branches = result.tree.platform_branches
+    shown = "; ".join(branches[:3]) + (f"; and {len(branches) - 3} more" if len(branches) > 3 else "")
+    return (f"platform {result.tree.platform} (--platform):"
+            + (f" {len(branches)} platform dispatches followed: {shown}" if branches else " no platform dispatch read"))
+
+
+def indexed_line(result: ScanResult) -> str:
+    return f"{result.files_indexed} modules indexed in {result.seconds:.2f} s"
+
+
+def source_link(result: ScanResult, finding: Finding) -> str | None:
+    """The finding's line in the engine's public repository, at the release's tag (a link; nothing is fetched)."""
+    from ..engines import ENGINES
+
+    engine = ENGINES.get(result.tree.engine)
+    return engine.source_link(result.tree.version, finding.file, finding.line) if engine else None
+
+
+# -- where a report comes from -----------------------------------------------------------------------------------
+
+
+def provenance_line(p: Provenance | None) -> str:
+    """Where the report comes from, in one line: specaudit, the command, the time, and what the tree had in it."""
+    if p is None:
+        return ""
+    text = f"made by specaudit {p.specaudit} ({p.command}) at {p.time}"
+    text += f"; the release from {p.source}" if p.source else "; no release read"
+    text += f"; bundles applied: {', '.join(p.bundles)}" if p.bundles else ""
+    text += f"; {len(p.modified)} file(s) read differ from the wheel's RECORD: {_first(p.modified, 5)}" \
+        if p.modified else ""
+    return text + (f"; read with edits in memory: {', '.join(p.in_memory)}" if p.in_memory else "")
+
+
+def release_provenance(results: list[ScanResult]) -> list[str]:
+    """Each release's provenance line (where it came from, what was changed in it), once per release."""
+    lines: dict[str, str] = {}
+    for result in results:
+        lines.setdefault(f"{result.tree.engine} {result.tree.version}", provenance_line(result.provenance))
+    return [f"{release}: {line}" for release, line in lines.items() if line]
+
+
+def _first(items: tuple[str, ...] | list[str], shown: int) -> str:
+    return ", ".join(items[:shown]) + (f" and {len(items) - shown} more" if len(items) > shown else "")
+
+
+# -- a matrix ----------------------------------------------------------------------------------------------------
+
+
+def cell_line(cell: Cell) -> str:
+    """A matrix cell in one line: the verdict, the first gate that blocks, and the verdict patched."""
+    text = cell.verdict
+    if cell.blocking:
+        more = f" +{len(cell.blocking) - 1}" if len(cell.blocking) > 1 else ""
+        text += f": {cell.blocking[0].title}{more}"
+    return text + (f"; patched: {cell.patched}" if cell.patched else "")
+
+
+def answer_lines(matrix: Matrix) -> list[str]:
+    """The answers above the grid, as lines every format prints."""
+    lines = []
+    for answer in matrix.answers:
+        lines.append(f"{answer.target}: works unpatched from {', '.join(answer.works_from)}" if answer.works_from
+                     else f"{answer.target}: no release of the range works unpatched")
+        lines += [f"  {release}: {remedy}" for release, remedy in answer.remedies.items()]
+    return lines
+
+
+# -- a launch's log ----------------------------------------------------------------------------------------------
+
+
+def crash_lines(crash: Crash) -> list[str]:
+    """The root cause a log's tracebacks show, as lines every format prints: the exception, where it was raised,
+    and the calls that led there, nearest first."""
+    where = f"line {crash.line_number}" + (f", {crash.process}" if crash.process else "")
+    lines = [f"{crash.text}  ({where})"]
+    if crash.frames:
+        last = crash.frames[-1]
+        lines.append(f"raised in {last.function} at {package_path(last.file)}:{last.line}")
+        lines += [f"  called from {f.function} at {package_path(f.file)}:{f.line}" for f in reversed(crash.frames[-6:-1])]
+    return lines
+
+
+def root_lines(root: RootCause) -> list[str]:
+    """A failed launch's root cause as lines every format prints: what and where, how it was classified, and the
+    calls that led there, nearest first."""
+    how = f"classified by {root.by}"
+    if root.gate:
+        how += f": gate {root.gate.rule_id} ({root.gate.location})"
+    elif root.signature:
+        how += f": {root.signature.signature}" + (f", gate {root.signature.gate}" if root.signature.gate else "")
+    return [root.summary, how, *(crash_lines(root.crash) if root.crash else [])]
+
+
+def no_signature(explanation: Explanation) -> str:
+    return "No text signature matches a line of this log" + ("; the root cause above is read from its traceback"
+                                                             if explanation.root else "")
+
+
+# -- a smoke launch ----------------------------------------------------------------------------------------------
+
+
+def timeline_spans(result: SmokeResult) -> list[tuple[str, float, float]]:
+    """The timeline as phases in the order they began: each from its first event to the next phase's first."""
+    starts: list[tuple[str, float]] = []
+    for event in result.timeline:
+        if not starts or starts[-1][0] != event.phase:
+            starts.append((event.phase, event.seconds))
+    ends = [start for _, start in starts[1:]] + [max(result.seconds, starts[-1][1]) if starts else 0.0]
+    return [(phase, start, end) for (phase, start), end in zip(starts, ends)]
+
+
+def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:
+    """The figures of a smoke run as (label, value) rows, shared by every format."""
+    rows = _preflight_rows(result.preflight)
+    if result.scan:
+        rows.append(("static scan", f"{result.scan.verdict}" + "".join(f"; blocked by {f.title} ({f.location})"
+                                                                      for f in result.scan.blocking)))
+    if result.engine_exit is not None:
+        rows.append(("engine exit status", str(result.engine_exit)))
+    return rows + _acceptance_rows(result.acceptance) + _lossless_rows(result.lossless) + [("log", log)
+                                                                                          for log in result.logs]
+
+
+def _preflight_rows(pre: Preflight | None) -> list[tuple[str, str]]:
+    if pre is None:
+        return []
+    rows = [("node", f"{pre.hostname}: {pre.python}"), ("engine", f"{pre.engine} at {pre.engine_root}")]
+    if pre.modified_files:
+        rows.append(("engine files changed since install", _first(pre.modified_files, 8)))
+    rows += [("model", line) for line in pre.models]
+    rows.append(("GPUs", "; ".join(f"{g['index']} {g['name']}: {g['memory_free_mib']} of {g['memory_total_mib']} MiB "
+                                   "free" for g in pre.gpus) if pre.nvidia_smi else "no nvidia-smi on the node"))
+    if pre.gpu_processes:
+        rows.append(("GPU processes before launch", "; ".join(f"pid {p['pid']} {p['process_name']} "
+                                                              f"({p['used_memory_mib']} MiB)" for p in pre.gpu_processes)))
+    return rows
+
+
+def _acceptance_rows(fig: Acceptance | None) -> list[tuple[str, str]]:
+    if fig is None:
+        return []
+    return [("drafts / drafted / accepted tokens", f"{num(fig.drafts)} / {num(fig.draft_tokens)} / "
+                                                   f"{num(fig.accepted_tokens)}"),
+            ("acceptance rate", num(fig.acceptance_rate, 3)),
+            ("mean acceptance length", num(fig.mean_acceptance_length, 2)),
+            ("acceptance per position", ", ".join(f"{p:.3f}" for p in fig.per_position) or "-"),
+            *[("flag", flag) for flag in fig.flags]]
+
+
+def _lossless_rows(lossless: Lossless | None) -> list[tuple[str, str]]:
+    if lossless is None:
+        return []
+    return [("lossless", f"identical on {lossless.compared} prompts" if lossless.identical
+             else "; ".join(lossless.differences))]
+
+
+def num(value: float | None, digits: int = 0) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
