@@ -39,7 +39,7 @@ GOLDEN = Path(__file__).parent / "golden"
 INPUTS = GOLDEN / "inputs"
 REGENERATE = os.environ.get("SPECAUDIT_REGENERATE_GOLDEN", "")
 EXAMPLES = Path(__file__).parents[1] / "reports"
-TIME = "2026-01-01T00:00:00+00:00"
+TIME, SECONDS = "2026-01-01T00:00:00+00:00", 1.5  # a scan's provenance time and duration, fixed
 
 
 # -- the inputs: result objects from JSON ------------------------------------------------------------------------
@@ -90,15 +90,15 @@ def as_json(data: Any) -> Any:
 
 
 def shrunk(result: ScanResult, command: str) -> ScanResult:
-    """A real scan, small enough for its outputs to be read in review: a few rows of each long list, and a fixed
-    provenance (the command, the time) that keeps what the tree had in it."""
+    """A real scan, small enough for its outputs to be read in review: a few rows of each long list; and what varies
+    from run to run fixed (its duration, the provenance's command and time; what the tree had in it is kept)."""
     land = result.landscape
     rows = [a for a in land.architectures if a.eagle3][:4] + [a for a in land.architectures if not a.eagle3][:2]
     landscape = dataclasses.replace(land, protocols=dict(list(land.protocols.items())[:2]), architectures=rows,
                                     eagle3_classes=land.eagle3_classes[:4], grep_classes=land.grep_classes[:4],
                                     eagle3_unknown=land.eagle3_unknown[:2])
     return dataclasses.replace(result, landscape=landscape, gates=result.gates[:6], candidates=result.candidates[:4],
-                               provenance=dataclasses.replace(result.provenance, command=command, time=TIME))
+                               seconds=SECONDS, provenance=dataclasses.replace(result.provenance, command=command, time=TIME))
 
 
 def capture_inputs() -> None:
