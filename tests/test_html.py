@@ -4,12 +4,14 @@ and a screenshot checked, and every request the page tries counted (none may lea
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html
+from specaudit.result import Provenance
 from specaudit.signatures import explain_file
 
 from conftest import vllm_scan, vllm_tree
@@ -54,11 +56,14 @@ def test_a_hostile_log_line_is_inert_text(tmp_path):
     line = "AssertionError: Attempted to load weight (torch.Size([127])) into parameter (torch.Size([128]))"
     log = tmp_path / "hostile.log"
     log.write_text(text.replace(line, line + " " + hostile))
-    explanation = explain_file(str(log))
+    # The command line in the provenance is the user's text too: a path in it may hold the same markup.
+    command = f"specaudit explain {log} --out '{hostile}'"
+    explanation = replace(explain_file(str(log)), provenance=Provenance("0.1.0", command, "2026-01-01T00:00:00+00:00", ""))
     dom, _, requests = shown(explanation, tmp_path, "explain")
     assert requests == []
     assert "pwned" not in dom.split("<title>")[1].split("</title>")[0]
     assert "&lt;script&gt;" in dom and "<script>" not in dom and "<img" not in dom
+    assert "--out '&lt;script&gt;" in dom  # the command line's, as text
 
 
 def test_the_counter_sees_a_page_that_reaches_out(tmp_path):
