@@ -25,9 +25,10 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .result import Comparison
     from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
+    from .types import ExitCode
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
-    sys.exit(130)
+    sys.exit(130)  # ExitCode.INTERRUPTED, which may not be imported yet
 
 
 @contextmanager
@@ -44,7 +45,7 @@ def _reported_errors(interrupted: str) -> Iterator[None]:
         sys.stderr.flush()
         # Every cleanup on the way up has run. The interpreter's own exit would join the process pool's manager
         # thread, which a worker stopped mid-write leaves blocked on a partial message: leave without it.
-        os._exit(130)
+        os._exit(ExitCode.INTERRUPTED)
 
 
 class _WithLaunchCommand(click.Command):
@@ -231,7 +232,7 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
             print_patch_status(located, *patch_status(located), console)
         elif do_revert:
             console.print(revert_patch(located, force=force).message)
-        else:
+        elif target:
             bundle = select_bundle(load_bundles(located.engine.name), target, located.version)
             outcome = apply_patch(located, bundle, dry_run=dry_run, force=force)
             if dry_run:
@@ -239,8 +240,8 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
             console.print(outcome.message)
             if not dry_run:
                 results = [run_scan(located, Launch(load_preset(preset))) for preset in bundle.presets]
-                for result in results:
-                    console.print(f"rescan for {result.launch.target}: [bold]{result.verdict}[/]"
+                for preset, result in zip(bundle.presets, results):
+                    console.print(f"rescan for {preset}: [bold]{result.verdict}[/]"
                                   + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))
                 for fmt in formats:
                     for result in results:
@@ -279,6 +280,8 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 flagged (runs, but acceptance or losslessness is
     wrong), 130 interrupted.
     """
+    from dataclasses import replace
+
     from .live import LiveView  # here: the smoke stage and its live view are not a scan's to load
     from .smoke import SmokeOptions, run_smoke
 
@@ -295,8 +298,9 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
             raise SpecauditError(f"the launch command is not {engine}'s")
         options = SmokeOptions(host=host, argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
                                launch_anyway=launch_anyway, check_lossless=check_lossless, ready_timeout=ready_timeout,
-                               lease=lease, reconnect_within=reconnect_within, max_tokens=max_tokens, out_dir=Path(out_dir),
-                               **({"prompts": prompts} if prompts else {}))
+                               lease=lease, reconnect_within=reconnect_within, max_tokens=max_tokens, out_dir=Path(out_dir))
+        if prompts:
+            options = replace(options, prompts=prompts)
         with LiveView(console, host) as view:
             result = run_smoke(options, view)
         print_report(result, console)

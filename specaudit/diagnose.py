@@ -37,7 +37,7 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
     crash, signature = explanation.crash, explanation.cause
     frame = engine_frame(crash) if crash else None
     gate = gate_at(frame, scan.gates) if frame and scan else None
-    if gate is not None:
+    if gate is not None and crash is not None:
         return RootCause(f"{gate.title}: {crash.text} (raised at {gate.location})", "gate location", crash, signature,
                          gate, frame)
     if signature is not None:
