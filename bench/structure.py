@@ -40,8 +40,9 @@ def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = here[: len(here) - node.level + 1] if node.level else []
             module = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            targets.add(module)
-            targets.update(f"{module}.{alias.name}" for alias in node.names)
+            # `from pkg import mod` depends on the submodule; `from mod import name`, on the module.
+            for alias in node.names:
+                targets.add(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module)
     return {target for target in targets if target in known and target != name}
 
 
