@@ -34,7 +34,7 @@ from specaudit.locate import locate  # noqa: E402
 from specaudit.remote import Remote  # noqa: E402
 from specaudit.result import ScanResult  # noqa: E402
 from specaudit.signatures import classify, explain_file, load_signatures, load_wrappers  # noqa: E402
-from specaudit.smoke import SETTLE_SECONDS, LogWatch  # noqa: E402
+from specaudit.watch import SETTLE_SECONDS, LogWatch  # noqa: E402
 
 from loopback_sshd import start_sshd  # noqa: E402
 

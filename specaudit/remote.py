@@ -16,9 +16,11 @@ import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
-from .errors import ExitCode, SpecauditError
+from .errors import SpecauditError
+from .types import ExitCode
 
 RUNS_DIR = "~/.cache/specaudit/runs"  # where launches keep their logs, on the remote
 
@@ -184,3 +186,10 @@ def bash_command(script: str, *args: str) -> str:
     """``bash -c SCRIPT ARGS...`` as one remote command line: whatever the login shell, bash runs the script and
     the arguments arrive as literal words."""
     return quote_command(["bash", "-c", script, "specaudit", *args])
+
+
+def remote_script(*names: str) -> str:
+    """The scripts ``specaudit/scripts/NAME.sh`` as one, in order: ``bash -c`` runs a single string, so the
+    functions a script uses (``alive.sh``) are put before it, not sourced."""
+    scripts = resources.files("specaudit") / "scripts"
+    return "".join((scripts / f"{name}.sh").read_text() for name in names)

