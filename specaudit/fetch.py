@@ -290,10 +290,11 @@ class _Anchors(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         found = dict(attrs)
-        if tag == "base" and found.get("href"):
-            self.base = urljoin(self.base, found["href"])
-        elif tag == "a" and found.get("href"):
-            url = _absolute(self.base, found["href"])
+        href = found.get("href")
+        if tag == "base" and href:
+            self.base = urljoin(self.base, href)
+        elif tag == "a" and href:
+            url = _absolute(self.base, href)
             self.links.append(WheelLink(unquote(posixpath.basename(urlsplit(url).path)), url,
                                         "data-yanked" in found, found.get("data-requires-python")))
 
@@ -354,13 +355,8 @@ class _Http:
     Every network failure surfaces as RangeUnavailable."""
 
     def __init__(self, config: IndexConfig) -> None:
-        try:
-            context = ssl.create_default_context(cafile=config.cert)
-            if config.client_cert:
-                context.load_cert_chain(config.client_cert)
-        except OSError as exc:  # a configured certificate file missing or unreadable: pip says it better
-            raise RangeUnavailable(f"pip's certificates: {exc}") from None
-        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=context)]
+        handlers: list[urllib.request.BaseHandler] = [
+            urllib.request.HTTPSHandler(context=_tls_context(config.cert, config.client_cert))]
         if config.proxy:
             handlers.append(urllib.request.ProxyHandler({"http": config.proxy, "https": config.proxy}))
         self._opener = urllib.request.build_opener(*handlers)  # without a ProxyHandler: HTTPS_PROXY and the like
@@ -411,6 +407,18 @@ class _Http:
                 if advance:
                     advance(len(chunk))
         return b"".join(chunks)
+
+
+@cache
+def _tls_context(cert: str | None, client_cert: str | None) -> ssl.SSLContext:
+    """One context for every fetch of a process: loading the CA bundle costs ~50 ms of CPU, each time."""
+    try:
+        context = ssl.create_default_context(cafile=cert)
+        if client_cert:
+            context.load_cert_chain(client_cert)
+    except OSError as exc:  # a configured certificate file missing or unreadable: pip says it better
+        raise RangeUnavailable(f"pip's certificates: {exc}") from None
+    return context
 
 
 class _NotFound(RangeUnavailable):

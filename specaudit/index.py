@@ -3,12 +3,14 @@
 Per module: its classes (bases, decorators, class-level members), its imports (aliases, relative
 imports, star imports, ``__all__``), module-level aliases (``X = pkg.Y``) and module-level literals.
 The pass uses :mod:`ast` (fast); libcst is kept for the gate rules, which need concrete syntax.
-Facts are cached by file content, so a second scan of the same tree parses nothing.
+Facts are cached by file content, so a second scan of the same tree parses nothing; and shared by every tree's
+cache, so a release indexed after another parses only the files that changed between them.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import fnmatch
 import functools
 import gc
@@ -44,7 +46,7 @@ class TreeIndex:
     digests: dict[str, str]  # relpath -> content digest of indexed files
     sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
     _store: _CacheStore
-    _pool: _Pool | None = None  # only while build_index runs
+    _pool: WorkerPool | None = None  # only while build_index runs
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
@@ -101,8 +103,8 @@ class TreeIndex:
             digest = self._digest(relpath)
             self.digests[relpath] = digest
             file_rules = rules.get(relpath, ())
-            cached = self._store.modules.get((relpath, digest))
-            cached_sites = self._store.sites.get((relpath, digest, _rules_key(file_rules))) if file_rules else {}
+            cached = self._store.facts(relpath, digest)
+            cached_sites = self._store.found_sites(relpath, digest, _rules_key(file_rules)) if file_rules else {}
             if cached is not None and cached_sites is not None:
                 self._accept(relpath, cached, cached_sites)
             else:
@@ -114,10 +116,9 @@ class TreeIndex:
         for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
             if syntax is not None:
                 self.parsed[relpath] = syntax
-            self._store.modules[(relpath, digest)] = result
-            if file_rules:
-                self._store.sites[(relpath, digest, _rules_key(file_rules))] = sites
-            self._store.dirty = True
+            # What an overlay holds is no file of any tree: it is not shared.
+            self._store.keep(relpath, digest, result, _rules_key(file_rules) if file_rules else None, sites,
+                             shared=relpath not in self.overlay)
             self._accept(relpath, result, sites)
 
     def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
@@ -179,7 +180,7 @@ def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleI
     return relpath, digest, rules, info, sites, tree if keep else None
 
 
-def _parse_many(jobs: list[tuple], pool: _Pool | None, meanwhile: Callable[[], None] | None) -> list:
+def _parse_many(jobs: list[tuple], pool: WorkerPool | None, meanwhile: Callable[[], None] | None) -> list:
     if pool is None or pool.workers < 2 or len(jobs) < 16:
         results = [_parse_one(job, keep=True) for job in jobs]
         if meanwhile:
@@ -191,21 +192,28 @@ def _parse_many(jobs: list[tuple], pool: _Pool | None, meanwhile: Callable[[], N
     return list(pending)
 
 
-class _Pool:
-    """A process pool started only when there is parsing to share out: a warm scan never starts one."""
+class WorkerPool:
+    """A process pool started only when there is work to share out (a warm scan never starts one), whose workers
+    leave Ctrl-C to this process: on an interruption or a failure here they are stopped, not waited for."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, initializer: Callable[[], None] | None = None):
         self.workers = workers
+        self._initializer = initializer or _worker_init
         self._executor: ProcessPoolExecutor | None = None
 
     def executor(self) -> ProcessPoolExecutor:
         if self._executor is None:
             from concurrent.futures import ProcessPoolExecutor  # here: a warm scan starts no pool
 
-            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=_worker_init)
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=self._initializer)
         return self._executor
 
-    def __enter__(self) -> _Pool:
+    def start(self) -> None:
+        """Start the workers now. A forked worker is a copy of this process: started before this process starts
+        other threads, it holds no lock one of them held mid-work."""
+        self.executor().submit(int).result()
+
+    def __enter__(self) -> WorkerPool:
         return self
 
     def __exit__(self, kind: type | None, *exc: object) -> None:
@@ -226,7 +234,22 @@ class _Pool:
 
 def _worker_init() -> None:
     gc.disable()  # see evaluate.scan: syntax trees make no cycles worth a collector's passes
+    ignore_interrupts()
+
+
+def ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it stops the pool
+
+
+_parse_workers = min(os.cpu_count() or 1, 8)
+
+
+def share_parsing(processes: int) -> None:
+    """Parse in a pool of this process's share of the cores (none: in this process, where the share is one): for
+    a process that is one of ``processes`` working side by side (matrix workers), where a pool as large as the
+    machine would contend for the others' cores."""
+    global _parse_workers
+    _parse_workers = max(1, min(os.cpu_count() or 1, 8) // processes)
 
 
 def _rules_key(rules: tuple) -> str:
@@ -241,6 +264,7 @@ _OLD_CACHE_START = b"\x80\x05\x95"  # how the bare pickle that earlier versions 
 
 class _CacheStore:
     """One file per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites.
+    What it lacks is looked up in the facts shared by every tree (_SharedFacts) before it is parsed.
 
     The pickle is written after a header and its checksum, and loaded only when both match: a truncated or
     corrupted file is discarded with a warning and rebuilt, never loaded."""
@@ -255,12 +279,14 @@ class _CacheStore:
         self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
         self.sites: dict[tuple[str, str, str], dict[str, list]] = {}  # (relpath, digest, rules) -> rule id -> sites
         self.extras: dict[str, Any] = {}  # later stages keep their own content-keyed results here
+        self.shared = _SharedFacts(salt, platform)
         self.dirty = False
         try:
             blob = self.path.read_bytes()
         except OSError:
             return  # no cache yet
         data = _unpack(blob)
+        data = data if isinstance(data, dict) else None
         if data is None and blob.startswith(_OLD_CACHE_START):
             self.dirty = True  # a cache of a specaudit before the checksummed format: replaced without a word
         elif data is None:
@@ -283,16 +309,49 @@ class _CacheStore:
         self.dirty = True
         return digest
 
+    def facts(self, relpath: str, digest: str) -> ModuleInfo | str | None:
+        """The file's facts (or why it has none), from this tree's cache or the shared one; None: never indexed."""
+        key = (relpath, digest)
+        if key not in self.modules:
+            found = self.shared.get("module", relpath, digest)
+            if found is None:
+                return None
+            self.modules[key] = found
+            self.dirty = True
+        return self.modules[key]
+
+    def found_sites(self, relpath: str, digest: str, rules: str) -> dict[str, list] | None:
+        """The sites of the rules (by their key) found in the file, from either cache; None: never looked for."""
+        key = (relpath, digest, rules)
+        if key not in self.sites:
+            found = self.shared.get("sites", relpath, digest, rules)
+            if found is None:
+                return None
+            self.sites[key] = found
+            self.dirty = True
+        return self.sites[key]
+
+    def keep(self, relpath: str, digest: str, facts: ModuleInfo | str, rules: str | None, sites: dict[str, list],
+             shared: bool) -> None:
+        """What parsing the file gave, in this tree's cache and, when ``shared``, in the shared one."""
+        self.modules[(relpath, digest)] = facts
+        if rules is not None:
+            self.sites[(relpath, digest, rules)] = sites
+        self.dirty = True
+        if shared:
+            self.shared.put(facts, "module", relpath, digest)
+            if rules is not None:
+                self.shared.put(sites, "sites", relpath, digest, rules)
+
     def save(self) -> None:
+        self.shared.bound()
         if not self.dirty:
             return
         self._forget_the_gone()
         tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
         try:
-            payload = pickle.dumps({"salt": self.salt, "stats": self.stats, "modules": self.modules,
-                                    "sites": self.sites, "extras": self.extras}, protocol=pickle.HIGHEST_PROTOCOL)
-            with tmp.open("wb") as fh:
-                fh.write(_CACHE_MAGIC + hashlib.blake2b(payload, digest_size=16).digest() + payload)
+            tmp.write_bytes(_packed({"salt": self.salt, "stats": self.stats, "modules": self.modules,
+                                     "sites": self.sites, "extras": self.extras}))
             os.replace(tmp, self.path)
         except (OSError, RecursionError, pickle.PicklingError) as exc:
             # The scan's result stands without its cache: the next scan indexes again.
@@ -310,17 +369,118 @@ class _CacheStore:
         self.sites = {key: found for key, found in self.sites.items() if live.get(key[0]) == key[1]}
 
 
-def _unpack(blob: bytes) -> dict | None:
+def _unpack(blob: bytes, magic: bytes = _CACHE_MAGIC) -> Any:
     """The cache's contents, or None when the header, the checksum or the pickle does not hold."""
-    head, checksum, payload = blob[:len(_CACHE_MAGIC)], blob[len(_CACHE_MAGIC):len(_CACHE_MAGIC) + 16], \
-        blob[len(_CACHE_MAGIC) + 16:]
-    if head != _CACHE_MAGIC or hashlib.blake2b(payload, digest_size=16).digest() != checksum:
+    head, checksum, payload = blob[:len(magic)], blob[len(magic):len(magic) + 16], blob[len(magic) + 16:]
+    if head != magic or hashlib.blake2b(payload, digest_size=16).digest() != checksum:
         return None
     try:
-        data = pickle.loads(payload)
+        return pickle.loads(payload)
     except Exception:  # noqa: BLE001 - written by this code and checksummed: only another version's classes fail
         return None
-    return data if isinstance(data, dict) else None
+
+
+def _packed(value: Any, magic: bytes = _CACHE_MAGIC) -> bytes:
+    """``value`` as a cache file holds it: the format's header, the pickle's checksum, the pickle."""
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return magic + hashlib.blake2b(payload, digest_size=16).digest() + payload
+
+
+_FACTS_MAGIC = b"specaudit-facts\x001\n"
+# The shared facts' bound, in bytes of entries. The 39 vLLM releases from 0.10 to 0.33 come to ~20 MB (5,500 entries):
+# this holds hundreds of releases; past it, the entries used least recently go.
+SHARED_FACTS_BYTES = 256 * 2**20
+
+
+class _SharedFacts:
+    """Facts and sites of files by their content, shared by every tree's cache, so that a tree indexed for the
+    first time parses only the files no tree indexed before it (consecutive releases share most of their files).
+
+    One file an entry, named by a digest of its key (the code's salt, the platform, the file's path and content
+    digest, for sites the rules' key), written whole under a temporary name and renamed, so that processes
+    indexing side by side share it safely. Each holds a header and the checksum of its pickle, as the tree
+    caches do: a damaged entry is dropped with a warning and the file parsed again. Reading an entry marks it
+    used; the store is kept under SHARED_FACTS_BYTES by dropping the entries used least recently."""
+
+    unbounded = 0  # bytes this process wrote since it last bounded the store
+    bounded = False  # whether this process has bounded it once
+
+    def __init__(self, salt: str, platform: str):
+        self.dir = cache_dir("index", "facts")
+        self.salt, self.platform = salt, platform
+        self.warned = False
+
+    def get(self, *key: str) -> Any:
+        """The entry's value; None when there is none (or a damaged one, dropped)."""
+        path = self._path(key)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the store is bounded by dropping the entries used least recently
+        value = _unpack(blob, _FACTS_MAGIC)
+        if value is None:
+            self._drop_damaged(path)
+        return value
+
+    def put(self, value: Any, *key: str) -> None:
+        """The entry written; one that cannot be written is left out (the file is parsed again next time)."""
+        path = self._path(key)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            blob = _packed(value, _FACTS_MAGIC)
+            path.parent.mkdir(exist_ok=True)
+            tmp.write_bytes(blob)
+            os.replace(tmp, path)
+        except (OSError, RecursionError, pickle.PicklingError):
+            tmp.unlink(missing_ok=True)
+            return
+        _SharedFacts.unbounded += len(blob)
+
+    def bound(self) -> None:
+        """Drop the entries used least recently while the store holds more than SHARED_FACTS_BYTES: checked once
+        a process has written to it, then again after every tenth of the bound it writes."""
+        if not _SharedFacts.unbounded or (_SharedFacts.bounded and _SharedFacts.unbounded < SHARED_FACTS_BYTES / 10):
+            return
+        _SharedFacts.unbounded, _SharedFacts.bounded = 0, True
+        entries = []
+        with os.scandir(self.dir) as shards:
+            for shard in shards:
+                if shard.is_dir():
+                    entries += _entries(shard.path)
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= SHARED_FACTS_BYTES * 0.8:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            total -= size
+
+    def _path(self, key: tuple[str, ...]) -> Path:
+        name = hashlib.blake2b(repr((self.salt, self.platform, *key)).encode(), digest_size=20).hexdigest()
+        return self.dir / name[:2] / name[2:]
+
+    def _drop_damaged(self, path: Path) -> None:
+        if not self.warned:
+            print(f"specaudit: warning: the shared index entry {path} is unreadable (damaged); it is dropped and its "
+                  "file indexed again", file=sys.stderr)
+            self.warned = True
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _entries(directory: str) -> list[tuple[float, int, str]]:
+    """(last used, size, path) of each file in ``directory``."""
+    found = []
+    with os.scandir(directory) as files:
+        for entry in files:
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # dropped by another process meanwhile
+            found.append((st.st_mtime, st.st_size, entry.path))
+    return found
 
 
 def _code_salt() -> str:
@@ -374,7 +534,7 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
         if alongside is not None:
             alongside(index)
 
-    with _Pool(min(os.cpu_count() or 1, 8)) as pool:
+    with WorkerPool(_parse_workers) as pool:
         index._pool = pool
         index._index_paths(wanted, by_path, meanwhile=read_bases)
         model_classes = {c.encode() for m in index.modules.values() for c in m.classes}

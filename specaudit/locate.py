@@ -9,12 +9,13 @@ read out of the wheel by HTTP range requests (fetch.py), else extracted from the
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import re
 import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -128,9 +129,11 @@ def locate_release(dist: str, version: str, progress: Progress | None = None) ->
 
 
 def locate_all(specs: Sequence[str], engine: str | None = None, release_range: str | None = None,
-               prereleases: bool = False) -> list[EngineTree]:
+               prereleases: bool = False) -> Iterator[EngineTree]:
     """The trees named (``vllm==X``, a wheel, a directory), and every release of ``engine`` in ``release_range``
-    that has a wheel on the package index; the releases fetched several at a time."""
+    that has a wheel on the package index. The wheels and directories are located at once (a bad one is said
+    before any fetch); the releases are fetched several at a time and yielded as they land, in the order named,
+    so that a caller can work on the first while the others are fetched."""
     from .fetch import release_versions  # here: ~50 ms of import, for a fetch only
 
     named = [spec for spec in specs if REQUIREMENT.match(spec) and not Path(spec).exists()]
@@ -140,27 +143,47 @@ def locate_all(specs: Sequence[str], engine: str | None = None, release_range: s
         if not versions:
             raise SpecauditError(f"no release of {dist} in {release_range} has a wheel on the package index")
         named += [f"{dist}=={v}" for v in versions]
-    return fetch_releases(named) + [locate(spec, engine) for spec in specs if spec not in named]
+    local = [locate(spec, engine) for spec in specs if spec not in named]
+    return itertools.chain(local, fetched_releases(named))
 
 
 def fetch_releases(requirements: Sequence[str], workers: int = 4) -> list[EngineTree]:
-    """The trees of several releases (``vllm==X`` each), in the order given, at most ``workers`` fetched at a
-    time under one progress display; a release named twice is fetched once. The first failing requirement's
-    error is raised once the other fetches have ended."""
-    from concurrent.futures import ThreadPoolExecutor
+    """The trees of several releases (``vllm==X`` each), in the order given: fetched_releases, waited for."""
+    return list(fetched_releases(requirements, workers))
 
-    from .fetch import shown  # here: HTTP and packaging cost ~50 ms of import; only a fetch needs them
 
-    keys, unique = [], {}
+def fetched_releases(requirements: Sequence[str], workers: int = 4) -> Iterator[EngineTree]:
+    """The trees of several releases (``vllm==X`` each), yielded in the order given as each lands, at most
+    ``workers`` fetched at a time under one progress display; a release named twice is fetched once. A
+    requirement that is not a release is refused here, before any fetch. When a fetch fails, its error is raised
+    in its turn, once the fetches under way have ended; those not begun are dropped."""
+    releases: dict[tuple[str, str], tuple[str, str]] = {}  # (normalized dist, version) -> (dist as named, version)
+    keys = []
     for requirement in requirements:
         match = REQUIREMENT.match(requirement)
         if match is None:
             raise SpecauditError(f"{requirement}: not a release (write it like vllm==0.17.0)")
         keys.append((normalize_dist(match["dist"]), match["version"]))
-        unique.setdefault(keys[-1], (match["dist"], match["version"]))
-    with shown() as progress, ThreadPoolExecutor(max_workers=workers) as pool:
-        trees = dict(zip(unique, pool.map(lambda release: locate_release(*release, progress), unique.values())))
-    return [trees[key] for key in keys]
+        releases.setdefault(keys[-1], (match["dist"], match["version"]))
+    return _fetching(keys, releases, workers)
+
+
+def _fetching(keys: list[tuple[str, str]], releases: dict[tuple[str, str], tuple[str, str]],
+              workers: int) -> Iterator[EngineTree]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .fetch import shown  # here: HTTP and packaging cost ~50 ms of import; only a fetch needs them
+
+    if not keys:
+        return
+    with shown() as progress:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
+            fetches = {key: pool.submit(locate_release, *release, progress) for key, release in releases.items()}
+            for key in keys:
+                yield fetches[key].result()
+        finally:
+            pool.shutdown(cancel_futures=True)
 
 
 def fetch_release(dist: str, version: str, dest: Path, progress: Progress | None = None) -> None:

@@ -1,22 +1,27 @@
 """Targets x engine releases: from which release does a target just work, and what opens it on the release a
-user has. Each cell is a scan (evaluate.py); a blocked cell is tried with the patch bundle that covers it
-(patch.plan, in memory) and scanned again with the bundle's edits. Computes the answers once; every report
-format renders them.
+user has. Each cell is a scan (evaluate.py): each tree analysed once, each target judged against it; a blocked
+cell is tried with the patch bundle that covers it (patch.plan, in memory) and judged again on the tree with the
+bundle's edits. The trees are scanned side by side in worker processes, each as it arrives from its fetch.
+Computes the answers once; every report format renders them.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+from collections.abc import Iterable, Sized
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from .errors import SpecauditError
-from .evaluate import scan
+from .evaluate import Analysis, analyze, audit
+from .index import WorkerPool, ignore_interrupts, share_parsing
 from .locate import EngineTree
-from .patch import OutOfRange, load_bundles, plan, select_bundle
+from .patch import Bundle, OutOfRange, load_bundles, plan, select_bundle
 from .result import ScanResult
-from .target import Launch, load_preset
+from .target import Launch, Target, load_preset
 from .types import ExitCode, Verdict
 
 
@@ -71,18 +76,59 @@ class Matrix:
                 "answers": [asdict(a) for a in self.answers], "exit_code": self.exit_code}
 
 
-def build_matrix(trees: list[EngineTree], targets: list[str], platform: str = "cuda") -> Matrix:
-    trees = sorted(trees, key=lambda t: (t.engine.name, _version(t.version)))
-    launches = {name: Launch(load_preset(name)) for name in targets}
-    names = [launch.target.name for launch in launches.values()]
+# Trees scanned side by side at most, a worker process each: each holds one tree's index and its syntax trees.
+MAX_WORKERS = 4
+
+
+def build_matrix(trees: Iterable[EngineTree], targets: list[str], platform: str = "cuda") -> Matrix:
+    """Every target on every tree. ``trees`` may still be arriving (locate_all yields each release as its fetch
+    ends): each is scanned as it comes, side by side with the others where there are cores for it."""
+    presets = [load_preset(name) for name in targets]
+    names = [preset.name for preset in presets]
+    rows = sorted(_rows(trees, presets, platform), key=lambda row: (row.tree.engine.name, _version(row.tree.version)))
+    ordered = [row.tree for row in rows]
+    cells = [cell for row in rows for cell in row.cells]
+    results = [result for row in rows for result in row.results]
+    return Matrix(names, [t.label for t in ordered], cells, [_answer(name, ordered, cells) for name in names], results)
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One tree's cells, a target each, and the scans they come from."""
+
+    tree: EngineTree
+    cells: tuple[Cell, ...]
+    results: tuple[ScanResult, ...]
+
+
+def _rows(trees: Iterable[EngineTree], targets: list[Target], platform: str) -> list[_Row]:
+    """Each tree's row, begun as the tree arrives: in worker processes, a tree each, where there are cores and
+    trees for more than one; else here, one after another."""
+    workers = min(os.cpu_count() or 1, MAX_WORKERS, len(trees) if isinstance(trees, Sized) else MAX_WORKERS)
+    if workers < 2:
+        return [_row(tree, targets, platform) for tree in trees]
+    with WorkerPool(workers, functools.partial(_worker_init, workers)) as pool:
+        pool.start()  # before the first tree is asked for: the fetches that yield them are threads
+        futures = [pool.executor().submit(_row, tree, targets, platform) for tree in trees]
+        return [future.result() for future in futures]
+
+
+def _worker_init(workers: int) -> None:
+    ignore_interrupts()
+    share_parsing(workers)  # the trees are the unit of work: the other cores are the other workers'
+
+
+def _row(tree: EngineTree, targets: list[Target], platform: str) -> _Row:
+    """The tree analysed once and each target's launch judged against it; a blocked cell is tried with the
+    bundle that covers it, each bundle planned (its edits analysed with it) once, whatever targets it covers."""
+    analysis = analyze(tree, platform=platform)
+    patched: dict[str, Analysis | str] = {}
     cells, results = [], []
-    for tree in trees:
-        for name, launch in zip(names, launches.values()):
-            result = scan(tree, launch, platform=platform)
-            results.append(result)
-            cells.append(_patched(tree, name, _cell(name, tree, result), platform))
-    releases = [t.label for t in trees]
-    return Matrix(names, releases, cells, [_answer(name, trees, cells) for name in names], results)
+    for target in targets:
+        result = audit(analysis, Launch(target))
+        results.append(result)
+        cells.append(_patched(analysis, target, _cell(target.name, tree, result), patched))
+    return _Row(tree, tuple(cells), tuple(results))
 
 
 def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
@@ -90,24 +136,34 @@ def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
                 tuple(Gate(f.rule_id, f.title, f.location) for f in result.blocking))
 
 
-def _patched(tree: EngineTree, target: str, cell: Cell, platform: str) -> Cell:
-    """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it."""
+def _patched(analysis: Analysis, target: Target, cell: Cell, patched: dict[str, Analysis | str]) -> Cell:
+    """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it.
+    ``patched``: the tree with each bundle's edits analysed (or why the bundle cannot be planned), by bundle id."""
     if cell.verdict != Verdict.BLOCKED:
         return cell
-    bundles = [b for b in load_bundles(tree.engine.name) if target in b.presets]
+    tree = analysis.tree
+    bundles = [b for b in load_bundles(tree.engine.name) if target.name in b.presets]
     try:
         bundle = select_bundle(bundles, bundles[0].target, tree.version) if bundles else None
     except OutOfRange:
         bundle = None
     if bundle is None:
         return cell
+    if bundle.id not in patched:
+        patched[bundle.id] = _with_bundle(analysis, bundle)
+    after = patched[bundle.id]
+    if isinstance(after, str):
+        return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patch_problem=after)
+    verdict = audit(after, Launch(target)).verdict
+    return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=verdict)
+
+
+def _with_bundle(analysis: Analysis, bundle: Bundle) -> Analysis | str:
+    """The tree with the bundle's edits, analysed as planning checked it; or why the bundle cannot be planned."""
     try:
-        edits = plan(tree, bundle).edits
+        return plan(analysis.tree, bundle, analysis).patched
     except SpecauditError as exc:
-        return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patch_problem=str(exc))
-    after = scan(tree, Launch(load_preset(target)), overlay={rel: new for rel, (_, new) in edits.items()},
-                 platform=platform)
-    return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=after.verdict)
+        return str(exc)
 
 
 def _answer(target: str, trees: list[EngineTree], cells: list[Cell]) -> Answer:

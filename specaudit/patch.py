@@ -24,9 +24,9 @@ import shutil
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -38,6 +38,9 @@ from .errors import SpecauditError
 from .locate import EngineTree
 from .provenance import read_state_json, record_hashes, shadow_dir
 from .types import ExitCode, Status
+
+if TYPE_CHECKING:
+    from .evaluate import Analysis
 
 # Versions a bundle range is probed with to find overlaps between bundles of one target.
 _PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
@@ -126,6 +129,7 @@ class Plan:
     edits: dict[str, tuple[bytes, bytes]]  # relpath -> (current, patched)
     applied: list[str]  # change ids that apply
     skipped: list[tuple[str, str]]  # change id -> why not (its precondition does not hold)
+    patched: Analysis = field(repr=False)  # the tree with the edits analysed: what the postcondition judged
 
     def diff(self) -> str:
         out: list[str] = []
@@ -135,12 +139,13 @@ class Plan:
         return "".join(out)
 
 
-def plan(tree: EngineTree, bundle: Bundle) -> Plan:
-    """What the bundle would change in the tree, checked before and after, in memory."""
-    from .evaluate import analyze, scan
+def plan(tree: EngineTree, bundle: Bundle, analysis: Analysis | None = None) -> Plan:
+    """What the bundle would change in the tree, checked before and after, in memory. ``analysis``: the tree's,
+    where the caller has it already; the edited tree is analysed on its platform."""
+    from .evaluate import analyze, audit
     from .target import Launch, load_preset
 
-    analysis = analyze(tree)
+    analysis = analysis or analyze(tree)
     launches = {preset: Launch(load_preset(preset)) for preset in bundle.presets}
     judges = {preset: analysis.judge(launch) for preset, launch in launches.items()}
     context = PatchContext(analysis.index, judges, analysis.index.sites, analysis.protocols)
@@ -156,13 +161,14 @@ def plan(tree: EngineTree, bundle: Bundle) -> Plan:
         except SyntaxError as exc:
             raise SpecauditError(f"bundle {bundle.id} would leave {relpath} uncompilable: {exc}") from None
     opened = {c.opens for c in bundle.changes if c.id in applied}
+    patched = analyze(tree, overlay={rel: new for rel, (_, new) in edits.items()}, platform=analysis.platform)
     for preset, launch in launches.items():
-        after = scan(tree, launch, overlay={rel: new for rel, (_, new) in edits.items()})
+        after = audit(patched, launch)
         still = [f for f in after.findings if f.rule_id in opened and f.status == Status.BLOCKS]
         if still:
             raise SpecauditError(f"bundle {bundle.id}: after its changes, {still[0].title} still blocks {preset} "
                                  f"({still[0].location}: {still[0].why})")
-    return Plan(bundle, tree, edits, applied, skipped)
+    return Plan(bundle, tree, edits, applied, skipped, patched)
 
 
 # -- the shadow history and the journaled writes ----------------------------------------------------------

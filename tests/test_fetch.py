@@ -68,8 +68,10 @@ class Index:
     """A package index on 127.0.0.1: PEP 691 JSON pages (or PEP 503 HTML ones), and files that honour Range or
     ignore it. Counts the file bytes it sends and notes each file request's Range header."""
 
-    def __init__(self, files: dict[str, tuple[bytes, dict]], *, ranges: bool = True, html: bool = False) -> None:
+    def __init__(self, files: dict[str, tuple[bytes, dict]], *, ranges: bool = True, html: bool = False,
+                 held: dict[str, threading.Event] | None = None) -> None:
         self.files, self.ranges, self.html = files, ranges, html
+        self.held = held or {}  # file name -> an event its requests wait for
         self.sent = 0
         self.asked: list[tuple[str, str | None]] = []
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -100,6 +102,8 @@ class Index:
                     body, content_type = index.page(parts[1])
                     return self._send(200, body, {"Content-Type": content_type})
                 if parts[0] == "files" and parts[1] in index.files:
+                    if parts[1] in index.held:
+                        index.held[parts[1]].wait(timeout=30)
                     data = index.files[parts[1]][0]
                     asked = self.headers.get("Range")
                     index.asked.append((parts[1], asked))
@@ -244,6 +248,41 @@ def test_several_releases_are_fetched_together_in_the_order_named(tmp_path, env,
     tails = sorted(name for name, asked in index.asked if asked.startswith("bytes=-"))
     assert tails == sorted(wheel.name for wheel in wheels.values())  # each wheel read once
     assert not env.calls
+
+
+def test_each_release_is_given_as_it_lands_while_the_later_ones_are_still_fetched(tmp_path, env, monkeypatch):
+    released = threading.Event()
+    index, wheels = serve(tmp_path, versions=("0.99.1", "0.99.2"))
+    index.held = {wheels["0.99.2"].name: released}
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    try:
+        arriving = locate.fetched_releases(["vllm==0.99.1", "vllm==0.99.2"], workers=2)
+        first = next(arriving)
+        assert first.version == "0.99.1" and not (tmp_path / "cache/trees/vllm-0.99.2").exists()
+        released.set()
+        assert [tree.version for tree in arriving] == ["0.99.2"]
+    finally:
+        released.set()
+        index.close()
+
+
+def test_a_failed_fetch_is_raised_in_its_turn_and_a_bad_requirement_before_any_fetch(tmp_path, env, monkeypatch):
+    index, _ = serve(tmp_path, versions=("0.99.1", "0.99.3"), tamper="vllm/config/speculative.py")
+    good, _ = serve(tmp_path / "good", versions=("0.99.2",))
+    good.close()
+    index.files.update(good.files)
+    monkeypatch.setenv("PIP_INDEX_URL", index.url)
+    try:
+        with pytest.raises(SpecauditError, match="not a release"):
+            locate.fetched_releases(["vllm==0.99.2", "vllm"])
+        assert index.asked == []
+        arriving = locate.fetched_releases(["vllm==0.99.2", "vllm==0.99.1", "vllm==0.99.3"], workers=1)
+        assert next(arriving).version == "0.99.2"
+        with pytest.raises(SpecauditError, match="0.99.1.*does not match the wheel's RECORD"):
+            next(arriving)
+    finally:
+        index.close()
+    assert sorted(p.name for p in (tmp_path / "cache/trees").iterdir()) == ["vllm-0.99.2"]
 
 
 def test_the_releases_in_a_range_are_the_index_versions_with_a_wheel_pip_would_pick(tmp_path, env, monkeypatch):

@@ -5,11 +5,16 @@ it), is blocked by three gates in 0.17.0 that the bundle opens, and is READY in 
 from __future__ import annotations
 
 import json
+import os
+from dataclasses import replace
 
 import pytest
 
+from specaudit import index
+from specaudit.evaluate import scan
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html, to_markdown, to_sarif
+from specaudit.target import Launch, load_preset
 
 from conftest import vllm_tree
 from helpers import specaudit
@@ -17,7 +22,8 @@ from helpers import specaudit
 
 @pytest.fixture(scope="module")
 def matrix():
-    return build_matrix([vllm_tree(v) for v in ("0.33.0", "0.14.0", "0.17.0")], ["kimi-k2.5", "llama3"])
+    # The trees as locate_all gives them: one at a time, as each is ready.
+    return build_matrix(iter([vllm_tree(v) for v in ("0.33.0", "0.14.0", "0.17.0")]), ["kimi-k2.5", "llama3"])
 
 
 def test_the_releases_are_in_version_order_and_each_cell_is_a_scan(matrix):
@@ -55,6 +61,24 @@ def test_every_format_renders_the_same_matrix(matrix):
     assert 'class="cell BLOCKED patchable"' in to_html(matrix)
 
 
+def test_a_tree_is_analysed_once_and_a_bundle_planned_once_for_the_targets_it_covers(monkeypatch):
+    from specaudit import matrix as module
+
+    calls = {"analyze": 0, "plan": 0}
+
+    def counted(name, function):
+        def call(*args, **kwargs):
+            calls[name] += 1
+            return function(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(module, "analyze", counted("analyze", module.analyze))
+    monkeypatch.setattr(module, "plan", counted("plan", module.plan))
+    one = build_matrix([vllm_tree("0.17.0")], ["kimi-k2.5", "kimi-k2"])  # one tree: scanned here, not in a worker
+    assert [(c.verdict, c.patched) for c in one.cells] == [("BLOCKED", "READY"), ("BLOCKED", "READY")]
+    assert calls == {"analyze": 1, "plan": 1}
+
+
 def test_the_cli_exit_code_is_the_worst_cell(tmp_path):
     proc = specaudit("matrix", "--target", "llama3", "vllm==0.14.0", "vllm==0.33.0", "--format", "md",
                      "--out", str(tmp_path))
@@ -72,3 +96,64 @@ def test_each_engine_has_its_own_first_working_release():
     kimi, = build_matrix(trees, ["kimi-k2.5"]).answers
     assert kimi.works_from == ("sglang 0.5.23", "vllm 0.33.0")
     assert kimi.remedies == {"sglang 0.5.8": "upgrade to sglang 0.5.23 (no bundle covers it)"}
+
+
+# -- the facts the trees' index caches share -----------------------------------------------------------------------
+
+
+def index_cache_in(monkeypatch, root) -> None:
+    """The index caches, the shared facts with them, under ``root`` (conftest keeps them in the session's)."""
+
+    def cache_dir(*parts: str, create: bool = True):
+        path = root.joinpath(*parts)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    monkeypatch.setattr(index, "cache_dir", cache_dir)
+
+
+def shared_entries(root) -> set:
+    return {path for path in (root / "index/facts").rglob("*") if path.is_file()}
+
+
+def test_a_release_indexed_after_another_parses_only_what_changed_and_scans_the_same(tmp_path, monkeypatch):
+    earlier, later = vllm_tree("0.17.0"), vllm_tree("0.17.1")  # located before the cache is this test's own
+    launch = Launch(load_preset("kimi-k2.5"))
+    index_cache_in(monkeypatch, tmp_path / "shared")
+    scan(earlier, launch)
+    first = shared_entries(tmp_path / "shared")
+    after_earlier = scan(later, launch)
+    added = shared_entries(tmp_path / "shared") - first
+    index_cache_in(monkeypatch, tmp_path / "own")
+    alone = scan(later, launch)
+    assert 0 < len(added) < len(first) / 10  # 0.17.1 changed a few of the files 0.17.0 has
+    assert replace(after_earlier, seconds=0, provenance=None) == replace(alone, seconds=0, provenance=None)
+
+
+def test_a_damaged_shared_entry_is_dropped_with_a_warning_and_its_file_indexed_again(tmp_path, monkeypatch, capsys):
+    index_cache_in(monkeypatch, tmp_path)
+    shared = index._SharedFacts("salt", "cuda")
+    shared.put({"classes": 3}, "module", "vllm/a.py", "d1")
+    assert shared.get("module", "vllm/a.py", "d1") == {"classes": 3}
+    entry, = shared_entries(tmp_path)
+    entry.write_bytes(entry.read_bytes()[:-2])  # truncated
+    assert shared.get("module", "vllm/a.py", "d1") is None
+    assert "the shared index entry" in capsys.readouterr().err and not entry.exists()
+    assert shared.get("module", "vllm/a.py", "d2") is None and capsys.readouterr().err == ""  # never written: no warning
+
+
+def test_the_shared_facts_are_bounded_dropping_the_entries_used_least_recently(tmp_path, monkeypatch):
+    index_cache_in(monkeypatch, tmp_path)
+    monkeypatch.setattr(index, "SHARED_FACTS_BYTES", 10_000)
+    monkeypatch.setattr(index._SharedFacts, "unbounded", 0)
+    monkeypatch.setattr(index._SharedFacts, "bounded", False)
+    shared = index._SharedFacts("salt", "cuda")
+    for n in range(10):
+        shared.put("x" * 2000, "module", f"vllm/m{n}.py", "d")
+        os.utime(shared._path(("module", f"vllm/m{n}.py", "d")), (n, n))  # m0 the oldest
+    assert shared.get("module", "vllm/m0.py", "d") == "x" * 2000  # now the one used last
+    shared.bound()
+    kept = {n for n in range(10) if shared._path(("module", f"vllm/m{n}.py", "d")).exists()}
+    assert sum(path.stat().st_size for path in shared_entries(tmp_path)) <= 10_000
+    assert 0 in kept and 1 not in kept and 9 in kept
