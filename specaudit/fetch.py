@@ -15,14 +15,11 @@ import csv
 import hashlib
 import http.client
 import json
-import os
 import posixpath
 import re
-import shutil
 import ssl
 import struct
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 import zlib
@@ -40,6 +37,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from .cache import staged_tree
 from .errors import SpecauditError
 
 if TYPE_CHECKING:
@@ -116,23 +114,6 @@ class RangeFetch:
 def scanned_member(name: str) -> bool:
     """Whether the scan reads this wheel member: Python sources and the ``.dist-info`` metadata."""
     return name.endswith(".py") or ".dist-info/" in name
-
-
-@contextmanager
-def staged_tree(dest: Path, source: str) -> Iterator[Path]:
-    """A fresh staging directory beside ``dest`` to fill. When the block completes, it is marked complete
-    (``.complete`` names ``source``) and renamed to ``dest`` in one step, replacing what was there; when the block
-    raises, it is removed and ``dest`` is untouched. A half-written tree is never seen."""
-    staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=dest.parent))
-    try:
-        yield staging
-        (staging / ".complete").write_text(source + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(staging, dest)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
 
 
 @contextmanager
