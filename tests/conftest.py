@@ -110,7 +110,7 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
             path.mkdir(parents=True, exist_ok=True)
         return path
 
-    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.provenance", "specaudit.preflight"):
+    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.provenance"):
         monkeypatch.setattr(f"{module}.cache_dir", cache_dir)
 
 
