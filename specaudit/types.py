@@ -84,10 +84,6 @@ class Phase(_Word):
     MODEL_RUNNER = "model_runner"
     CANDIDATE = "candidate"
 
-    @property
-    def order(self) -> int:
-        return list(Phase).index(self)
-
 
 PHASES: tuple[Phase, ...] = tuple(Phase)
 
@@ -107,10 +103,6 @@ class Rule:
     at: str | None = None  # the path's landmark where the gate bites, for a rule with no site on the path
     examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
-
-    @property
-    def phase_order(self) -> int:
-        return self.phase.order
 
 
 @dataclass(frozen=True)
