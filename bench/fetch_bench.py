@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specaudit.fetch import fetch_by_ranges  # noqa: E402
-from specaudit.locate import REQUIREMENT, WHEEL_PLATFORMS, download_release  # noqa: E402
+from specaudit.tree.fetch import fetch_by_ranges  # noqa: E402
+from specaudit.tree.locate import REQUIREMENT, WHEEL_PLATFORMS, download_release  # noqa: E402
 
 
 def snapshot(root: Path) -> dict[str, bytes | None]:

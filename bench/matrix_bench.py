@@ -30,8 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specaudit.fetch import _Http, _readable, find_wheel, pip_index_config, release_versions  # noqa: E402
-from specaudit.locate import WHEEL_PLATFORMS  # noqa: E402
+from specaudit.tree.fetch import _Http, _readable, find_wheel, pip_index_config, release_versions  # noqa: E402
+from specaudit.tree.locate import WHEEL_PLATFORMS  # noqa: E402
 
 
 def received() -> int:
@@ -92,7 +92,7 @@ def run(command: list[str], cache: Path) -> Run:
 def stages(matrix: list[str], versions: list[str], work: Path) -> list[tuple[str, Run]]:
     """The fetch alone, into a fresh cache; then the matrix over the trees it fetched, the index cache emptied."""
     cache = work / "stages"
-    fetch = [sys.executable, "-c", "import sys; from specaudit.locate import fetch_releases; fetch_releases(sys.argv[1:])",
+    fetch = [sys.executable, "-c", "import sys; from specaudit.tree.locate import fetch_releases; fetch_releases(sys.argv[1:])",
              *(f"vllm=={v}" for v in versions)]
     fetched = run(fetch, cache)
     shutil.rmtree(cache / "index", ignore_errors=True)

@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specaudit.locate import locate  # noqa: E402
+from specaudit.tree.locate import locate  # noqa: E402
 
 
 def timed(command: list[str], env: dict[str, str] | None = None) -> tuple[float, float, str]:

@@ -28,13 +28,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from specaudit.diagnose import root_cause  # noqa: E402
-from specaudit.evaluate import scan  # noqa: E402
-from specaudit.locate import locate  # noqa: E402
-from specaudit.remote import Remote  # noqa: E402
-from specaudit.result import ScanResult  # noqa: E402
-from specaudit.signatures import classify, explain_file, load_signatures, load_wrappers  # noqa: E402
-from specaudit.watch import SETTLE_SECONDS, LogWatch  # noqa: E402
+from specaudit.explain.diagnose import root_cause  # noqa: E402
+from specaudit.explain.signatures import classify, explain_file, load_signatures, load_wrappers  # noqa: E402
+from specaudit.results.scan import ScanResult  # noqa: E402
+from specaudit.scan.audit import scan  # noqa: E402
+from specaudit.smoke.remote import Remote  # noqa: E402
+from specaudit.smoke.watch import SETTLE_SECONDS, LogWatch  # noqa: E402
+from specaudit.tree.locate import locate  # noqa: E402
 
 from loopback_sshd import start_sshd  # noqa: E402
 

@@ -14,18 +14,19 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from rich.console import Console
 
     from . import __version__
-    from .engines import ENGINES
-    from .errors import SpecauditError
-    from .evaluate import scan as run_scan
-    from .facts import PLATFORMS
-    from .hub import is_hub_id, read_checkpoint_anywhere
-    from .launch import LaunchCommand, parse_launch_command
-    from .locate import locate
-    from .remote import RUNS_DIR
+    from .core.engines import ENGINES
+    from .core.errors import SpecauditError
+    from .core.types import ExitCode
+    from .launch.command import LaunchCommand, parse_launch_command
+    from .launch.hub import is_hub_id, read_checkpoint_anywhere
+    from .launch.request import Launch, check_speculative, method_of, parse_speculative_config
+    from .launch.target import load_model, load_preset
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
-    from .result import Comparison
-    from .target import Launch, check_speculative, load_model, load_preset, method_of, parse_speculative_config
-    from .types import ExitCode
+    from .results.scan import Comparison
+    from .scan.audit import scan as run_scan
+    from .scan.facts import PLATFORMS
+    from .smoke.remote import RUNS_DIR
+    from .tree.locate import locate
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
     sys.exit(130)  # ExitCode.INTERRUPTED, which may not be imported yet
@@ -173,8 +174,8 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
     specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
     specaudit matrix --target kimi-k2.5 --engine vllm --releases '>=0.10,<0.34'
     """
-    from .locate import locate_all
     from .matrix import build_matrix
+    from .tree.locate import locate_all
 
     console = Console()
     with _reported_errors("interrupted"):
@@ -214,10 +215,10 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
     specaudit patch --revert
     """
     # Imported here: the codemods bring libcst, which a scan with a warm cache never needs.
-    from .patch import apply as apply_patch
-    from .patch import load_bundles, select_bundle
-    from .patch import revert as revert_patch
-    from .patch import status as patch_status
+    from .patch.bundles import apply as apply_patch
+    from .patch.bundles import load_bundles, select_bundle
+    from .patch.bundles import revert as revert_patch
+    from .patch.bundles import status as patch_status
 
     console = Console()
     with _reported_errors("interrupted; a write in progress was rolled back"):
@@ -282,8 +283,8 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     """
     from dataclasses import replace
 
-    from .live import LiveView  # here: the smoke stage and its live view are not a scan's to load
-    from .smoke import SmokeOptions, run_smoke
+    from .smoke.live import LiveView  # here: the smoke stage and its live view are not a scan's to load
+    from .smoke.run import SmokeOptions, run_smoke
 
     console = Console()
     with _reported_errors("interrupted"), _interrupt_on_termination():
@@ -340,7 +341,7 @@ def explain(log: str, engine: str | None, tree: str | None, platform: str | None
     against a scan of the release (a frame inside a gate's statement is that gate), else by its text.
     Exit code 1 when the log shows a failed launch or a crash after it came up, 0 when it shows neither.
     """
-    from .diagnose import explain as explain_log
+    from .explain.diagnose import explain as explain_log
 
     console = Console()
     with _reported_errors("interrupted"):

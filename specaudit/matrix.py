@@ -1,5 +1,5 @@
 """Targets x engine releases: from which release does a target just work, and what opens it on the release a
-user has. Each cell is a scan (evaluate.py): each tree analysed once, each target judged against it; a blocked
+user has. Each cell is a scan (scan/audit.py): each tree analysed once, each target judged against it; a blocked
 cell is tried with the patch bundle that covers it (patch.plan, in memory) and judged again on the tree with the
 bundle's edits. The trees are scanned side by side in worker processes, each as it arrives from its fetch.
 Computes the answers once; every report format renders them.
@@ -10,71 +10,20 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sized
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, replace
 
 from packaging.version import InvalidVersion, Version
 
-from .errors import SpecauditError
-from .evaluate import Analysis, analyze, audit
-from .index import WorkerPool, ignore_interrupts, share_parsing
-from .locate import EngineTree
-from .patch import Bundle, OutOfRange, load_bundles, plan, select_bundle
-from .result import ScanResult
-from .target import Launch, Target, load_preset
-from .types import ExitCode, Verdict
-
-
-@dataclass(frozen=True)
-class Gate:
-    rule_id: str
-    title: str
-    location: str
-
-
-@dataclass(frozen=True)
-class Cell:
-    target: str
-    release: str  # "vllm 0.17.0"
-    verdict: str
-    blocking: tuple[Gate, ...]  # in the order the launch meets them
-    bundle: str | None = None  # the bundle that covers this release for this target, when it is blocked
-    bundle_target: str | None = None  # the name `specaudit patch --target` takes for it (kimi_k2)
-    patched: str | None = None  # the verdict with the bundle's edits; None: no bundle, or it could not apply
-    patch_problem: str = ""  # why the bundle could not be planned here
-
-
-@dataclass(frozen=True)
-class Answer:
-    """For one target: per engine, the first release of the range from which it works unpatched (and stays
-    working), and what to do on each release where it is not READY."""
-
-    target: str
-    works_from: tuple[str, ...]  # one release per engine where there is one
-    remedies: dict[str, str]  # release -> "specaudit patch ..." or "upgrade to ..." or why neither
-
-
-@dataclass
-class Matrix:
-    targets: list[str]
-    releases: list[str]  # in version order, per engine
-    cells: list[Cell]
-    answers: list[Answer]
-    results: list[ScanResult] = field(repr=False, default_factory=list)  # every cell's scan, for SARIF
-
-    def cell(self, target: str, release: str) -> Cell:
-        return next(c for c in self.cells if c.target == target and c.release == release)
-
-    @property
-    def exit_code(self) -> int:
-        verdicts = {c.verdict for c in self.cells}
-        return ExitCode.BLOCKED if Verdict.BLOCKED in verdicts else \
-            ExitCode.UNKNOWN if Verdict.UNKNOWN in verdicts else ExitCode.READY
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"targets": self.targets, "releases": self.releases, "cells": [asdict(c) for c in self.cells],
-                "answers": [asdict(a) for a in self.answers], "exit_code": self.exit_code}
-
+from .core.errors import SpecauditError
+from .core.types import Verdict
+from .launch.request import Launch
+from .launch.target import Target, load_preset
+from .patch.bundles import Bundle, OutOfRange, load_bundles, plan, select_bundle
+from .results.matrix import Answer, Cell, Gate, Matrix
+from .results.scan import ScanResult
+from .scan.audit import Analysis, analyze, audit
+from .scan.index import WorkerPool, ignore_interrupts, share_parsing
+from .tree.locate import EngineTree
 
 # Trees scanned side by side at most, a worker process each: each holds one tree's index and its syntax trees.
 MAX_WORKERS = 4

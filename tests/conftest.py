@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.evaluate import scan
-from specaudit.locate import EngineTree, locate
-from specaudit.result import ScanResult
-from specaudit.target import Launch, load_preset
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
+from specaudit.results.scan import ScanResult
+from specaudit.scan.audit import scan
+from specaudit.tree.locate import EngineTree, locate
 
 from loopback_sshd import start_sshd
 
@@ -98,7 +99,7 @@ def make_tree(tmp_path: Path):
 @pytest.fixture(autouse=True)
 def _isolated_cache(monkeypatch, tmp_path_factory):
     """Index caches and patch state go to a per-session directory; downloaded trees stay in the user cache."""
-    import specaudit.cache as cache
+    import specaudit.core.cache as cache
 
     shared = cache.cache_dir()
     index_root = tmp_path_factory.getbasetemp() / "specaudit-cache"
@@ -110,7 +111,7 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
             path.mkdir(parents=True, exist_ok=True)
         return path
 
-    for module in ("specaudit.cache", "specaudit.index", "specaudit.locate", "specaudit.provenance"):
+    for module in ("specaudit.core.cache", "specaudit.scan.index", "specaudit.tree.locate", "specaudit.tree.provenance"):
         monkeypatch.setattr(f"{module}.cache_dir", cache_dir)
 
 

@@ -232,7 +232,7 @@ def test_dangling_and_looping_symlinks_in_the_tree_are_skipped_with_a_note(make_
 
 
 def test_the_index_cache_forgets_deleted_and_rewritten_files(make_tree, tmp_path):
-    from specaudit.index import _unpack
+    from specaudit.scan.index import _unpack
 
     tree = Path(make_tree({"vllm/model_executor/models/llama.py": "class LlamaForCausalLM: ...\n",
                            "vllm/model_executor/models/gone.py": "class Gone: ...\n",
@@ -264,7 +264,7 @@ def test_explain_counts_lines_as_the_file_does_and_drops_control_sequences(tmp_p
 
 
 def test_a_message_value_not_known_before_launch_is_marked_not_printed_raw():
-    from specaudit.gates import render_message
+    from specaudit.scan.gates import render_message
 
     # vllm/model_executor/models/registry.py (0.14.0): f"... Supported architectures: {all_supported_archs}"
     assert render_message("Supported architectures: {all_supported_archs}", {}) == \

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from specaudit.cache import staged_tree
+from specaudit.core.cache import staged_tree
 
 
 def test_a_completed_tree_replaces_the_old_one_whole(tmp_path):

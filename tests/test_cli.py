@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from specaudit.errors import SpecauditError
-from specaudit.launch import parse_launch_command
+from specaudit.core.errors import SpecauditError
+from specaudit.launch.command import parse_launch_command
 
 from conftest import vllm_tree
 from helpers import ROOT, assert_one_line_error, specaudit

@@ -14,7 +14,8 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, CodemodTest, SkipFile
 
-from specaudit.codemods import (
+from specaudit.core.types import Site
+from specaudit.patch.codemods import (
     AddDispatchBranch,
     Change,
     CollectAuxHiddenStates,
@@ -24,8 +25,7 @@ from specaudit.codemods import (
     UnboundName,
     extend_allowlist,
 )
-from specaudit.gates import ModelTypeAllowlist
-from specaudit.types import Site
+from specaudit.scan.gates import ModelTypeAllowlist
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.diagnose import agreement, explain, gate_at, release_scan, root_cause
-from specaudit.evaluate import scan
-from specaudit.result import GateSite
-from specaudit.signatures import explain_file
-from specaudit.target import Launch, Target, load_preset
-from specaudit.tracebacks import Frame
+from specaudit.explain.diagnose import agreement, explain, gate_at, release_scan, root_cause
+from specaudit.explain.signatures import explain_file
+from specaudit.launch.request import Launch
+from specaudit.launch.target import Target, load_preset
+from specaudit.results.outcome import Frame
+from specaudit.results.scan import GateSite
+from specaudit.scan.audit import scan
 
 from conftest import safetensors_bytes, vllm_tree
 from helpers import specaudit
@@ -178,7 +179,7 @@ def _checkpoint(directory: Path, config: dict, tensors: dict[str, tuple[str, lis
 def test_a_drafter_crash_in_torch_agrees_with_the_drafter_gate_the_scan_named(tree, tmp_path):
     # The checkpoints of validation/crash_logs.py's drafter-aux-layers case, as the scan reads them: the tiny
     # Llama target (8 layers, hidden 128) and a drafter whose config names aux layer 20.
-    from specaudit.checkpoint import read_checkpoint
+    from specaudit.launch.checkpoint import read_checkpoint
 
     target = _checkpoint(tmp_path / "target", {
         "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 128, "intermediate_size": 256,

@@ -12,13 +12,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-import specaudit.checkpoint as checkpoint
-from specaudit.checkpoint import LocalFile, read_checkpoint, read_header
-from specaudit.errors import SpecauditError
-from specaudit.evaluate import scan
-from specaudit.index import build_index
-from specaudit.ruleset import load_rules
-from specaudit.target import Launch, load_model
+import specaudit.launch.checkpoint as checkpoint
+from specaudit.core.errors import SpecauditError
+from specaudit.launch.checkpoint import LocalFile, read_checkpoint, read_header
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_model
+from specaudit.scan.audit import scan
+from specaudit.scan.index import build_index
+from specaudit.scan.ruleset import load_rules
 
 from conftest import vllm_tree
 from helpers import assert_one_line_error, specaudit
@@ -224,7 +225,7 @@ def test_checks_stand_where_the_launch_meets_them(tmp_path, version):
 
 
 def test_every_at_names_a_landmark_of_the_path_file():
-    from specaudit.trace import load_path_spec
+    from specaudit.scan.trace import load_path_spec
 
     for engine in ("vllm", "sglang"):
         landmarks = {m.name for m in load_path_spec(engine).landmarks}

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from specaudit import fetch, locate
-from specaudit.errors import SpecauditError
+from specaudit.core.errors import SpecauditError
+from specaudit.tree import fetch, locate
 
 WHEEL = "vllm-{version}-cp38-abi3-manylinux_2_28_x86_64.whl"
 # Files of the same release that pip would not pick: another platform, a less preferred platform tag, a yanked

@@ -31,9 +31,9 @@ import pytest
 from rich.console import Console
 
 from specaudit import __version__
-from specaudit.outcome import Explanation, SmokeResult
 from specaudit.report import FORMATS, RENDERERS, SCAN_FORMATS, print_report
-from specaudit.result import Comparison, Provenance, ScanResult
+from specaudit.results.outcome import Explanation, SmokeResult
+from specaudit.results.scan import Comparison, Provenance, ScanResult
 
 GOLDEN = Path(__file__).parent / "golden"
 INPUTS = GOLDEN / "inputs"
@@ -70,7 +70,7 @@ def _value(hint: Any, value: Any) -> Any:
 
 
 def load_input(name: str) -> Any:
-    from specaudit.matrix import Matrix
+    from specaudit.results.matrix import Matrix
 
     kinds = {"scan": ScanResult, "landscape": ScanResult, "comparison": Comparison, "explain": Explanation,
              "smoke": SmokeResult, "matrix": Matrix}
@@ -103,7 +103,7 @@ def shrunk(result: ScanResult, command: str) -> ScanResult:
 
 def capture_inputs() -> None:
     """The inputs from real runs on releases in the user cache (and the smoke examples of reports/)."""
-    from specaudit.diagnose import explain
+    from specaudit.explain.diagnose import explain
     from specaudit.matrix import build_matrix
 
     from conftest import engine_scan, engine_tree

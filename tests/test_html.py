@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from specaudit.explain.signatures import explain_file
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html
-from specaudit.result import Provenance
-from specaudit.signatures import explain_file
+from specaudit.results.scan import Provenance
 
 from conftest import vllm_scan, vllm_tree
 from helpers import CHROMIUM, has_colour, open_in_chromium, png_pixels

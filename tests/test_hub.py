@@ -19,7 +19,7 @@ from helpers import ROOT, assert_one_line_error
 from hub_server import FakeHub, Repo
 
 COMMIT = "3c1d2b0e7f5a4c6d8e9f0a1b2c3d4e5f6a7b8c9d"
-LLAMA = (ROOT / "specaudit/presets/llama3.json").read_bytes()  # Llama-3.1-8B-Instruct's whole config.json
+LLAMA = (ROOT / "specaudit/launch/presets/llama3.json").read_bytes()  # Llama-3.1-8B-Instruct's whole config.json
 
 
 def write_cache(cache: Path, repo: str, files: dict[str, bytes], refs: dict[str, str]) -> Path:
@@ -177,7 +177,7 @@ def test_a_hub_drafter_with_cached_weights_is_read_from_the_cache(tmp_path):
 
 
 def test_a_launch_command_names_the_model_and_its_revisions_as_the_engines_read_them(tmp_path):
-    from specaudit.launch import parse_launch_command
+    from specaudit.launch.command import parse_launch_command
 
     write_cache(tmp_path, "meta-llama/Llama-3.1-8B-Instruct", {"config.json": LLAMA}, {"main": COMMIT, "v1": COMMIT})
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "COLUMNS": "1000",

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.errors import SpecauditError
-from specaudit.locate import locate
+from specaudit.core.errors import SpecauditError
+from specaudit.tree.locate import locate
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAP = "raise RuntimeError('the engine must never be imported')\n"
@@ -19,7 +19,7 @@ TRAP = "raise RuntimeError('the engine must never be imported')\n"
 def test_installed_engine_is_found_without_importing_it(make_tree, tmp_path):
     site = make_tree({"vllm/__init__.py": TRAP, "vllm/model_executor/models/registry.py": "X = {}\n"},
                      version="0.14.0")
-    code = ("import sys; from specaudit.locate import locate; t = locate(None); "
+    code = ("import sys; from specaudit.tree.locate import locate; t = locate(None); "
             "print(t.version, t.root, 'vllm' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"PYTHONPATH": f"{ROOT}:{site}", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})

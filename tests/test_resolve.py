@@ -3,9 +3,9 @@ rarely isolate (the main evidence is tests/test_vllm_facts.py on real releases).
 
 from __future__ import annotations
 
-from specaudit.index import build_index
-from specaudit.locate import locate
-from specaudit.resolve import Resolver
+from specaudit.scan.index import build_index
+from specaudit.scan.resolve import Resolver
+from specaudit.tree.locate import locate
 
 INTERFACES = """
     from typing import ClassVar, Literal, Protocol, runtime_checkable

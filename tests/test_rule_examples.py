@@ -14,12 +14,13 @@ import textwrap
 
 import pytest
 
-from specaudit import engines
-from specaudit.facts import module_info, parse
-from specaudit.gates import KINDS
-from specaudit.match import SHAPES, find_sites
-from specaudit.ruleset import load_rules
-from specaudit.target import Launch, Target
+from specaudit.core import engines
+from specaudit.launch.request import Launch
+from specaudit.launch.target import Target
+from specaudit.scan.facts import module_info, parse
+from specaudit.scan.gates import KINDS
+from specaudit.scan.match import SHAPES, find_sites
+from specaudit.scan.ruleset import load_rules
 
 from conftest import vllm_tree
 from helpers import ROOT
@@ -44,7 +45,7 @@ def test_a_warm_scan_judges_without_importing_libcst(tmp_path):
     assert cold.returncode == warm.returncode == 1, warm.stderr[-2000:]  # BLOCKED both times
     assert "| libcst" in cold.stderr  # the cold scan did parse sites: the probe can see libcst come in
     imported = [line.rsplit("|", 1)[-1].strip() for line in warm.stderr.splitlines() if line.startswith("import time:")]
-    assert "specaudit.gates" in imported and not any(name.startswith("libcst") for name in imported)
+    assert "specaudit.scan.gates" in imported and not any(name.startswith("libcst") for name in imported)
 
 
 def test_every_rule_has_positive_and_negative_examples():
@@ -94,7 +95,7 @@ def test_a_misspelt_parameter_is_refused_when_the_rule_loads(tmp_path, params, m
     """A rule file with a typo in its params fails at load, naming the file and the key, not later in matching."""
     import yaml
 
-    from specaudit.errors import SpecauditError
+    from specaudit.core.errors import SpecauditError
 
     rule = {"id": "typo", "engine": "vllm", "kind": "model_type_allowlist", "phase": "speculative_config",
             "title": "t", "files": ["vllm/config/speculative.py"], "hint": "h", "params": params}

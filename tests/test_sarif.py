@@ -10,7 +10,7 @@ import jsonschema
 
 from specaudit.report import to_sarif
 from specaudit.report.sarif import MAX_RUNS
-from specaudit.result import Comparison
+from specaudit.results.scan import Comparison
 
 from conftest import vllm_scan
 from helpers import specaudit

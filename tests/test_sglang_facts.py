@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from specaudit.evaluate import scan
-from specaudit.target import Launch, load_model
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_model
+from specaudit.scan.audit import scan
 
 from conftest import engine_scan, engine_tree
 from helpers import specaudit
@@ -91,7 +92,7 @@ def test_landscape_counts_classes_with_the_called_methods():
 def test_launch_command_and_side_by_side(tmp_path):
     model = tmp_path / "kimi"
     model.mkdir()
-    from specaudit.target import load_preset
+    from specaudit.launch.target import load_preset
     (model / "config.json").write_text(json.dumps(load_preset("kimi-k2.5").config))
     proc = specaudit("scan", str(engine_tree("sglang==0.5.8").root), "--", "python3", "-m", "sglang.launch_server",
                      "--model-path", str(model), "--tp", "8", "--speculative-algorithm", "EAGLE3",

@@ -11,10 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.evaluate import scan
-from specaudit.ruleset import load_rules
-from specaudit.signatures import classify, clean_line, explain_file, load_crash_signatures, load_milestones, load_signatures
-from specaudit.target import Launch, Target
+from specaudit.explain.signatures import (
+    classify,
+    clean_line,
+    explain_file,
+    load_crash_signatures,
+    load_milestones,
+    load_signatures,
+)
+from specaudit.launch.request import Launch
+from specaudit.launch.target import Target
+from specaudit.scan.audit import scan
+from specaudit.scan.ruleset import load_rules
 
 from conftest import vllm_tree
 from helpers import ROOT, specaudit

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from specaudit.remote import Remote, SSHError, bash_command
+from specaudit.report import smoke_rows, to_html, to_markdown
+from specaudit.smoke.remote import Remote, SSHError, bash_command
 
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
-from specaudit.remote_probe import group_alive
-from specaudit.report import smoke_rows, to_html, to_markdown
-from specaudit.smoke import SmokeOptions, run_smoke
+from specaudit.smoke.remote_probe import group_alive
+from specaudit.smoke.run import SmokeOptions, run_smoke
 
 from conftest import SERVE_VERSION, sigint_as_from_a_terminal
 from helpers import has_colour, open_in_chromium, png_pixels

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from specaudit.facts import ClassInfo
-from specaudit.index import build_index
-from specaudit.resolve import Resolver
+from specaudit.scan.facts import ClassInfo
+from specaudit.scan.index import build_index
+from specaudit.scan.resolve import Resolver
 
 from conftest import engine_scan, vllm_scan, vllm_tree
 
@@ -162,8 +162,9 @@ def test_017_checkpoint_config_with_nested_text_config_gives_the_same_verdict(tm
     # hf_text_config (and so the allowlist) reads text_config.model_type = kimi_k2.
     import json
 
-    from specaudit.evaluate import scan
-    from specaudit.target import Launch, load_model, load_preset
+    from specaudit.launch.request import Launch
+    from specaudit.launch.target import load_model, load_preset
+    from specaudit.scan.audit import scan
 
     (tmp_path / "config.json").write_text(json.dumps(load_preset("kimi-k2.5").config))
     target = load_model(str(tmp_path))
@@ -181,8 +182,9 @@ def test_a_llava_targets_language_model_is_the_class_its_text_config_names(tmp_p
     resolved by transformers' own tables, which the tree does not hold: UNKNOWN, saying what."""
     import json
 
-    from specaudit.evaluate import scan
-    from specaudit.target import Launch, load_model
+    from specaudit.launch.request import Launch
+    from specaudit.launch.target import load_model
+    from specaudit.scan.audit import scan
 
     text = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 128, "num_hidden_layers": 8,
             "vocab_size": 512, "num_attention_heads": 4}

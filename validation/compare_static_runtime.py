@@ -18,11 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specaudit.evaluate import EAGLE3_PROTOCOL  # noqa: E402
-from specaudit.facts import ClassInfo  # noqa: E402
-from specaudit.index import build_index  # noqa: E402
-from specaudit.locate import locate  # noqa: E402
-from specaudit.resolve import Resolver  # noqa: E402
+from specaudit.scan.audit import EAGLE3_PROTOCOL  # noqa: E402
+from specaudit.scan.facts import ClassInfo  # noqa: E402
+from specaudit.scan.index import build_index  # noqa: E402
+from specaudit.scan.resolve import Resolver  # noqa: E402
+from specaudit.tree.locate import locate  # noqa: E402
 
 
 def main(runtime_json: str, tree_spec: str | None = None) -> int:

@@ -12,10 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-from specaudit.errors import SpecauditError
-from specaudit.evaluate import scan
-from specaudit.locate import locate
-from specaudit.target import Launch, load_preset, presets
+from specaudit.core.errors import SpecauditError
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset, presets
+from specaudit.scan.audit import scan
+from specaudit.tree.locate import locate
 
 VLLM = ["0.8.5", "0.8.5.post1", "0.9.0", "0.9.0.1", "0.9.1", "0.9.2", "0.10.0", "0.10.1", "0.10.1.1", "0.10.2",
         "0.11.0", "0.11.1", "0.11.2", "0.12.0", "0.13.0", "0.14.0", "0.14.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0",

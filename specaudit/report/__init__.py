@@ -1,4 +1,4 @@
-"""Stage 6: the reports of every stage's result (a scan, a comparison, a matrix, an explanation, a smoke launch) in
+"""The reports of every stage's result (a scan, a comparison, a matrix, an explanation, a smoke launch) in
 every format: the terminal (rich), markdown, HTML, JSON and SARIF. One renderer per format behind one interface
 (renderer.py), each picking its method per result type in one place; they render the same result objects and
 compute nothing, and the words they share are made once (lines.py)."""
@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ..cache import slug
-from ..errors import SpecauditError
-from ..outcome import Explanation, SmokeResult
-from ..result import Comparison, ScanResult
+from ..core.cache import slug
+from ..core.errors import SpecauditError
+from ..results.outcome import Explanation, SmokeResult
+from ..results.scan import Comparison, ScanResult
 from .html import Html
 from .json import Json
 from .lines import smoke_rows
@@ -25,7 +25,7 @@ from .sarif import Sarif
 from .terminal import Terminal, print_patch_status
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 __all__ = ["FORMATS", "RENDERERS", "SCAN_FORMATS", "Renderer", "Report", "check_out_dir", "print_patch_status",
            "print_report", "report_name", "smoke_rows", "to_html", "to_json", "to_markdown", "to_sarif", "write_report"]

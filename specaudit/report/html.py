@@ -6,15 +6,15 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..outcome import Explanation, SmokeResult
-from ..result import Comparison, ScanResult
+from ..results.outcome import Explanation, SmokeResult
+from ..results.scan import Comparison, ScanResult
 from . import lines
 from .renderer import Renderer
 
 if TYPE_CHECKING:
     from jinja2 import Environment
 
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 
 class Html(Renderer[str]):
@@ -42,7 +42,7 @@ def _page(template: str, **context: Any) -> str:
 def _environment() -> Environment:
     from jinja2 import Environment, PackageLoader, select_autoescape  # here: only an HTML report needs jinja2
 
-    env = Environment(loader=PackageLoader("specaudit", "templates"), autoescape=select_autoescape(["html"]))
+    env = Environment(loader=PackageLoader("specaudit.report", "templates"), autoescape=select_autoescape(["html"]))
     # The words the templates print, as every format prints them.
     env.globals.update(
         marks=lines.MARK, summary=lines.summary, other_gates=lines.other_gates, absent_rules=lines.absent_rules,

@@ -6,12 +6,12 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..outcome import Explanation, SmokeResult
-from ..result import Comparison, ScanResult
+from ..results.outcome import Explanation, SmokeResult
+from ..results.scan import Comparison, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 
 class Json(Renderer[str]):

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..outcome import Explanation, Lossless, Preflight, RootCause, SmokeResult
-from ..result import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
-from ..tracebacks import Crash, package_path
-from ..types import Finding, Status, Verdict
+from ..core.types import Finding, Status, Verdict
+from ..explain.tracebacks import package_path
+from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Preflight, RootCause, SmokeResult
+from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
 
 if TYPE_CHECKING:
-    from ..matrix import Cell, Matrix
-    from ..metrics import Acceptance
+    from ..results.matrix import Cell, Matrix
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
         Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
@@ -85,7 +84,7 @@ def indexed_line(result: ScanResult) -> str:
 
 def source_link(result: ScanResult, finding: Finding) -> str | None:
     """The finding's line in the engine's public repository, at the release's tag (a link; nothing is fetched)."""
-    from ..engines import ENGINES
+    from ..core.engines import ENGINES
 
     engine = ENGINES.get(result.tree.engine)
     return engine.source_link(result.tree.version, finding.file, finding.line) if engine else None

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
-from ..result import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
-from ..types import Finding, SmokeVerdict
+from ..core.types import Finding, SmokeVerdict
+from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
+from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
     absent_rules,
@@ -30,7 +30,7 @@ from .lines import (
 from .renderer import Renderer
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 
 class Markdown(Renderer[str]):

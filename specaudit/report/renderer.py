@@ -6,11 +6,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
-from ..outcome import Explanation, SmokeResult
-from ..result import Comparison, ScanResult
+from ..results.outcome import Explanation, SmokeResult
+from ..results.scan import Comparison, ScanResult
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 Report = Union[ScanResult, Comparison, Explanation, SmokeResult, "Matrix"]
 Output = TypeVar("Output")

@@ -14,14 +14,14 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..errors import SpecauditError
-from ..outcome import Explanation, SmokeResult
-from ..result import Comparison, Provenance, ScanResult
-from ..types import Finding, Status
+from ..core.errors import SpecauditError
+from ..core.types import Finding, Status
+from ..results.outcome import Explanation, SmokeResult
+from ..results.scan import Comparison, Provenance, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_RUNS = 20  # GitHub code scanning: runs per file

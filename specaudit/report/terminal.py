@@ -10,9 +10,9 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
-from ..result import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
-from ..types import Finding, SmokeVerdict, Verdict
+from ..core.types import Finding, SmokeVerdict, Verdict
+from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
+from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
     absent_rules,
@@ -34,7 +34,7 @@ from .lines import (
 from .renderer import Renderer
 
 if TYPE_CHECKING:
-    from ..matrix import Matrix
+    from ..results.matrix import Matrix
 
 STYLE: dict[str, str] = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
          Verdict.LANDSCAPE: "bold cyan", SmokeVerdict.PASSED: "bold green", SmokeVerdict.FLAGGED: "bold yellow",

@@ -1,0 +1,143 @@
+"""A failed launch's root cause, held against what the scan predicted.
+
+The root cause is classified by where it was raised before what it says: the innermost frame of the engine's own
+code in the root traceback (tracebacks.py), when it falls inside the statement of a gate the scan found, is that
+gate, whatever the message. A crash with no gate there is classified by its text signature (the environment,
+CPU-only limits, out of memory: signatures.py), else by its traceback alone. Then the prediction (the scan's
+first blocking gate, or READY) is compared with the outcome: a disagreement is a finding about specaudit itself,
+with the frames to paste into a bug report.
+"""
+
+from __future__ import annotations
+
+from ..core.engines import ENGINES
+from ..core.types import Finding, Status, Verdict
+from ..results.outcome import Agreement, Crash, Explanation, Frame, RootCause
+from ..results.scan import GateSite, ScanResult
+from .tracebacks import package_path
+
+
+def engine_frame(crash: Crash) -> Frame | None:
+    """The innermost frame of an engine's own code: where the engine raised it, or called what raised it."""
+    packages = [f"/{profile.package}/" for profile in ENGINES.values()]
+    return next((f for f in reversed(crash.frames) if any(p in f.file.replace("\\", "/") for p in packages)), None)
+
+
+def gate_at(frame: Frame, gates: list[GateSite]) -> GateSite | None:
+    """The gate whose statement holds the frame's line: a rule's (it names the gate, as the scan reports it)
+    before an obligation of the path inside it, then the narrowest."""
+    path = frame.file.replace("\\", "/")
+    holding = [g for g in gates
+               if (path == g.file or path.endswith("/" + g.file)) and g.line <= frame.line <= g.end_line]
+    return min(holding, key=lambda g: (g.rule_id.startswith("path-"), g.end_line - g.line), default=None)
+
+
+def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: int | None = None) -> RootCause | None:
+    """The root cause of a failed launch, classified by gate location, then signature, then traceback."""
+    crash, signature = explanation.crash, explanation.cause
+    frame = engine_frame(crash) if crash else None
+    gate = gate_at(frame, scan.gates) if frame and scan else None
+    if gate is not None and crash is not None:
+        return RootCause(f"{gate.title}: {crash.text} (raised at {gate.location})", "gate location", crash, signature,
+                         gate, frame)
+    if signature is not None:
+        return RootCause(f"{signature.title}: {signature.line.strip()}", "signature", crash, signature, None, frame)
+    if crash is not None:
+        where = f" (raised in {frame.function} at {package_path(frame.file)}:{frame.line})" if frame else ""
+        return RootCause(f"{crash.text}{where}", "traceback", crash, None, None, frame)
+    if exit_status:
+        return RootCause(f"the engine exited with status {exit_status}, without a traceback", "exit status",
+                         None, None, None, None)
+    return None
+
+
+def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) -> Agreement:
+    """The scan's first blocking gate (or READY) against the launch: it came up, or it failed of ``root``."""
+    outcome = "the launch came up" if came_up else f"the launch failed: {root.summary}" if root else \
+        "the launch failed, with no root cause in its log"
+    if scan is None:
+        return Agreement("no scan", outcome, None, "there was no preflight scan to compare with")
+    first = scan.blocking[0] if scan.blocking else None
+    predicted = f"{scan.verdict}" + (f", first at {first.title} ({first.location})" if first else "")
+    if scan.verdict == Verdict.UNKNOWN:
+        return Agreement(predicted, outcome, None, "the scan said UNKNOWN: " + "; ".join(
+            f"{f.title} ({f.location})" for f in scan.findings if f.status == Status.UNKNOWN)[:400])
+    if came_up:
+        if first is None:
+            return Agreement(predicted, outcome, True, "the scan said READY and the launch came up")
+        return _disagree(predicted, outcome, scan, root, f"the scan said BLOCKED at {first.location}, but the launch "
+                         "came up: that gate does not stop this launch (the scan misjudged it)")
+    if root is None or root.by == "exit status":
+        return Agreement(predicted, outcome, None, "the log shows no root cause to compare with the prediction")
+    if root.gate is None and root.signature is not None and not root.signature.gates:
+        return Agreement(predicted, outcome, None, f"the launch failed of its host or environment "
+                         f"({root.signature.title}), not at a gate of the EAGLE-3 path")
+    if first is not None and _same_gate(first, root):
+        return Agreement(predicted, outcome, True, f"the launch stopped at the gate the scan named first "
+                         f"({first.location})")
+    met = f"{root.gate.location}" if root.gate else f"gate {' or '.join(root.signature.gates)}" if root.signature else \
+        f"{package_path(root.frame.file)}:{root.frame.line}" if root.frame else "an unknown place"
+    if first is None:
+        why = f"the scan said READY, but the launch failed at {met}"
+    elif root.gate is None and root.signature is None:
+        why = f"the launch failed at {met}, where the scan knows no gate, before {first.location}: the scan missed it"
+    else:
+        why = (f"the scan named {first.location} first, but the launch stopped at {met}: the scan missed or "
+               "misordered it")
+    return _disagree(predicted, outcome, scan, root, why)
+
+
+def _same_gate(finding: Finding, root: RootCause) -> bool:
+    if root.gate is not None:
+        return finding.location == root.gate.location or root.gate.location in finding.also \
+            or (finding.file == root.gate.file and root.gate.line <= finding.line <= root.gate.end_line)
+    return root.signature is not None and finding.rule_id in root.signature.gates
+
+
+def _disagree(predicted: str, outcome: str, scan: ScanResult, root: RootCause | None, why: str) -> Agreement:
+    lines = [f"specaudit's scan disagrees with a real launch ({scan.tree.engine} {scan.tree.version}, platform "
+             f"{scan.tree.platform}).", "", f"- predicted: {predicted}", f"- outcome: {outcome}", f"- {why}"]
+    if scan.launch is not None:
+        lines.append(f"- target: {scan.launch.target} ({', '.join(scan.launch.architectures)}), method "
+                     f"{scan.launch.method}")
+    if root is not None and root.crash is not None:
+        lines += ["", "```", "Traceback (most recent call last):"]
+        lines += [f'  File "{package_path(f.file)}", line {f.line}, in {f.function}' for f in root.crash.frames]
+        lines += [root.crash.text, "```"]
+    return Agreement(predicted, outcome, False, why, "\n".join(lines))
+
+
+def explain(log: str, engines: list[str] | None = None, tree: str | None = None,
+            platform: str | None = None) -> Explanation:
+    """Classify a launch log, and hold its root cause against the scan of the release that wrote it: ``tree``
+    (a directory, a wheel, ``vllm==X``) when given, else the release and platform the log names."""
+    from dataclasses import replace
+
+    from ..tree.provenance import launch_provenance
+    from .signatures import explain_file
+
+    explanation = explain_file(log, engines)
+    if explanation.crash is None and explanation.cause is None:
+        return replace(explanation, provenance=launch_provenance(None))
+    scan, scanned = release_scan(explanation, tree, platform)
+    return replace(explanation, root=root_cause(explanation, scan), scanned=scanned, provenance=launch_provenance(scan))
+
+
+def release_scan(explanation: Explanation, tree: str | None, platform: str | None) -> tuple[ScanResult | None, str]:
+    """The landscape scan whose gate sites the log's frames are held against, and what it was, in words; None and
+    why not, when no release can be scanned (the log's root cause is then classified by text and traceback)."""
+    from ..core.errors import SpecauditError
+    from ..scan.audit import scan
+    from ..tree.locate import locate
+
+    named = explanation.release
+    spec = tree or (f"{named['engine']}=={named['version']}" if "version" in named else None)
+    if spec is None:
+        return None, "no scan: the log names no release (give --tree)"
+    platform = platform or named.get("platform", "cuda")
+    try:
+        engine_tree = locate(spec, named.get("engine"))
+        return scan(engine_tree, None, platform=platform), \
+            f"{engine_tree.engine.name} {engine_tree.version} (platform {platform}, {engine_tree.origin})"
+    except SpecauditError as exc:
+        return None, f"no scan of {spec}: {exc}"

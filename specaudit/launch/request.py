@@ -1,0 +1,61 @@
+"""What a launch asks for: its target, its speculative method as the user names it, its drafter, and the engine
+arguments it sets. How the engine resolves the method is the methods stage's (specaudit/methods/)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import SpecauditError
+from .checkpoint import Checkpoint
+from .target import Target
+
+DEFAULT_METHOD = "eagle3"  # a scan given a target and no speculative config audits an EAGLE-3 launch
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What the launch asks for: the target, the speculative method, and the drafter."""
+
+    target: Target | None
+    method: str = DEFAULT_METHOD  # lower case, as vLLM spells it
+    engine: str | None = None  # the engine whose launch command gave `options`
+    draft: str | None = None  # the drafter's path, as named
+    drafter: Checkpoint | None = None  # the drafter checkpoint, when it could be read here
+    speculative: dict[str, Any] = field(default_factory=dict)  # the speculative config, as given
+    options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
+
+
+def method_of(speculative: dict[str, Any], draft: str | None) -> str:
+    """The speculative method, lower case; without one, what vLLM's SpeculativeConfig infers from the drafter's path."""
+    if speculative.get("method"):
+        return str(speculative["method"]).lower()
+    name = (draft or "").lower()
+    if "eagle3" in name:
+        return "eagle3"
+    if "eagle-" in name:
+        return "eagle"
+    return DEFAULT_METHOD
+
+
+def parse_speculative_config(text: str) -> dict[str, Any]:
+    from .command import json_option
+
+    return check_speculative(json_option("speculative-config", text))
+
+
+# The keys of a speculative config the scan reads, with the types the engines' own parsers require.
+_SPECULATIVE_TYPES = {"method": str, "model": str, "revision": str, "num_speculative_tokens": int,
+                      "draft_tensor_parallel_size": int}
+
+
+def check_speculative(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculative config whose keys have the types the engine requires: a wrong one is bad input, not a
+    launch to judge."""
+    for key, kind in _SPECULATIVE_TYPES.items():
+        value = config.get(key)
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise SpecauditError(f"speculative config: {key} must be {'a string' if kind is str else 'an integer'}, "
+                                 f"not {json.dumps(value)}")
+    return config

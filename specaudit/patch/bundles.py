@@ -1,0 +1,465 @@
+"""Patch bundles (``patches/<engine>/<bundle>/bundle.yaml``) that open gates, applied safely and
+reversibly.
+
+A bundle names an engine, a version range, a target and its changes (codemods.py). Planning runs each
+change's codemod on an in-memory copy of the files after checking its precondition (the gate it opens is
+there for the bundle's targets), then checks the postcondition by scanning the edited copy (the gate no
+longer blocks) and compiling it. Nothing touches the tree before that.
+
+The patch state lives in a shadow git repository outside the engine tree (``~/.cache/specaudit/patches``),
+keyed by the tree's location and release: the pristine and applied copies of every file a bundle changed,
+a commit per apply and revert. Writing is journaled: until the new state is saved, the journal names what
+each file must be restored to and the state from before, so an exception or Ctrl-C restores at once, and a
+kill at any step is rolled back by the next run, before anything else. A lock keeps two runs apart.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..core.data import data_dir
+from ..core.errors import SpecauditError
+from ..core.types import ExitCode, Status
+from ..tree.locate import EngineTree
+from ..tree.provenance import read_state_json, record_hashes, shadow_dir
+from .codemods import CODEMODS, Change, PatchContext
+
+if TYPE_CHECKING:
+    from ..scan.audit import Analysis
+
+# Versions a bundle range is probed with to find overlaps between bundles of one target.
+_PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
+
+
+class PatchRefused(SpecauditError):
+    """The tree is not as the bundle expects (drift): refused unless --force."""
+
+    exit_code = ExitCode.DRIFT
+
+
+class OutOfRange(SpecauditError):
+    exit_code = ExitCode.OUT_OF_RANGE
+
+
+class Locked(SpecauditError):
+    exit_code = ExitCode.LOCKED
+
+
+@dataclass(frozen=True)
+class Bundle:
+    id: str
+    engine: str
+    versions: SpecifierSet
+    target: str
+    presets: tuple[str, ...]
+    description: str
+    origin: str
+    forwarded: str
+    upstream: str
+    changes: tuple[Change, ...]
+    path: Path
+
+
+def load_bundles(engine: str, directory: Path | None = None) -> list[Bundle]:
+    directory = directory or data_dir("patches") / engine
+    bundles = [_bundle_from(path) for path in sorted(directory.glob("*/bundle.yaml"))]
+    for i, a in enumerate(bundles):
+        for b in bundles[i + 1:]:
+            if a.target == b.target and any(v in a.versions and v in b.versions for v in _PROBE_VERSIONS):
+                raise SpecauditError(f"bundles {a.id} and {b.id} overlap for target {a.target}")
+    return bundles
+
+
+def _bundle_from(path: Path) -> Bundle:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        versions = SpecifierSet(data["versions"])
+        changes = tuple(Change(c["id"], c["opens"], c["codemod"], dict(c.get("args") or {}), path.parent)
+                        for c in data["changes"])
+        bundle = Bundle(data["id"], data["engine"], versions, data["target"], tuple(data["presets"]),
+                        " ".join(data["description"].split()), data["origin"], data["forwarded"],
+                        " ".join(data["upstream"].split()), changes, path.parent)
+    except (yaml.YAMLError, KeyError, TypeError, InvalidSpecifier) as exc:
+        raise SpecauditError(f"{path}: not a valid bundle ({type(exc).__name__}: {exc})") from None
+    unknown = [c.codemod for c in bundle.changes if c.codemod not in CODEMODS]
+    if unknown:
+        raise SpecauditError(f"{path}: unknown codemod {unknown[0]} (known: {', '.join(CODEMODS)})")
+    return bundle
+
+
+def select_bundle(bundles: list[Bundle], target: str, version: str) -> Bundle:
+    wanted = target.replace("-", "_")
+    for_target = [b for b in bundles if b.target == wanted]
+    if not for_target:
+        known = sorted({b.target for b in bundles})
+        raise SpecauditError(f"no patch bundle for target {target!r} (known targets: {', '.join(known)})")
+    try:
+        parsed = Version(version)
+    except InvalidVersion:
+        raise OutOfRange(f"cannot read the engine's version {version!r} to pick a bundle") from None
+    for bundle in for_target:
+        if bundle.versions.contains(parsed, prereleases=True):
+            return bundle
+    ranges = "; ".join(f"{b.id}: {b.versions}" for b in for_target)
+    raise OutOfRange(f"no bundle for {target} covers release {version} (bundles: {ranges})")
+
+
+# -- planning ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    bundle: Bundle
+    tree: EngineTree
+    edits: dict[str, tuple[bytes, bytes]]  # relpath -> (current, patched)
+    applied: list[str]  # change ids that apply
+    skipped: list[tuple[str, str]]  # change id -> why not (its precondition does not hold)
+    patched: Analysis = field(repr=False)  # the tree with the edits analysed: what the postcondition judged
+
+    def diff(self) -> str:
+        out: list[str] = []
+        for relpath, (old, new) in sorted(self.edits.items()):
+            out += difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
+                                        f"a/{relpath}", f"b/{relpath}")
+        return "".join(out)
+
+
+def plan(tree: EngineTree, bundle: Bundle, analysis: Analysis | None = None) -> Plan:
+    """What the bundle would change in the tree, checked before and after, in memory. ``analysis``: the tree's,
+    where the caller has it already; the edited tree is analysed on its platform."""
+    from ..launch.request import Launch
+    from ..launch.target import load_preset
+    from ..scan.audit import analyze, audit
+
+    analysis = analysis or analyze(tree)
+    launches = {preset: Launch(load_preset(preset)) for preset in bundle.presets}
+    judges = {preset: analysis.judge(launch) for preset, launch in launches.items()}
+    context = PatchContext(analysis.index, judges, analysis.index.sites, analysis.protocols)
+    applied, skipped = [], []
+    for change in bundle.changes:
+        reason = CODEMODS[change.codemod](change, context)
+        (skipped.append((change.id, reason)) if reason else applied.append(change.id))
+    edits = {rel: (analysis.index.source(rel), new.encode()) for rel, new in context.sources.items()
+             if new.encode() != analysis.index.source(rel)}
+    for relpath, (_, new) in edits.items():
+        try:
+            compile(new, relpath, "exec")
+        except SyntaxError as exc:
+            raise SpecauditError(f"bundle {bundle.id} would leave {relpath} uncompilable: {exc}") from None
+    opened = {c.opens for c in bundle.changes if c.id in applied}
+    patched = analyze(tree, overlay={rel: new for rel, (_, new) in edits.items()}, platform=analysis.platform)
+    for preset, launch in launches.items():
+        after = audit(patched, launch)
+        still = [f for f in after.findings if f.rule_id in opened and f.status == Status.BLOCKS]
+        if still:
+            raise SpecauditError(f"bundle {bundle.id}: after its changes, {still[0].title} still blocks {preset} "
+                                 f"({still[0].location}: {still[0].why})")
+    return Plan(bundle, tree, edits, applied, skipped, patched)
+
+
+# -- the shadow history and the journaled writes ----------------------------------------------------------
+
+
+class Shadow:
+    """The patch state of one tree, in a git repository of its own."""
+
+    def __init__(self, tree: EngineTree, create: bool = True):
+        self.tree = tree
+        self.dir = shadow_dir(tree, create)
+        self.state_file = self.dir / "state.json"
+        self.journal = self.dir / "journal.json"
+
+    @property
+    def repo(self):
+        """The history, created on the first write (a dry run or a status creates none)."""
+        import git
+
+        # A commit the last run was killed in leaves git's own lock: only one specaudit holds this shadow (see
+        # lock), so it is stale.
+        (self.dir / ".git" / "index.lock").unlink(missing_ok=True)
+        if not (self.dir / ".git").exists():
+            repo = git.Repo.init(self.dir)
+            with repo.config_writer() as config:
+                config.set_value("user", "name", "specaudit")
+                config.set_value("user", "email", "specaudit@localhost")
+            return repo
+        return git.Repo(self.dir)
+
+    @property
+    def state(self) -> dict[str, Any]:
+        if self.state_file.exists():
+            return read_state_json(self.state_file)
+        return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
+
+    def copy(self, kind: str, relpath: str) -> bytes:
+        return (self.dir / kind / relpath).read_bytes()
+
+    def save(self, state: dict[str, Any], copies: dict[tuple[str, str], bytes], message: str) -> None:
+        for (kind, relpath), data in copies.items():
+            path = self.dir / kind / relpath
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _replace(path, data)
+        _replace(self.state_file, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
+        _crash_point()
+        repo = self.repo
+        repo.git.add(A=True)
+        if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
+            repo.index.commit(message)
+
+    def lock(self) -> _Lock:
+        return _Lock(self.dir / "lock")
+
+    def recover(self) -> list[str]:
+        """Roll back an operation that did not finish (the process was killed): every file it names back as it
+        was, and the state as it was before. Runs first in every patch command."""
+        if not self.journal.exists():
+            return []
+        entries = read_state_json(self.journal)
+        for relpath, kind in entries["restore"].items():
+            _replace(self.tree.root / relpath, self.copy(kind, relpath))
+            _clear_pycache(self.tree.root / relpath)
+        self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(entries['restore'])}")
+        self.journal.unlink()
+        return list(entries["restore"])
+
+    @contextmanager
+    def transaction(self, files: dict[str, bytes], restore_to: str, state: dict[str, Any]) -> Iterator[None]:
+        """Write files into the tree, then let the caller save the new state. Until both are done the journal
+        names each file's ``restore_to`` copy and the ``state`` before: a failure, a Ctrl-C or a kill at any point
+        ends with the tree and the state as they were (here, or in the next run's ``recover``)."""
+        _replace(self.journal, json.dumps({"restore": {rel: restore_to for rel in files}, "state": state}).encode())
+        _crash_point()
+        try:
+            for relpath, data in files.items():
+                _replace(self.tree.root / relpath, data)
+                _clear_pycache(self.tree.root / relpath)
+                _crash_point()
+            yield
+        except BaseException:
+            self.recover()
+            raise
+        self.journal.unlink()
+        _crash_point()
+
+
+class _Lock:
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self) -> _Lock:
+        self.fh = open(self.path, "w")
+        try:
+            fcntl.flock(self.fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.fh.close()
+            raise Locked(f"another specaudit patch is running on this tree (lock {self.path})") from None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.specaudit-tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if path.exists():
+        shutil.copymode(path, tmp)
+    os.replace(tmp, path)
+
+
+_steps = 0
+
+
+def _crash_point() -> None:
+    """A boundary between two durable writes. The kill-at-every-step test sets SPECAUDIT_TEST_KILL_AT_STEP=N
+    and the process dies here, as with kill -9, at the Nth one."""
+    global _steps
+    _steps += 1
+    if os.environ.get("SPECAUDIT_TEST_KILL_AT_STEP") == str(_steps):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _clear_pycache(path: Path) -> None:
+    """Stale bytecode of a rewritten module would be loaded instead of it when mtimes collide."""
+    cache = path.parent / "__pycache__"
+    if cache.is_dir():
+        for pyc in cache.glob(f"{path.stem}.*.pyc"):
+            pyc.unlink(missing_ok=True)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+# -- the three operations ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    message: str
+    diff: str = ""
+    changed: tuple[str, ...] = ()
+
+
+def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool = False) -> Outcome:
+    shadow = Shadow(tree)
+    with shadow.lock():
+        recovered = shadow.recover()
+        state = shadow.state
+        applied = state["bundles"].get(bundle.id)
+        if applied and all(sha256(_read(tree, rel)) == state["files"][rel]["applied"] for rel in applied["files"]):
+            return Outcome(f"{bundle.id} is already applied to {tree.label}: nothing to do")
+        _refuse_drift(tree, shadow, state, force, bundle)
+        the_plan = plan(tree, bundle)
+        if not force:
+            _refuse_foreign_edits(tree, state, the_plan.edits)
+        if not the_plan.edits:
+            reasons = "; ".join(f"{cid}: {why}" for cid, why in the_plan.skipped)
+            return Outcome(f"{bundle.id} is not needed for {tree.label}: its preconditions do not hold ({reasons}). "
+                           f"Upstream: {bundle.upstream}")
+        if dry_run:
+            return Outcome(_plan_summary(the_plan, "would apply"), the_plan.diff(), tuple(the_plan.edits))
+        _check_writable(tree, the_plan.edits)
+        # What is on disk now is what a revert must bring back (a file reverted earlier may have changed since).
+        pristine = {("pristine", rel): old for rel, (old, _) in the_plan.edits.items()}
+        for rel, (old, _) in the_plan.edits.items():
+            state["files"][rel] = {"pristine": sha256(old)}
+        shadow.save(state, pristine, f"pristine copies before {bundle.id}")
+        before = json.loads(json.dumps(state))
+        with shadow.transaction({rel: new for rel, (_, new) in the_plan.edits.items()}, "pristine", before):
+            for rel, (_, new) in the_plan.edits.items():
+                state["files"][rel]["applied"] = sha256(new)
+                state["files"][rel]["bundle"] = bundle.id
+            state["bundles"][bundle.id] = {"changes": the_plan.applied, "files": sorted(the_plan.edits)}
+            shadow.save(state, {("applied", rel): new for rel, (_, new) in the_plan.edits.items()},
+                        f"apply {bundle.id}: {', '.join(the_plan.applied)}")
+        note = f" (rolled back an interrupted run first: {', '.join(recovered)})" if recovered else ""
+        return Outcome(_plan_summary(the_plan, "applied") + note, the_plan.diff(), tuple(the_plan.edits))
+
+
+def revert(tree: EngineTree, force: bool = False) -> Outcome:
+    shadow = Shadow(tree)
+    with shadow.lock():
+        recovered = shadow.recover()
+        state = shadow.state
+        files = [rel for rel, info in state["files"].items() if "applied" in info]
+        if not files:
+            return Outcome(f"no bundle is applied to {tree.label}" +
+                           (f" (rolled back an interrupted run: {', '.join(recovered)})" if recovered else ""))
+        for rel in files:
+            current = _read(tree, rel)
+            if sha256(current) != state["files"][rel]["applied"] and not force:
+                raise PatchRefused(f"{rel} changed since specaudit patched it; --force reverts it anyway:\n"
+                                   + _diff(rel, shadow.copy("applied", rel), current))
+        _check_writable(tree, dict.fromkeys(files))
+        bundles = sorted(state["bundles"])
+        before = json.loads(json.dumps(state))
+        with shadow.transaction({rel: shadow.copy("pristine", rel) for rel in files}, "applied", before):
+            for rel in files:
+                state["files"][rel].pop("applied", None)
+                state["files"][rel].pop("bundle", None)
+            state["bundles"] = {}
+            shadow.save(state, {}, f"revert {', '.join(bundles)}")
+        return Outcome(f"reverted {', '.join(bundles)}: {len(files)} file(s) restored byte for byte", changed=tuple(files))
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    relpath: str
+    state: str  # "specaudit" (as a bundle left it), "drifted" (changed since), "foreign" (not the wheel's, not ours)
+    bundle: str | None
+    detail: str
+
+
+def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
+    shadow = Shadow(tree)
+    if shadow.journal.exists():  # an interrupted run is rolled back first, as any patch command does
+        with shadow.lock():
+            shadow.recover()
+    state = shadow.state
+    rows = []
+    for rel, info in sorted(state["files"].items()):
+        if "applied" not in info:
+            continue
+        current = sha256(_read(tree, rel))
+        if current == info["applied"]:
+            rows.append(FileStatus(rel, "specaudit", info.get("bundle"), "as the bundle left it"))
+        else:
+            rows.append(FileStatus(rel, "drifted", info.get("bundle"), "changed since the bundle was applied"))
+    ours = {row.relpath for row in rows}
+    for rel, expected in sorted(record_hashes(tree).items()):
+        if not rel.endswith(".py") or rel in ours or not (tree.root / rel).is_file():
+            continue
+        if sha256((tree.root / rel).read_bytes()) != expected:
+            rows.append(FileStatus(rel, "foreign", None, "differs from the wheel's RECORD, not changed by specaudit"))
+    return state, rows
+
+
+# -- helpers ------------------------------------------------------------------------------------------------
+
+
+def _read(tree: EngineTree, relpath: str) -> bytes:
+    return (tree.root / relpath).read_bytes()
+
+
+def _diff(relpath: str, expected: bytes, actual: bytes) -> str:
+    return "".join(difflib.unified_diff(expected.decode(errors="replace").splitlines(keepends=True),
+                                        actual.decode(errors="replace").splitlines(keepends=True),
+                                        f"expected/{relpath}", f"found/{relpath}"))
+
+
+def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force: bool, bundle: Bundle) -> None:
+    """A file another bundle changed, or that changed since a bundle was applied, is not ours to edit."""
+    if force:
+        return
+    for rel, info in state["files"].items():
+        if "applied" in info and info.get("bundle") != bundle.id:
+            raise PatchRefused(f"{rel} carries bundle {info['bundle']}; revert it first (or --force)")
+        if "applied" in info and sha256(_read(tree, rel)) != info["applied"]:
+            raise PatchRefused(f"{rel} changed since bundle {info['bundle']} was applied (--force to go on):\n"
+                               + _diff(rel, shadow.copy("applied", rel), _read(tree, rel)))
+
+
+def _refuse_foreign_edits(tree: EngineTree, state: dict[str, Any], edits: dict[str, Any]) -> None:
+    """A file the plan edits that differs from what the wheel installed was changed by someone else."""
+    record = record_hashes(tree)
+    for rel in edits:
+        applied = "applied" in state["files"].get(rel, {})
+        if rel in record and not applied and sha256(_read(tree, rel)) != record[rel]:
+            raise PatchRefused(f"{rel} differs from what the wheel installed (its RECORD hash): edited by hand or "
+                               "another release? (--force to patch it anyway)")
+
+
+def _check_writable(tree: EngineTree, files: dict[str, Any]) -> None:
+    for rel in files:
+        path = tree.root / rel
+        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            raise SpecauditError(f"{path}: the tree is read-only here (run as the user who owns it)")
+
+
+def _plan_summary(the_plan: Plan, verb: str) -> str:
+    bundle = the_plan.bundle
+    lines = [f"{bundle.id} {verb} to {the_plan.tree.label}: {', '.join(the_plan.applied)}",
+             f"  {bundle.description}", f"  origin: {bundle.origin}; forwarded: {bundle.forwarded}; upstream: {bundle.upstream}"]
+    lines += [f"  {rel}" for rel in sorted(the_plan.edits)]
+    lines += [f"  skipped {cid}: {why}" for cid, why in the_plan.skipped]
+    return "\n".join(lines)

@@ -1,0 +1,183 @@
+"""The scan result: plain typed data that flows to every report format (a live launch's: outcome.py)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..core.types import PHASES, ExitCode, Finding, Status, Verdict
+from ..launch.request import Launch
+
+
+@dataclass(frozen=True)
+class TreeSummary:
+    engine: str
+    version: str
+    root: str
+    origin: str
+    platform: str = "cuda"
+    # The platform dispatches that decided what the verdict read: "file:line branch" (the target's modules, the
+    # traced path's; every registered module's for the landscape).
+    platform_branches: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a report comes from: enough to reproduce it, and to know what the engine tree had in it."""
+
+    specaudit: str  # its version
+    command: str  # the command line that made the report
+    time: str  # UTC, ISO 8601
+    source: str  # where the engine release came from
+    bundles: tuple[str, ...] = ()  # specaudit patch bundles applied to the tree
+    modified: tuple[str, ...] = ()  # files the scan read that differ from the wheel's RECORD
+    in_memory: tuple[str, ...] = ()  # files read with edits in memory (a bundle planned, not applied)
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    target: str
+    source: str
+    architectures: list[str]
+    model_type: str
+    text_model_type: str
+    method: str
+    draft: str | None
+    notes: tuple[str, ...] = ()  # about where the target's config came from (a preset the Hub cache disagrees with)
+
+    @classmethod
+    def of(cls, launch: Launch) -> LaunchSummary | None:
+        t = launch.target
+        if t is None:
+            return None
+        return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft,
+                   t.notes)
+
+
+@dataclass(frozen=True)
+class GateSite:
+    """Where a gate stands in the tree, whatever the launch: a rule's site or an obligation of the traced path.
+    A crash whose frame falls inside ``line..end_line`` of ``file`` is that gate (diagnose.py)."""
+
+    rule_id: str
+    title: str
+    file: str
+    line: int
+    end_line: int
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class RuleStatus:
+    id: str
+    title: str
+    kind: str
+    phase: str
+    sites: int  # 0: the gate is not in this release (or changed shape)
+
+
+@dataclass(frozen=True)
+class PathEntry:
+    role: str
+    function: str | None  # None: not found in this tree
+    file: str | None
+    line: int | None
+    problem: str
+
+
+@dataclass(frozen=True)
+class PathSummary:
+    """How the EAGLE-3 path was traced: the runner, the entry points, and what was decided on it."""
+
+    runner: str | None
+    runner_reason: str
+    entries: list[PathEntry]
+    functions: int  # functions followed
+    obligations: int  # raises, asserts and reads of the target met on the way
+    decided: dict[str, int]  # status -> obligations, for the launch's target
+
+
+
+@dataclass(frozen=True)
+class ArchitectureRow:
+    architecture: str
+    module: str
+    class_name: str
+    declared_in: str
+    file: str | None
+    line: int | None
+    interfaces: dict[str, bool | None]  # every protocol of the engine -> conforms (None: unknown)
+    eagle3: bool | None  # satisfies the EAGLE-3 contract (None: unknown)
+    eagle3_reason: str
+
+
+@dataclass(frozen=True)
+class Landscape:
+    protocols: dict[str, list[str]]  # every Protocol of the interfaces module -> its members
+    contract: str  # what a target class must have for EAGLE-3: SupportsEagle3, or SGLang's called methods
+    contract_members: list[str]
+    grep_pattern: str  # what a grep for the contract looks for
+    architectures: list[ArchitectureRow]
+    eagle3_classes: list[str]  # every indexed class that satisfies the contract
+    eagle3_unknown: list[str]
+    grep_classes: list[str]  # classes a grep for grep_pattern finds
+
+
+@dataclass
+class ScanResult:
+    tree: TreeSummary
+    launch: LaunchSummary | None
+    verdict: Verdict
+    findings: list[Finding]
+    candidates: list[Finding]
+    rules: list[RuleStatus]
+    path: PathSummary
+    landscape: Landscape
+    skipped: dict[str, str]
+    files_indexed: int
+    seconds: float
+    gates: list[GateSite] = field(default_factory=list)  # every gate site on the path, decided or not
+    provenance: Provenance | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.verdict.exit_code
+
+    @property
+    def blocking(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == Status.BLOCKS]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["exit_code"] = self.exit_code
+        return data
+
+
+@dataclass
+class Comparison:
+    """Several engine releases audited for the same launch: one report, a column per release."""
+
+    results: list[ScanResult]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        codes = {r.exit_code for r in self.results}
+        for code in (ExitCode.BLOCKED, ExitCode.UNKNOWN):
+            if code in codes:
+                return code
+        return ExitCode.READY
+
+    @property
+    def columns(self) -> list[str]:
+        return [f"{r.tree.engine} {r.tree.version}" for r in self.results]
+
+    def rows(self) -> list[tuple[str, list[list[Finding]]]]:
+        """Per launch phase, each release's findings in it (gates met in that phase, in order)."""
+        return [(phase, [[f for f in r.findings if f.phase == phase] for r in self.results])
+                for phase in PHASES if any(f.phase == phase for r in self.results for f in r.findings)]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"results": [r.to_dict() for r in self.results], "exit_code": self.exit_code}

@@ -1,0 +1,447 @@
+"""Run the rules over the indexed tree and judge them against the launch: the scan result.
+
+The result is plain data (result.py); every report format renders it and computes nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import gc
+import re
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..core.types import PHASES, Finding, Rule, Site, Status, Verdict
+from ..launch.checkpoint import Checkpoint
+from ..launch.request import Launch
+from ..launch.target import Target, load_preset
+from ..results.scan import (
+    ArchitectureRow,
+    GateSite,
+    Landscape,
+    LaunchSummary,
+    PathEntry,
+    PathSummary,
+    RuleStatus,
+    ScanResult,
+    TreeSummary,
+)
+from ..tree.locate import EngineTree
+from ..tree.provenance import provenance
+from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
+from .facts import ClassInfo
+from .gates import KINDS, Candidate
+from .index import TreeIndex, build_index
+from .registry import Registry, RegistryEntry, read_registry
+from .resolve import Conformance, Protocol, Resolver
+from .ruleset import load_rules
+from .trace import TARGET, Obligation, TracedPath, placeholder, runs, trace
+
+EAGLE3_PROTOCOL = "SupportsEagle3"
+
+
+_TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
+
+
+CONTRACT_TARGET = "llama3"  # the target every engine's EAGLE-3 path is written for
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What a target class must have for EAGLE-3 in a release."""
+
+    name: str
+    members: tuple[str, ...]
+    protocol: Protocol | None
+    grep: str  # the text a grep for it would look for
+
+
+class LaunchJudge:
+    """What the kinds need to judge a site (the types.Judge protocol), answered from the resolved tree, the
+    registry and the protocols."""
+
+    def __init__(self, launch: Launch, resolver: Resolver, registry: Registry | None, protocols: dict[str, Protocol]):
+        if launch.target is None:
+            raise ValueError("a launch is judged for a target; a scan with none reports the landscape only")
+        self.launch = launch
+        self.resolver = resolver
+        self.registry = registry
+        self.protocols = protocols
+        self._target = launch.target
+        self._arguments: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    @property
+    def method(self) -> str:
+        return self.launch.method
+
+    @property
+    def target(self) -> Target:
+        return self._target
+
+    @property
+    def drafter(self) -> Checkpoint | None:
+        return self.launch.drafter
+
+    @functools.cached_property
+    def _target_class(self) -> tuple[ClassInfo | None, str]:
+        """The class the registry maps the target's architectures to, or None and why."""
+        architectures = self.target.architectures
+        entry = self.registered(architectures)
+        if entry is None:
+            return None, f"no architecture of {architectures} is registered, so no model class is known"
+        found = self.resolver.find_class(entry.module, entry.class_name)
+        if isinstance(found, ClassInfo):
+            return found, ""
+        return None, f"{entry.architecture} -> {entry.module}.{entry.class_name}: {found.reason}"
+
+    def target_class(self) -> ClassInfo | None:
+        return self._target_class[0]
+
+    def target_class_problem(self) -> str:
+        return self._target_class[1]
+
+    @property
+    def registry_read(self) -> bool:
+        return self.registry is not None
+
+    def registered(self, architectures: Sequence[str]) -> RegistryEntry | None:
+        return self.registry.lookup(list(architectures)) if self.registry else None
+
+    def target_conformance(self, protocol: str) -> Conformance | None:
+        found = self.protocols.get(protocol)
+        cls = self.target_class()
+        return self.resolver.conformance(cls, found) if found and cls else None
+
+    def target_has_method(self, method: str) -> Conformance:
+        cls = self.target_class()
+        if cls is None:
+            return Conformance(method, None, (method,), {}, self.target_class_problem())
+        return self.resolver.has_members(cls, (method,), method)
+
+    def lineage(self, module: str, class_name: str) -> list[str]:
+        found = self.resolver.find_class(module, class_name)
+        if not isinstance(found, ClassInfo):
+            return [class_name]
+        return [c.name for c in self.resolver.hierarchy(found).linear if isinstance(c, ClassInfo)]
+
+    def config_class_name(self, owner: str) -> str:
+        if owner != "config":
+            return owner
+        auto = (self.target.config.get("auto_map") or {}).get("AutoConfig")
+        return auto.rsplit(".", 1)[-1] if isinstance(auto, str) else "PretrainedConfig"
+
+    def argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]:
+        """The launch's engine arguments: declared defaults, the method, then what the command sets."""
+        key = tuple(defaults_files)
+        if key not in self._arguments:
+            self._arguments[key] = self._argument_values(defaults_files)
+        return self._arguments[key]
+
+    def _argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]:
+        index = self.resolver.index
+        values: dict[str, Any] = {}
+        pattern = re.compile("|".join(fnmatch.translate(g) for g in defaults_files))
+        for name, relpath in sorted(index.files.items()):
+            module = index.module(name) if pattern.match(relpath) else None
+            for cls in (module.classes.values() if module else ()):
+                values.update(cls.defaults)
+        values["speculative_algorithm"] = self.launch.method.upper()
+        if self.launch.engine == index.tree.engine.name:
+            values.update(self.launch.options)
+        return values
+
+    def token_attributes(self) -> list[str]:
+        return sorted(k for k in self.target.config if _TOKEN_KEY.search(k))
+
+
+@contextmanager
+def _without_cycle_collection() -> Iterator[None]:
+    """A scan allocates millions of short-lived syntax nodes and almost no cycles: the cycle collector's passes
+    over the growing heap cost a quarter of a cold scan. Reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+@dataclass
+class Analysis:
+    """A tree indexed, resolved and traced once, with its rules, registry and protocols: what a scan judges a launch
+    against, and what patch and matrix judge several launches against without indexing again."""
+
+    tree: EngineTree
+    platform: str
+    overlay: dict[str, bytes]
+    rules: list[Rule]
+    index: TreeIndex
+    resolver: Resolver
+    path: TracedPath
+    registry: Registry | None
+    protocols: dict[str, Protocol]
+    seconds: float  # what building it took
+
+    @property
+    def code_rules(self) -> list[Rule]:
+        """The rules with sites in the code (not the drafter checks)."""
+        return [r for r in self.rules if not KINDS[r.kind].siteless]
+
+    @property
+    def gate_rules(self) -> list[Rule]:
+        """The rules that name a gate (not the candidates: raises no rule names yet)."""
+        return [r for r in self.code_rules if r.kind != "candidate"]
+
+    def sites(self) -> dict[str, list[Site]]:
+        """Each code rule's sites, in file order (a fresh dict: a scan filters the candidates' in it)."""
+        return {rule.id: sorted(self.index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in self.code_rules}
+
+    def judge(self, launch: Launch) -> LaunchJudge:
+        return LaunchJudge(launch, self.resolver, self.registry, self.protocols)
+
+
+def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str, bytes] | None = None,
+            platform: str = "cuda") -> Analysis:
+    """Index the tree (the files the rules and the path need), resolve it, trace its EAGLE-3 path. ``overlay``
+    replaces files' contents; ``platform`` picks the branch of the engine's platform dispatches that is read."""
+    started = time.perf_counter()
+    rules = rules if rules is not None else load_rules(tree.engine.name)
+    eager = [m for m in (tree.engine.interfaces_module, tree.engine.registry_module) if m]
+    traced: list[tuple[Resolver, TracedPath]] = []
+
+    def trace_path(index: TreeIndex) -> None:  # while the pool parses the models package, which it seldom reads
+        resolver = Resolver(index)
+        traced.append((resolver, trace(index, resolver)))
+
+    with _without_cycle_collection():
+        index = build_index(tree, eager_modules=eager, rules=[r for r in rules if not KINDS[r.kind].siteless],
+                            overlay=overlay, platform=platform, alongside=trace_path)
+        resolver, path = traced[0]
+        registry = read_registry(resolver)
+        protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
+    return Analysis(tree, platform, dict(overlay or {}), rules, index, resolver, path, registry, protocols,
+                    time.perf_counter() - started)
+
+
+def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
+         overlay: dict[str, bytes] | None = None, platform: str = "cuda") -> ScanResult:
+    """Audit a tree for a launch (None: the landscape only)."""
+    return audit(analyze(tree, rules, overlay, platform), launch)
+
+
+def audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
+    """Judge a launch (None: the landscape only) against an analysed tree: the scan result."""
+    with _without_cycle_collection():
+        return _audit(analysis, launch)
+
+
+def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
+    started = time.perf_counter()
+    a = analysis
+    sites = a.sites()
+    gate_rules = a.gate_rules
+    findings: list[Finding] = []
+    candidates: list[Finding] = []
+    decided: dict[str, int] = {}
+    if launch is not None and launch.target is not None:
+        judge = a.judge(launch)
+        for rule in gate_rules:
+            findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
+        for rule in a.rules:
+            if KINDS[rule.kind].siteless:
+                finding = KINDS[rule.kind].judge_launch(rule, judge)
+                # Placed where the path meets its landmark; with none, after the rest of its phase.
+                findings += [replace(finding, step=a.path.landmarks.get(rule.at or "", 0))] if finding else []
+        findings = _merge_repeats(findings, a.rules)
+        options = launch.options if launch.engine == a.tree.engine.name else {}
+        evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), launch.method, a.path,
+                              judge.target_class_problem(), options, a.registry)
+        decisions = decide(a.path, evaluator)
+        for decision in decisions:
+            decided[decision.status] = decided.get(decision.status, 0) + 1
+        findings = method_findings(a.path, launch.method) + _with_path(findings, decisions, sites, a.path)
+    # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
+    claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
+    for rule in a.code_rules:
+        if rule.kind == "candidate":
+            sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
+            candidates += [Candidate.unclassified(rule, site) for site in sites[rule.id]]
+
+    contract = _contract(a.path, a.resolver, a.protocols)
+    landscape = a.index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
+                             lambda: _landscape(a.index, a.resolver, a.registry, a.protocols, contract))
+    a.index.save()
+    return ScanResult(
+        tree=TreeSummary(a.tree.engine.name, a.tree.version, str(a.tree.root), a.tree.origin, a.platform,
+                         _platform_branches(a.index, a.registry, launch, a.path)),
+        launch=LaunchSummary.of(launch) if launch else None,
+        verdict=_verdict(findings, launch),
+        findings=findings,
+        candidates=candidates,
+        rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in a.code_rules],
+        path=_path_summary(a.path, decided),
+        landscape=landscape,
+        skipped=dict(sorted(a.index.skipped.items())),
+        files_indexed=len(a.index.digests),
+        seconds=round(a.seconds + time.perf_counter() - started, 3),
+        gates=_gate_sites(gate_rules, sites, a.path),
+        # The files this scan read: hashing the whole tree would cost more than the scan does.
+        provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
+                              a.overlay),
+    )
+
+
+def _path_summary(path: TracedPath, decided: dict[str, int]) -> PathSummary:
+    entries = [PathEntry(e.role, e.function, e.file, e.line, e.problem) for e in path.entries
+               if runs(e.runner, path.runner)]
+    return PathSummary(path.runner, path.runner_reason, entries, len(set(path.traced)), len(path.obligations),
+                       dict(sorted(decided.items())))
+
+
+def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> list[GateSite]:
+    """Every place a launch can be stopped: the rules' sites and the traced path's obligations, one per place."""
+    found = {(s.file, s.line, s.end_line): GateSite(rule.id, rule.title, s.file, s.line, s.end_line)
+             for rule in rules for s in sites[rule.id]}
+    for o in path.obligations:
+        found.setdefault((o.file, o.line, o.end_line), GateSite(f"path-{o.kind}", obligation_title(o), o.file, o.line,
+                                                                o.end_line))
+    return sorted(found.values(), key=lambda g: (g.file, g.line, g.end_line))
+
+
+def _platform_branches(index: TreeIndex, registry: Registry | None, launch: Launch | None,
+                       path: TracedPath) -> tuple[str, ...]:
+    modules = {traced.partition(":")[0] for traced in path.traced}
+    if registry is not None and launch is None:
+        modules |= {e.module for e in registry.entries.values()}
+    elif registry is not None and launch is not None and launch.target is not None:
+        entry = registry.lookup(launch.target.architectures)
+        modules |= {entry.module} if entry else set()
+    return tuple(f"{info.path}:{line} {branch}" for name in sorted(modules) if (info := index.modules.get(name))
+                 for line, branch in info.platform_branches)
+
+
+def _merge_repeats(findings: list[Finding], rules: list[Rule]) -> list[Finding]:
+    """One finding per rule and outcome: an engine that calls the same method from three places has one
+    gate, met first at the first place; the others are listed with it."""
+    merged: dict[tuple, Finding] = {}
+    kinds = {r.id: r.kind for r in rules}
+    for finding in sorted(findings, key=lambda f: (f.file, f.line)):
+        if not KINDS[kinds[finding.rule_id]].merge_repeats:
+            merged[(finding.rule_id, finding.file, finding.line)] = finding
+            continue
+        key = (finding.rule_id, finding.status, finding.error)
+        first = merged.get(key)
+        merged[key] = replace(first, also=first.also + (finding.location,)) if first else finding
+    return list(merged.values())
+
+
+def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list], path: TracedPath) -> list[Finding]:
+    """The rules' findings, placed where the traced path meets them, and the path's own gates that no rule
+    names; all in the order the launch meets them."""
+    spans = {(f.rule_id, s.file, s.line): s.end_line for f in findings for s in sites.get(f.rule_id, ())}
+    steps: dict[int, int] = {}
+    unclaimed = []
+    for decision in decisions:
+        o = decision.obligation
+        claimant = next((i for i, f in enumerate(findings) if f.file == o.file
+                         and f.line <= o.line <= spans.get((f.rule_id, f.file, f.line), f.line)), None)
+        if claimant is None or (decision.status == Status.BLOCKS
+                                    and findings[claimant].status in (Status.PASSES, Status.NOT_APPLICABLE)):
+            # No rule names it, or the rule lets pass what the path shows blocks: the worse answer stands.
+            unclaimed.append(decision)
+            continue
+        steps[claimant] = min(steps.get(claimant, o.step), o.step)
+        rule_finding = findings[claimant]
+        if rule_finding.status == Status.UNKNOWN and decision.status in (Status.BLOCKS, Status.PASSES):
+            # The rule could not read this shape; the traced path could.
+            findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "
+                                         f"traced path: {rule_finding.why})", error=decision.error or rule_finding.error)
+    placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
+    merged = placed + path_findings(unclaimed) + entry_findings(path)
+    return sorted(merged, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
+
+
+def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
+    if launch is None or launch.target is None:
+        return Verdict.LANDSCAPE
+    statuses = {f.status for f in findings}
+    if Status.BLOCKS in statuses:
+        return Verdict.BLOCKED
+    if Status.UNKNOWN in statuses:
+        return Verdict.UNKNOWN
+    return Verdict.READY
+
+
+def _contract(path: TracedPath, resolver: Resolver, protocols: dict[str, Protocol]) -> Contract:
+    """What a target class must have for EAGLE-3 in this release: vLLM's SupportsEagle3 protocol where it
+    exists; elsewhere (SGLang, vLLM before 0.10.1) the methods the traced path calls on every EAGLE-3 target."""
+    protocol = protocols.get(EAGLE3_PROTOCOL)
+    if protocol is not None:
+        return Contract(EAGLE3_PROTOCOL, protocol.members, protocol, EAGLE3_PROTOCOL)
+    # The calls an EAGLE-3 launch makes on a plain dense text target (Llama 3's config, its class left
+    # open): their conditions hold for it, leaving out the call's own `if not hasattr(model, m): raise`. A call
+    # reached only for multimodal targets, or for another algorithm, is no contract.
+    evaluator = Evaluator(resolver, load_preset(CONTRACT_TARGET), None, "eagle3", path, "any class")
+
+    def made_on_every_target(o: Obligation) -> bool:
+        own_check = f"hasattr({placeholder(TARGET)}, {o.member!r})"
+        return all(evaluator.satisfied(c) is True for c in o.guards if c.source not in (own_check, f"not {own_check}"))
+
+    methods = tuple(sorted({o.member for o in path.obligations if o.member is not None
+                            and o.kind == "call" and o.receiver == TARGET and made_on_every_target(o)}))
+    if methods:
+        return Contract("EAGLE-3 target methods", methods, None, " and ".join(f"def {m}" for m in methods))
+    return Contract(EAGLE3_PROTOCOL, (), None, EAGLE3_PROTOCOL)
+
+
+def _landscape(index: TreeIndex, resolver: Resolver, registry: Registry | None,
+               protocols: dict[str, Protocol], contract: Contract) -> Landscape:
+    def check(cls: ClassInfo):
+        return resolver.has_members(cls, contract.members, contract.name, contract.protocol.cls if contract.protocol else None)
+
+    rows: list[ArchitectureRow] = []
+    for arch, entry in sorted((registry.entries if registry else {}).items()):
+        found = resolver.find_class(entry.module, entry.class_name)
+        if not isinstance(found, ClassInfo):
+            rows.append(ArchitectureRow(arch, entry.module, entry.class_name, entry.declared_in, None, None,
+                                        {}, None, found.reason))
+            continue
+        module = index.module(found.module)
+        interfaces = {name: resolver.conformance(found, p).conforms for name, p in protocols.items()}
+        verdict = check(found) if contract.members else None
+        rows.append(ArchitectureRow(arch, found.module, found.name, entry.declared_in, module.path if module else None,
+                                    found.line, interfaces, verdict.conforms if verdict else None,
+                                    verdict.reason if verdict else f"no {contract.name} in this release"))
+    conforming, unknown, grep_classes = [], [], []
+    protocol_classes = {p.cls.qualname for p in protocols.values()}
+    for module in list(index.modules.values()):
+        for cls in module.classes.values():
+            if cls.qualname in protocol_classes or not contract.members:
+                continue
+            # What a grep finds: the protocol named in the class statement, or the methods defined in its body.
+            if contract.protocol is not None:
+                grepped = any(contract.name in base for base in cls.base_sources)
+            else:
+                grepped = all(member in cls.bound for member in contract.members)
+            if grepped:
+                grep_classes.append(cls.qualname)
+            verdict = check(cls).conforms
+            if verdict:
+                conforming.append(cls.qualname)
+            elif verdict is None:
+                unknown.append(cls.qualname)
+    return Landscape(
+        protocols={name: list(p.members) for name, p in sorted(protocols.items())},
+        contract=contract.name,
+        contract_members=list(contract.members),
+        grep_pattern=contract.grep,
+        architectures=rows,
+        eagle3_classes=sorted(conforming),
+        eagle3_unknown=sorted(unknown),
+        grep_classes=sorted(grep_classes),
+    )

@@ -1,0 +1,254 @@
+"""The drafter checkpoint against its target and the engine: checks made from two config.json files and the
+safetensors headers, before any launch.
+
+Each check is one function named by a rule of kind ``drafter_contract`` (``params.check``) and returns a
+Finding with the numbers on both sides, or None when it has nothing to say (e.g. no d2t tensor). What the
+engine does with a drafter is read from vLLM's EAGLE-3 drafter (``model_executor/models/llama_eagle3.py``,
+0.11 to 0.33): ``fc`` takes ``target_hidden_size`` (else ``hidden_size``) times 3 inputs, and the target hands
+it one hidden state per distinct aux layer id inside its layers; ``lm_head`` has
+``draft_vocab_size`` rows (else ``vocab_size``); ``d2t`` maps draft id i to target id ``i + d2t[i]``; without
+``d2t`` the logits must have the target's vocab; ``t2d`` is not loaded. The aux layers are
+``eagle_aux_hidden_state_layer_ids`` of the drafter config, else the target model's default
+``(2, L // 2, L - 3)`` (LlamaForCausalLM.get_eagle3_aux_hidden_state_layers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..core.types import Finding, Rule, Status
+from ..launch.checkpoint import Checkpoint
+
+if TYPE_CHECKING:
+    from ..launch.request import Launch
+
+DEFAULT_AUX_LAYERS = "(2, L // 2, L - 3)"
+
+
+@dataclass(frozen=True)
+class DraftContext:
+    launch: Launch
+    draft: Checkpoint
+
+    @property
+    def target_text(self) -> dict:
+        target = self.launch.target
+        if target is None:
+            return {}  # no target (a landscape scan judges no drafter): nothing of the target's to check against
+        return target.text_config
+
+    @property
+    def draft_config(self) -> dict:
+        return self.draft.config
+
+    def aux_layers(self) -> tuple[list[int], str]:
+        declared = self.draft_config.get("eagle_aux_hidden_state_layer_ids")
+        if declared is None:
+            declared = (self.draft_config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids")
+        if declared is not None:
+            return list(declared), "eagle_aux_hidden_state_layer_ids of the drafter config"
+        layers = self.target_text.get("num_hidden_layers")
+        if not isinstance(layers, int):
+            return [], "the target config has no num_hidden_layers"
+        return [2, layers // 2, layers - 3], f"the default {DEFAULT_AUX_LAYERS} for L = {layers}"
+
+
+    def fc_inputs(self) -> tuple[int | None, str]:
+        """The input width of the fc the engine builds, and how: (target_hidden_size or hidden_size) times the
+        number of aux states. That number is 3; from vLLM 0.22 on, num_aux_hidden_states or
+        the length of eagle_config's aux ids when the config gives one."""
+        config = self.draft_config
+        hidden = config.get("target_hidden_size") or config.get("hidden_size")
+        if not isinstance(hidden, int):
+            return None, "the drafter config has neither target_hidden_size nor hidden_size"
+        declared = config.get("num_aux_hidden_states")
+        if declared is None:
+            declared = len((config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or ()) or None
+        if declared not in (None, 3):
+            return None, (f"the drafter config asks for {declared} aux states: releases before vLLM 0.22 build fc "
+                          f"for 3, later ones for {declared}")
+        return hidden * 3, f"{hidden} x 3"
+
+
+Check = Callable[[Rule, DraftContext], Finding | None]
+CHECKS: dict[str, Check] = {}  # what a rule's params.check names: filled by @check below
+
+
+def check(name: str) -> Callable[[Check], Check]:
+    """Register a check under the name rules give it."""
+
+    def register(function: Check) -> Check:
+        CHECKS[name] = function
+        return function
+
+    return register
+
+
+def _finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evidence: str, file: str | None = None,
+             error: str | None = None) -> Finding:
+    # Shards sit in the checkpoint directory: name them under the path the user gave (host:path for a remote one).
+    shown = f"{ctx.draft.path}/{Path(file).name if file else 'config.json'}"
+    return Finding(rule.id, rule.title, rule.phase, status, shown, 0, evidence,
+                   error, why, rule.hint)
+
+
+@check("fc_input_width")
+def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The checkpoint's fc against the fc the engine builds: a mismatch fails the drafter's weight load."""
+    fc = ctx.draft.tensor("fc.weight")
+    if fc is None or len(fc.shape) != 2:
+        return None
+    built, how = ctx.fc_inputs()
+    evidence = fc.describe()
+    if built is None:
+        return _finding(rule, ctx, Status.UNKNOWN, how, evidence, fc.file)
+    if built != fc.shape[1]:
+        # model_loader/weight_utils.py default_weight_loader
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"the engine builds fc with {how} = {built} inputs, the checkpoint's fc.weight has "
+                        f"{fc.shape[1]}", evidence, fc.file,
+                        f"AssertionError: Attempted to load weight (torch.Size({list(fc.shape)})) into parameter "
+                        f"(torch.Size([{fc.shape[0]}, {built}]))")
+    return _finding(rule, ctx, Status.PASSES, f"fc.weight has the {how} = {built} inputs the engine builds",
+                    evidence, fc.file)
+
+
+@check("target_hidden_size")
+def check_target_hidden_size(rule: Rule, ctx: DraftContext) -> Finding | None:
+    hidden = ctx.target_text.get("hidden_size")
+    declared = ctx.draft_config.get("target_hidden_size")
+    key = "target_hidden_size"
+    if declared is None:
+        declared, key = ctx.draft_config.get("hidden_size"), "hidden_size (no target_hidden_size)"
+    if not isinstance(hidden, int) or declared is None:
+        return None
+    evidence = f"drafter {key} = {declared}; target hidden_size = {hidden}"
+    if declared != hidden:
+        return _finding(rule, ctx, Status.BLOCKS, f"the drafter declares {key} {declared}, the target's is {hidden}",
+                        evidence)
+    return _finding(rule, ctx, Status.PASSES, f"{key} {declared} equals the target's hidden size", evidence)
+
+
+@check("aux_layer_ids")
+def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The aux hidden states the target hands the drafter against the width of the drafter's fc: a mismatch
+    fails the drafter's first forward (combine_hidden_states). The target keeps the hidden state of each layer
+    whose id is in the set of aux ids (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(ids))), so a
+    repeated id or one past the last layer gives fewer states than ids."""
+    layers, source = ctx.aux_layers()
+    count, hidden = ctx.target_text.get("num_hidden_layers"), ctx.target_text.get("hidden_size")
+    fc = ctx.draft.tensor("fc.weight")
+    built, _ = ctx.fc_inputs()
+    width = built or (fc.shape[1] if fc is not None and len(fc.shape) == 2 else None)
+    if width is None:
+        return None  # no fc to fill: nothing to hold the aux states against
+    if not isinstance(count, int) or not isinstance(hidden, int) or not layers:
+        # The drafter takes aux states, but how many the target hands it cannot be told: never a silent pass.
+        return _finding(rule, ctx, Status.UNKNOWN,
+                        f"the target config lacks num_hidden_layers or hidden_size ({source}): how many aux hidden "
+                        f"states of which width reach fc ({width} inputs) cannot be told", f"aux layers {layers}")
+    ids = {i for i in layers if isinstance(i, int)}
+    # Id L, the last layer's output, is kept by releases that collect after each layer (`idx + 1`, vLLM 0.18
+    # on) and not by earlier ones (`if idx in aux_hidden_state_layers` before each layer).
+    kept_without_last = sorted(i for i in ids if 0 <= i < count)
+    kept_with_last = sorted(i for i in ids if 0 <= i <= count)
+    evidence = f"aux layers {layers} from {source}; target num_hidden_layers = {count}, hidden_size = {hidden}; " \
+               f"fc takes {width} inputs"
+    fits = [len(kept) * hidden == width for kept in (kept_without_last, kept_with_last)]
+    if all(fits):
+        return _finding(rule, ctx, Status.PASSES, f"the target keeps {len(kept_without_last)} aux hidden states "
+                        f"(layers {kept_without_last}) of width {hidden}: the {width} inputs of fc", evidence)
+    if any(fits):
+        return _finding(rule, ctx, Status.UNKNOWN,
+                        f"aux layer id {count} is the output of the target's last layer: kept by releases that "
+                        f"collect after each layer (vLLM 0.18 on), not by earlier ones, and fc needs it", evidence)
+    lost = []
+    if len(set(layers)) < len(layers):
+        lost.append(f"ids repeat ({layers}): the target keeps each layer once")
+    outside = sorted(i for i in ids if i not in kept_with_last)
+    if outside:
+        lost.append(f"ids {outside} are outside the target's {count} layers: never kept")
+    kept = kept_without_last
+    handed = f"{len(kept)} aux hidden states (layers {kept})"
+    if kept_with_last != kept:
+        handed += f", or {len(kept_with_last)} where the release keeps layer {count}, the last one's output,"
+    return _finding(rule, ctx, Status.BLOCKS,
+                    f"the target hands the drafter {handed} of width {hidden}, fc takes {width}"
+                    + (f"; {'; '.join(lost)}" if lost else ""),
+                    evidence, error=f"RuntimeError: shape '[-1, {width}]' is invalid for input of size "
+                                    f"(tokens x {len(kept) * hidden})")
+
+
+@check("vocab_maps")
+def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
+    target_vocab = ctx.target_text.get("vocab_size")
+    draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
+    d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
+    lm_head = ctx.draft.tensor("lm_head.weight")
+    if not isinstance(target_vocab, int):
+        return None
+    problems, evidence = [], []
+    if lm_head is not None:
+        evidence.append(lm_head.describe())
+        if draft_vocab and lm_head.shape[0] != draft_vocab:
+            problems.append(f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}")
+    declared_vocab = ctx.draft_config.get("vocab_size")
+    if declared_vocab is not None and declared_vocab != target_vocab:
+        problems.append(f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}")
+    if d2t is None:
+        if draft_vocab and draft_vocab != target_vocab:
+            problems.append(f"no d2t map, so the draft vocab ({draft_vocab}) must be the target's ({target_vocab})")
+    else:
+        evidence.append(d2t.describe())
+        if d2t.numel != draft_vocab:
+            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}")
+        else:
+            offsets = ctx.draft.integers(d2t)
+            bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
+            if bad:
+                problems.append(f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
+                                f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})")
+    if t2d is not None:
+        evidence.append(t2d.describe())
+        if t2d.numel != target_vocab:
+            problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
+    text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
+    if problems:
+        shown = d2t or lm_head
+        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None,
+                        f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b "
+                        f"({d2t.numel if d2t else target_vocab})")
+    return _finding(rule, ctx, Status.PASSES,
+                    f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
+
+
+@check("max_positions")
+def check_max_positions(rule: Rule, ctx: DraftContext) -> Finding | None:
+    positions = ctx.draft_config.get("max_position_embeddings")
+    requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
+    if positions is None or requested is None:
+        return None
+    requested = int(requested)
+    evidence = f"drafter max_position_embeddings = {positions}; max model len = {requested}"
+    if positions < requested:
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"the drafter's rotary cache covers {positions} positions, the launch serves up to {requested}: "
+                        f"positions past {positions} index out of bounds", evidence)
+    return _finding(rule, ctx, Status.PASSES, f"{positions} positions cover the max model len {requested}", evidence)
+
+
+@check("draft_tensor_parallel")
+def check_draft_tensor_parallel(rule: Rule, ctx: DraftContext) -> Finding | None:
+    draft_tp = ctx.launch.speculative.get("draft_tensor_parallel_size")
+    target_tp = int(ctx.launch.options.get("tensor-parallel-size") or 1)
+    if draft_tp is None:
+        return None
+    evidence = f"draft_tensor_parallel_size = {draft_tp}; tensor_parallel_size = {target_tp}"
+    if draft_tp not in (1, target_tp):
+        return _finding(rule, ctx, Status.BLOCKS, f"the draft TP size must be 1 or the target's ({target_tp})", evidence,
+                        error=f"ValueError: speculative_draft_tensor_parallel_size={draft_tp} cannot be other value "
+                              "than 1 or target model tensor_parallel_size")
+    return _finding(rule, ctx, Status.PASSES, "the draft TP size is 1 or the target's", evidence)

@@ -1,0 +1,622 @@
+"""Index the tree. One pass over each file extracts the facts later stages need, once.
+
+Per module: its classes (bases, decorators, class-level members), its imports (aliases, relative
+imports, star imports, ``__all__``), module-level aliases (``X = pkg.Y``) and module-level literals.
+The pass uses :mod:`ast` (fast); libcst is kept for the gate rules, which need concrete syntax.
+Facts are cached by file content, so a second scan of the same tree parses nothing; and shared by every tree's
+cache, so a release indexed after another parses only the files that changed between them.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import fnmatch
+import functools
+import gc
+import hashlib
+import os
+import pickle
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..core.cache import cache_dir
+from ..tree.locate import EngineTree
+from .facts import MAX_FILE_BYTES, ModuleInfo, SyntaxProblem, module_info, module_name_for, parse
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+
+# ---------------------------------------------------------------------------------------------------
+# The tree index: which files are indexed, the cache, the process pool.
+
+
+@dataclass
+class TreeIndex:
+    tree: EngineTree
+    files: dict[str, str]  # module name -> path relative to the tree root
+    modules: dict[str, ModuleInfo]
+    skipped: dict[str, str]  # relpath -> why it could not be indexed
+    digests: dict[str, str]  # relpath -> content digest of indexed files
+    sites: dict[str, list]  # rule id -> the Sites of that rule's shape in the tree (see match.py)
+    _store: _CacheStore
+    _pool: WorkerPool | None = None  # only while build_index runs
+    # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
+    overlay: dict[str, bytes] = field(default_factory=dict)
+    platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
+    # Syntax trees of the files parsed in this process, kept for the stages that read code (trace.py).
+    parsed: dict[str, ast.Module] = field(default_factory=dict)
+
+    def module(self, name: str) -> ModuleInfo | None:
+        """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
+        info = self.modules.get(name)
+        if info is not None:
+            return info
+        relpath = self.files.get(name)
+        if relpath is None or relpath in self.skipped:
+            return None
+        self._index_paths([relpath])
+        return self.modules.get(name)
+
+    def has_module(self, name: str) -> bool:
+        return name in self.files
+
+    def note_read(self, relpath: str) -> None:
+        """A later stage read this file itself: results memoized after it depend on its content too."""
+        self.digests[relpath] = self._digest(relpath)
+
+    @functools.cached_property
+    def listing(self) -> str:
+        """A digest of the tree's file list: a memo is for this set of files."""
+        return hashlib.blake2b(repr(sorted(self.files.values())).encode(), digest_size=16).hexdigest()
+
+    def syntax(self, relpath: str) -> ast.Module:
+        """A file's syntax tree, parsed once in this process; SyntaxProblem or OSError when it has none."""
+        found = self.parsed.get(relpath)
+        if found is None:
+            found = self.parsed[relpath] = parse(self.source(relpath), relpath)
+        return found
+
+    def source(self, relpath: str) -> bytes:
+        if relpath in self.overlay:
+            return self.overlay[relpath]
+        return (self.tree.root / relpath).read_bytes()
+
+    def _digest(self, relpath: str) -> str:
+        if relpath in self.overlay:
+            return hashlib.blake2b(self.overlay[relpath], digest_size=16).hexdigest()
+        return self._store.digest(self.tree.root, relpath)
+
+    def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None,
+                     meanwhile: Callable[[], None] | None = None) -> None:
+        """Index files (and find the given rules' sites in them): from the cache, else parsed, in the
+        build's process pool when there is one; ``meanwhile`` runs here while the pool works."""
+        rules = rules or {}
+        todo: list[tuple[str, str, tuple]] = []
+        for relpath in relpaths:
+            digest = self._digest(relpath)
+            self.digests[relpath] = digest
+            file_rules = rules.get(relpath, ())
+            cached = self._store.facts(relpath, digest)
+            cached_sites = self._store.found_sites(relpath, digest, _rules_key(file_rules)) if file_rules else {}
+            if cached is not None and cached_sites is not None:
+                self._accept(relpath, cached, cached_sites)
+            else:
+                todo.append((relpath, digest, file_rules))
+        # Largest first: the big engine files then overlap with the many small model files.
+        todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
+        jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath), self.platform)
+                for relpath, digest, file_rules in todo]
+        for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
+            if syntax is not None:
+                self.parsed[relpath] = syntax
+            # What an overlay holds is no file of any tree: it is not shared.
+            self._store.keep(relpath, digest, result, _rules_key(file_rules) if file_rules else None, sites,
+                             shared=relpath not in self.overlay)
+            self._accept(relpath, result, sites)
+
+    def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
+        if isinstance(result, str):
+            self.skipped[relpath] = result
+        else:
+            self.modules[result.name] = result
+        for rule_id, found in sites.items():
+            self.sites.setdefault(rule_id, []).extend(found)
+
+    def memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """A result derived from the indexed files, reused while none of the files it read has changed.
+
+        Its inputs are every module indexed by the time it is computed, so on-demand indexing done
+        by ``compute`` itself is covered; a file added to or removed from the tree is a new key.
+        """
+        key = f"memo:{name}:{self.listing}"
+        entry = self._store.extras.get(key)
+        if entry is not None:
+            inputs, value = entry
+            if all(self._digest(rel) == digest for rel, digest in inputs.items()):
+                self.digests.update(inputs)  # what the result was computed from is part of this scan's reading
+                return value
+        value = compute()
+        family = name.split(":")[0]
+        self._store.extras = {k: v for k, v in self._store.extras.items()
+                              if k.split(":")[:2] != ["memo", family]}
+        self._store.extras[key] = (dict(self.digests), value)
+        self._store.dirty = True
+        return value
+
+    def save(self) -> None:
+        if not self.overlay:  # what an overlay changed is not the tree's
+            self._store.save()
+
+
+def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list], Any]:
+    """Index one file; ``keep``: return its syntax tree too (in this process: pickling it back from a worker
+    would cost more than parsing again)."""
+    root, relpath, digest, rules, overlaid, platform = job
+    try:
+        size = len(overlaid) if overlaid is not None else Path(root, relpath).stat().st_size
+        if size > MAX_FILE_BYTES:
+            return relpath, digest, rules, f"{size / 1e6:.0f} MB, larger than any engine module: not read", {}, None
+        source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
+        tree = parse(source, relpath)
+        info = module_info(tree, relpath, platform)
+    except SyntaxProblem as exc:
+        return relpath, digest, rules, str(exc), {}, None
+    except OSError as exc:
+        return relpath, digest, rules, f"unreadable: {exc.strerror}", {}, None
+    except RecursionError:
+        return relpath, digest, rules, "nested too deeply to read", {}, None
+    sites: dict[str, list] = {}
+    if rules:
+        from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
+
+        sites = find_sites(tree, source.decode("utf-8", errors="replace"), info, relpath, rules)
+    return relpath, digest, rules, info, sites, tree if keep else None
+
+
+def _parse_many(jobs: list[tuple], pool: WorkerPool | None, meanwhile: Callable[[], None] | None) -> list:
+    if pool is None or pool.workers < 2 or len(jobs) < 16:
+        results = [_parse_one(job, keep=True) for job in jobs]
+        if meanwhile:
+            meanwhile()
+        return results
+    pending = pool.executor().map(_parse_one, jobs)  # one file a task: the large gate files spread over the workers
+    if meanwhile:
+        meanwhile()
+    return list(pending)
+
+
+class WorkerPool:
+    """A process pool started only when there is work to share out (a warm scan never starts one), whose workers
+    leave Ctrl-C to this process: on an interruption or a failure here they are stopped, not waited for."""
+
+    def __init__(self, workers: int, initializer: Callable[[], None] | None = None):
+        self.workers = workers
+        self._initializer = initializer or _worker_init
+        self._executor: ProcessPoolExecutor | None = None
+
+    def executor(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            from concurrent.futures import ProcessPoolExecutor  # here: a warm scan starts no pool
+
+            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=self._initializer)
+        return self._executor
+
+    def start(self) -> None:
+        """Start the workers now. A forked worker is a copy of this process: started before this process starts
+        other threads, it holds no lock one of them held mid-work."""
+        self.executor().submit(int).result()
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, kind: type | None, *exc: object) -> None:
+        if self._executor is None:
+            return
+        if kind is None:
+            self._executor.shutdown()
+            return
+        # Interrupted (Ctrl-C) or failed: the workers are stopped, not waited for; one blocked on a full pipe
+        # would never finish.
+        processes = list(getattr(self._executor, "_processes", {}).values())
+        for process in processes:
+            process.terminate()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.join(timeout=1)
+
+
+def _worker_init() -> None:
+    gc.disable()  # see scan.audit: syntax trees make no cycles worth a collector's passes
+    ignore_interrupts()
+
+
+def ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it stops the pool
+
+
+_parse_workers = min(os.cpu_count() or 1, 8)
+
+
+def share_parsing(processes: int) -> None:
+    """Parse in a pool of this process's share of the cores (none: in this process, where the share is one): for
+    a process that is one of ``processes`` working side by side (matrix workers), where a pool as large as the
+    machine would contend for the others' cores."""
+    global _parse_workers
+    _parse_workers = max(1, min(os.cpu_count() or 1, 8) // processes)
+
+
+def _rules_key(rules: tuple) -> str:
+    from .ruleset import rules_digest
+
+    return rules_digest(list(rules))
+
+
+_CACHE_MAGIC = b"specaudit-index\x001\n"  # format name and version; a checksum of the pickle follows
+_OLD_CACHE_START = b"\x80\x05\x95"  # how the bare pickle that earlier versions wrote begins (protocol 5, a frame)
+
+
+class _CacheStore:
+    """One file per tree: file stat -> content digest, and (path, content digest) -> indexed facts and sites.
+    What it lacks is looked up in the facts shared by every tree (_SharedFacts) before it is parsed.
+
+    The pickle is written after a header and its checksum, and loaded only when both match: a truncated or
+    corrupted file is discarded with a warning and rebuilt, never loaded."""
+
+    def __init__(self, root: Path, salt: str, platform: str = "cuda"):
+        # A platform dispatch binds other names on another platform: each platform has its own facts.
+        key = str(root.resolve()) + ("" if platform == "cuda" else f":{platform}")
+        self.path = cache_dir("index") / (hashlib.sha1(key.encode()).hexdigest() + ".pickle")
+        self.root = root
+        self.salt = salt
+        self.stats: dict[str, tuple[int, int, str]] = {}
+        self.modules: dict[tuple[str, str], ModuleInfo | str] = {}  # (relpath, digest) -> facts or why not
+        self.sites: dict[tuple[str, str, str], dict[str, list]] = {}  # (relpath, digest, rules) -> rule id -> sites
+        self.extras: dict[str, Any] = {}  # later stages keep their own content-keyed results here
+        self.shared = _SharedFacts(salt, platform)
+        self.dirty = False
+        try:
+            blob = self.path.read_bytes()
+        except OSError:
+            return  # no cache yet
+        data = _unpack(blob)
+        data = data if isinstance(data, dict) else None
+        if data is None and blob.startswith(_OLD_CACHE_START):
+            self.dirty = True  # a cache of a specaudit before the checksummed format: replaced without a word
+        elif data is None:
+            print(f"specaudit: warning: the index cache {self.path} is unreadable (damaged, or written by another "
+                  "version); it is rebuilt", file=sys.stderr)
+            self.dirty = True
+        elif data.get("salt") == salt:
+            self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],
+                                                                 data["extras"])
+
+    def digest(self, root: Path, relpath: str) -> str:
+        path = os.path.join(root, relpath)
+        st = os.stat(path)
+        known = self.stats.get(relpath)
+        if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
+            return known[2]
+        with open(path, "rb") as fh:
+            digest = hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
+        self.stats[relpath] = (st.st_size, st.st_mtime_ns, digest)
+        self.dirty = True
+        return digest
+
+    def facts(self, relpath: str, digest: str) -> ModuleInfo | str | None:
+        """The file's facts (or why it has none), from this tree's cache or the shared one; None: never indexed."""
+        key = (relpath, digest)
+        if key not in self.modules:
+            found = self.shared.get("module", relpath, digest)
+            if found is None:
+                return None
+            self.modules[key] = found
+            self.dirty = True
+        return self.modules[key]
+
+    def found_sites(self, relpath: str, digest: str, rules: str) -> dict[str, list] | None:
+        """The sites of the rules (by their key) found in the file, from either cache; None: never looked for."""
+        key = (relpath, digest, rules)
+        if key not in self.sites:
+            found = self.shared.get("sites", relpath, digest, rules)
+            if found is None:
+                return None
+            self.sites[key] = found
+            self.dirty = True
+        return self.sites[key]
+
+    def keep(self, relpath: str, digest: str, facts: ModuleInfo | str, rules: str | None, sites: dict[str, list],
+             shared: bool) -> None:
+        """What parsing the file gave, in this tree's cache and, when ``shared``, in the shared one."""
+        self.modules[(relpath, digest)] = facts
+        if rules is not None:
+            self.sites[(relpath, digest, rules)] = sites
+        self.dirty = True
+        if shared:
+            self.shared.put(facts, "module", relpath, digest)
+            if rules is not None:
+                self.shared.put(sites, "sites", relpath, digest, rules)
+
+    def save(self) -> None:
+        self.shared.bound()
+        if not self.dirty:
+            return
+        self._forget_the_gone()
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            tmp.write_bytes(_packed({"salt": self.salt, "stats": self.stats, "modules": self.modules,
+                                     "sites": self.sites, "extras": self.extras}))
+            os.replace(tmp, self.path)
+        except (OSError, RecursionError, pickle.PicklingError) as exc:
+            # The scan's result stands without its cache: the next scan indexes again.
+            print(f"specaudit: warning: the index cache was not saved ({type(exc).__name__}: {exc})", file=sys.stderr)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self.dirty = False
+
+
+    def _forget_the_gone(self) -> None:
+        """Drop what was read from files deleted since, and from the old contents of files changed since."""
+        live = {rel: known[2] for rel, known in self.stats.items() if os.path.isfile(os.path.join(self.root, rel))}
+        self.stats = {rel: known for rel, known in self.stats.items() if rel in live}
+        self.modules = {key: info for key, info in self.modules.items() if live.get(key[0]) == key[1]}
+        self.sites = {key: found for key, found in self.sites.items() if live.get(key[0]) == key[1]}
+
+
+def _unpack(blob: bytes, magic: bytes = _CACHE_MAGIC) -> Any:
+    """The cache's contents, or None when the header, the checksum or the pickle does not hold."""
+    head, checksum, payload = blob[:len(magic)], blob[len(magic):len(magic) + 16], blob[len(magic) + 16:]
+    if head != magic or hashlib.blake2b(payload, digest_size=16).digest() != checksum:
+        return None
+    try:
+        return pickle.loads(payload)
+    except Exception:  # noqa: BLE001 - written by this code and checksummed: only another version's classes fail
+        return None
+
+
+def _packed(value: Any, magic: bytes = _CACHE_MAGIC) -> bytes:
+    """``value`` as a cache file holds it: the format's header, the pickle's checksum, the pickle."""
+    payload = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    return magic + hashlib.blake2b(payload, digest_size=16).digest() + payload
+
+
+_FACTS_MAGIC = b"specaudit-facts\x001\n"
+# The shared facts' bound, in bytes of entries. The 39 vLLM releases from 0.10 to 0.33 come to ~20 MB (5,500 entries):
+# this holds hundreds of releases; past it, the entries used least recently go.
+SHARED_FACTS_BYTES = 256 * 2**20
+
+
+class _SharedFacts:
+    """Facts and sites of files by their content, shared by every tree's cache, so that a tree indexed for the
+    first time parses only the files no tree indexed before it (consecutive releases share most of their files).
+
+    One file an entry, named by a digest of its key (the code's salt, the platform, the file's path and content
+    digest, for sites the rules' key), written whole under a temporary name and renamed, so that processes
+    indexing side by side share it safely. Each holds a header and the checksum of its pickle, as the tree
+    caches do: a damaged entry is dropped with a warning and the file parsed again. Reading an entry marks it
+    used; the store is kept under SHARED_FACTS_BYTES by dropping the entries used least recently."""
+
+    unbounded = 0  # bytes this process wrote since it last bounded the store
+    bounded = False  # whether this process has bounded it once
+
+    def __init__(self, salt: str, platform: str):
+        self.dir = cache_dir("index", "facts")
+        self.salt, self.platform = salt, platform
+        self.warned = False
+
+    def get(self, *key: str) -> Any:
+        """The entry's value; None when there is none (or a damaged one, dropped)."""
+        path = self._path(key)
+        try:
+            blob = path.read_bytes()
+        except OSError:
+            return None
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: the store is bounded by dropping the entries used least recently
+        value = _unpack(blob, _FACTS_MAGIC)
+        if value is None:
+            self._drop_damaged(path)
+        return value
+
+    def put(self, value: Any, *key: str) -> None:
+        """The entry written; one that cannot be written is left out (the file is parsed again next time)."""
+        path = self._path(key)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            blob = _packed(value, _FACTS_MAGIC)
+            path.parent.mkdir(exist_ok=True)
+            tmp.write_bytes(blob)
+            os.replace(tmp, path)
+        except (OSError, RecursionError, pickle.PicklingError):
+            tmp.unlink(missing_ok=True)
+            return
+        _SharedFacts.unbounded += len(blob)
+
+    def bound(self) -> None:
+        """Drop the entries used least recently while the store holds more than SHARED_FACTS_BYTES: checked once
+        a process has written to it, then again after every tenth of the bound it writes."""
+        if not _SharedFacts.unbounded or (_SharedFacts.bounded and _SharedFacts.unbounded < SHARED_FACTS_BYTES / 10):
+            return
+        _SharedFacts.unbounded, _SharedFacts.bounded = 0, True
+        entries = []
+        with os.scandir(self.dir) as shards:
+            for shard in shards:
+                if shard.is_dir():
+                    entries += _entries(shard.path)
+        total = sum(size for _, size, _ in entries)
+        for _, size, path in sorted(entries):
+            if total <= SHARED_FACTS_BYTES * 0.8:
+                break
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            total -= size
+
+    def _path(self, key: tuple[str, ...]) -> Path:
+        name = hashlib.blake2b(repr((self.salt, self.platform, *key)).encode(), digest_size=20).hexdigest()
+        return self.dir / name[:2] / name[2:]
+
+    def _drop_damaged(self, path: Path) -> None:
+        if not self.warned:
+            print(f"specaudit: warning: the shared index entry {path} is unreadable (damaged); it is dropped and its "
+                  "file indexed again", file=sys.stderr)
+            self.warned = True
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _entries(directory: str) -> list[tuple[float, int, str]]:
+    """(last used, size, path) of each file in ``directory``."""
+    found = []
+    with os.scandir(directory) as files:
+        for entry in files:
+            try:
+                st = entry.stat()
+            except OSError:
+                continue  # dropped by another process meanwhile
+            found.append((st.st_mtime, st.st_size, entry.path))
+    return found
+
+
+def _code_salt() -> str:
+    """Cached facts are only valid for the code that extracted them."""
+    here = Path(__file__).parent
+    digest = hashlib.blake2b(digest_size=8)
+    for name in ("facts.py", "../core/types.py", "gates.py", "index.py", "match.py", "resolve.py", "registry.py", "audit.py",
+                 "trace.py"):
+        path = here / name
+        if path.exists():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+# A class statement and the text of its bases, for the cheap pass over the files not indexed.
+_CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
+_IDENTIFIER = re.compile(rb"[A-Za-z_]\w*")
+
+
+def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iterable[Any] = (),
+                overlay: dict[str, bytes] | None = None, platform: str = "cuda",
+                alongside: Callable[[TreeIndex], None] | None = None) -> TreeIndex:
+    """Index the engine's models package, the named modules, the files the rules look in (finding their
+    sites), the modules their classes' bases come from, and every module that subclasses a model class.
+
+    ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match. ``alongside``
+    runs here while the pool parses the models package: work that needs only the modules it indexes on demand.
+    """
+    files, unreadable = _python_files(tree)
+    store = _CacheStore(tree.root, _code_salt(), platform)
+    index = TreeIndex(tree=tree, files=files, modules={}, skipped=dict(unreadable), digests={}, sites={}, _store=store,
+                      overlay=dict(overlay or {}), platform=platform)
+    rules = list(rules)
+    for rule in rules:
+        index.sites[rule.id] = []
+    patterns = [(rule, re.compile("|".join(fnmatch.translate(g) for g in rule.files))) for rule in rules]
+    by_path: dict[str, tuple] = {}
+    for relpath in sorted(files.values()):
+        matching = tuple(rule for rule, pattern in patterns if pattern.match(relpath))
+        if matching:
+            by_path[relpath] = matching
+    prefix = tree.engine.models_package + "."
+    wanted = [rel for name, rel in files.items() if name.startswith(prefix) or name == tree.engine.models_package]
+    wanted += [files[name] for name in eager_modules if name in files]
+    wanted = sorted(set(wanted + list(by_path)))
+    bases: dict[str, frozenset[bytes]] = {}
+
+    def read_bases() -> None:
+        indexed = set(wanted)
+        bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], store))
+        if alongside is not None:
+            alongside(index)
+
+    with WorkerPool(_parse_workers) as pool:
+        index._pool = pool
+        index._index_paths(wanted, by_path, meanwhile=read_bases)
+        model_classes = {c.encode() for m in index.modules.values() for c in m.classes}
+        subclassing = sorted(rel for rel, names in bases.items() if names & model_classes)
+        index._index_paths(subclassing)
+        _index_base_modules(index)
+    index._pool = None
+    return index
+
+
+def _index_base_modules(index: TreeIndex) -> None:
+    """Index, in batches, the modules that the indexed classes' bases are imported from.
+
+    Resolution would index them one by one on demand; doing it up front lets the pool parse them.
+    """
+    frontier = list(index.modules.values())
+    for _ in range(8):  # a few hops of base-of-base imports; the rest stays on demand
+        wanted = set()
+        for module in frontier:
+            for cls in module.classes.values():
+                for base in cls.bases:
+                    imported = module.imports.get(base.split(".")[0]) if base else None
+                    if imported is None:
+                        continue
+                    for candidate in (imported.module, f"{imported.module}.{imported.name}"):
+                        relpath = index.files.get(candidate)
+                        if relpath and candidate not in index.modules and relpath not in index.skipped:
+                            wanted.add(relpath)
+        if not wanted:
+            return
+        before = set(index.modules)
+        index._index_paths(sorted(wanted))
+        frontier = [m for name, m in index.modules.items() if name not in before]
+
+
+def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str]]:
+    """The tree's modules (name -> relpath), and the .py entries that cannot be read (relpath -> why)."""
+    files: dict[str, str] = {}
+    unreadable: dict[str, str] = {}
+    root_len = len(str(tree.root)) + 1
+    for dirpath, dirnames, filenames in os.walk(tree.package_dir):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
+        for filename in filenames:
+            if filename.endswith(".py"):
+                path = os.path.join(dirpath, filename)
+                relpath = path[root_len:].replace(os.sep, "/")
+                if not os.path.isfile(path):
+                    unreadable[relpath] = "a dangling or looping symlink, or not a file"
+                elif not os.access(path, os.R_OK):
+                    unreadable[relpath] = "unreadable: permission denied"
+                else:
+                    files[module_name_for(relpath)] = relpath
+    return files, unreadable
+
+
+def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore) -> dict[str, frozenset[bytes]]:
+    """For files not indexed, the identifiers their class statements' bases name (a regex over raw bytes,
+    far cheaper than parsing), to find the classes outside the models package that subclass a model
+    class. Only files that import from the models package can; a substring test finds them first.
+    Cached by the files' stat fingerprint."""
+    fingerprint = hashlib.blake2b(digest_size=16)
+    root = str(tree.root)
+    for rel in sorted(relpaths):
+        st = os.stat(os.path.join(root, rel))
+        fingerprint.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+    key = "bases:" + fingerprint.hexdigest()
+    if key not in store.extras:
+        package = tree.engine.models_package
+        leaf = package.rpartition(".")[2]
+        # `from vllm.model_executor.models.llama import X`, `from vllm.model_executor import models`,
+        # `from .models import X`
+        imports_models = (package.encode(), f"import {leaf}".encode(), f"{leaf} import".encode())
+        found = {}
+        for rel in relpaths:
+            with open(os.path.join(root, rel), "rb") as fh:
+                data = fh.read()
+            if not any(needle in data for needle in imports_models):
+                continue
+            names = frozenset(n for bases in _CLASS_BASES.findall(data) for n in _IDENTIFIER.findall(bases))
+            if names:
+                found[rel] = names
+        store.extras = {k: v for k, v in store.extras.items() if not k.startswith("bases:")}
+        store.extras[key] = found
+        store.dirty = True
+    return store.extras[key]

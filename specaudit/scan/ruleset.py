@@ -1,0 +1,72 @@
+"""Loading the declarative rules in ``rules/``: gate rules (``rules/<engine>/*.yaml``).
+
+The format is documented in ``rules/README.md``. A rule names a *kind* (a shape of code that
+specaudit knows how to find and judge, see gates.py), the files to look in, the kind's parameters,
+the launch phase at which the engine would hit the gate, a hint, and its own code examples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.data import YAML_LOADER, rules_dir
+from ..core.errors import SpecauditError
+from ..core.types import PHASES, Phase, Rule
+from .gates import KINDS
+
+
+def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
+    directory = directory or rules_dir() / engine
+    rules = []
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+        except yaml.YAMLError as exc:
+            raise SpecauditError(f"{path}: invalid YAML ({exc})") from None
+        rule = _rule_from(data, path)
+        if rule.kind not in KINDS:
+            raise SpecauditError(f"{path}: unknown kind {rule.kind!r} (known: {', '.join(sorted(KINDS))})")
+        problem = KINDS[rule.kind].validate(rule)
+        if problem:
+            raise SpecauditError(f"{path}: {problem}")
+        rules.append(rule)
+    ids = [r.id for r in rules]
+    duplicate = next((i for i in ids if ids.count(i) > 1), None)
+    if duplicate:
+        raise SpecauditError(f"{directory}: rule id {duplicate} is used twice")
+    return rules
+
+
+def rules_digest(rules: list[Rule]) -> str:
+    digest = hashlib.blake2b(digest_size=8)
+    for rule in rules:
+        digest.update(repr((rule.id, rule.kind, rule.files, sorted(rule.params.items()))).encode())
+    return digest.hexdigest()
+
+
+def _rule_from(data: Any, path: Path) -> Rule:
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{path}: a rule file holds one mapping")
+    missing = [k for k in ("id", "engine", "kind", "phase", "title", "files", "hint") if k not in data]
+    if missing:
+        raise SpecauditError(f"{path}: missing {', '.join(missing)}")
+    if data["phase"] not in PHASES:
+        raise SpecauditError(f"{path}: phase {data['phase']!r} is not one of {', '.join(PHASES)}")
+    files = data["files"]
+    return Rule(
+        id=str(data["id"]),
+        engine=str(data["engine"]),
+        kind=str(data["kind"]),
+        phase=Phase(data["phase"]),
+        title=str(data["title"]),
+        files=tuple(files if isinstance(files, list) else [files]),
+        params=dict(data.get("params") or {}),
+        hint=" ".join(str(data["hint"]).split()),
+        at=str(data["at"]) if data.get("at") else None,
+        examples=tuple(data.get("examples") or ()),
+        source=str(path),
+    )

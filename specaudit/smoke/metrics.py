@@ -1,0 +1,124 @@
+"""The drafter's real acceptance, from the engine's Prometheus ``/metrics`` read before and after requests.
+
+How each engine serves (port, health path, metric names) is data (``rules/serving/<engine>.yaml``), and so
+are the floors below which a method's figures mean a silently broken drafter (``rules/serving/expected.yaml``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import yaml
+
+from ..core.data import data_dir
+from ..core.errors import SpecauditError
+from ..results.outcome import Acceptance
+
+_SAMPLE = re.compile(r"^(?P<name>[A-Za-z_:][A-Za-z0-9_:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+@dataclass(frozen=True)
+class ServingProfile:
+    engine: str
+    default_port: int
+    health: str
+    counters: dict[str, str] = field(default_factory=dict)  # drafts, draft_tokens, accepted_tokens, accepted_per_position
+    gauges: dict[str, str] = field(default_factory=dict)  # acceptance_rate, mean_acceptance_length
+    position_label: str = "position"
+
+
+def load_serving(engine: str) -> ServingProfile:
+    path = data_dir("rules") / "serving" / f"{engine}.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        return ServingProfile(engine, int(data["default_port"]), data["health"], dict(data.get("counters") or {}),
+                              dict(data.get("gauges") or {}), data.get("position_label", "position"))
+    except (OSError, yaml.YAMLError, AttributeError, KeyError, ValueError) as exc:
+        raise SpecauditError(f"{path}: not a valid serving file ({type(exc).__name__}: {exc})") from None
+
+
+def load_floors(method: str) -> dict[str, float]:
+    path = data_dir("rules") / "serving" / "expected.yaml"
+    floors = yaml.safe_load(path.read_text(encoding="utf-8"))["floors"]
+    return dict(floors.get(method) or floors["default"])
+
+
+def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Samples by metric name (a counter's ``_total`` suffix dropped), each with its labels."""
+    samples: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        found = _SAMPLE.match(line)
+        if not found:
+            continue
+        try:
+            value = float(found["value"])
+        except ValueError:
+            continue
+        name = found["name"]
+        if name.endswith("_created"):
+            continue  # the counter's creation timestamp, not a count
+        name = name[:-len("_total")] if name.endswith("_total") else name
+        samples[name].append((dict(_LABEL.findall(found["labels"] or "")), value))
+    return dict(samples)
+
+
+def _sum(samples: dict, name: str | None) -> float | None:
+    if not name or name not in samples:
+        return None
+    return sum(value for _, value in samples[name])
+
+
+def _by_position(samples: dict, name: str | None, label: str) -> dict[int, float]:
+    positions: dict[int, float] = defaultdict(float)
+    for labels, value in samples.get(name or "", []):
+        if labels.get(label, "").isdigit():
+            positions[int(labels[label])] += value
+    return dict(positions)
+
+
+def acceptance(before: str, after: str, names: ServingProfile, method: str) -> Acceptance:
+    """The figures of what happened between two /metrics reads, held against the method's floors."""
+    old, new = parse_prometheus(before), parse_prometheus(after)
+
+    def delta(key: str) -> float | None:
+        name = names.counters.get(key)
+        end = _sum(new, name)
+        return None if end is None else end - (_sum(old, name) or 0.0)
+
+    drafts, draft_tokens, accepted = delta("drafts"), delta("draft_tokens"), delta("accepted_tokens")
+    rate = accepted / draft_tokens if accepted is not None and draft_tokens else None
+    length = 1 + accepted / drafts if accepted is not None and drafts else None
+    per_position = []
+    if drafts:
+        name, label = names.counters.get("accepted_per_position"), names.position_label
+        start, end = _by_position(old, name, label), _by_position(new, name, label)
+        per_position = [(end[p] - start.get(p, 0.0)) / drafts for p in sorted(end)]
+    if rate is None:
+        rate = _sum(new, names.gauges.get("acceptance_rate"))
+    if length is None:
+        length = _sum(new, names.gauges.get("mean_acceptance_length"))
+    floors = load_floors(method)
+    return Acceptance(drafts, draft_tokens, accepted, rate, length, per_position, floors,
+                      _flags(drafts, rate, per_position, floors, names))
+
+
+def _flags(drafts: float | None, rate: float | None, per_position: list[float], floors: dict[str, float],
+           names: ServingProfile) -> list[str]:
+    if drafts == 0:
+        return ["the drafter proposed no tokens during the requests: speculative decoding is not running"]
+    if rate is None:
+        exposed = ", ".join([*names.counters.values(), *names.gauges.values()])
+        return [f"the server's /metrics has none of the speculative-decoding metrics ({exposed})"]
+    flags = []
+    if rate < floors["acceptance_rate"]:
+        flags.append(f"acceptance rate {rate:.3f} is far below the {floors['acceptance_rate']:.2f} a working "
+                     "drafter of this method gets: it is drafting for another model, or reading the wrong hidden states")
+    if per_position and per_position[0] < floors["position_0"]:
+        flags.append(f"acceptance collapses at position 0 ({per_position[0]:.3f} < {floors['position_0']:.2f}): "
+                     "even the first drafted token is rejected")
+    return flags

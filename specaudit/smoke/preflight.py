@@ -1,0 +1,198 @@
+"""The smoke's preflight. The probe (remote_probe.py, run by the engine's own Python on the node) reports
+the node: its Python, the engine, GPUs, the port, leftovers of earlier launches, the target's and drafter's
+checkpoints. The engine's ``.py`` files and the drafter's headers are mirrored here, and the static scan reads
+them for the target and drafter named on the node, before anything is launched.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import replace
+from importlib import resources
+from pathlib import Path
+
+from ..core.cache import cache_dir, slug, staged_tree
+from ..core.engines import ENGINES
+from ..core.errors import SpecauditError
+from ..core.types import SmokeVerdict, Verdict
+from ..launch.checkpoint import read_checkpoint
+from ..launch.command import LaunchCommand, strip_assignments
+from ..launch.request import Launch, method_of
+from ..launch.target import Target, load_model
+from ..results.outcome import Preflight
+from ..results.scan import ScanResult
+from ..scan.audit import scan as run_scan
+from ..tree.locate import EngineTree, locate_directory
+from .remote import bash_command, quote_command, remote_script
+from .session import Session, Stop
+
+_PROBE = remote_script("probe")
+
+
+class RemoteEngine:
+    """The engine on the node as the probe sees it: the preflight of the node, and the scan of its own files."""
+
+    def __init__(self, session: Session, command: LaunchCommand, port: int):
+        self.session, self.command, self.port = session, command, port
+        self.engine = command.engine
+        self.host = session.options.host
+        self.runs_dir = session.options.runs_dir  # expanded on the remote by the probe
+        self.record: Preflight | None = None
+        self.scan: ScanResult | None = None
+
+    def preflight(self) -> None:
+        """Probe the node, then scan its engine; stop BLOCKED on a problem of the node or a blocked scan."""
+        self.session.note("preflight", "remote Python, engine, GPUs, port, leftovers")
+        spec = self.command.speculative
+        paths = [[p, r] for p, r in ((self.command.model, self.command.options.get("revision")),
+                                     (spec.get("model"), spec.get("revision"))) if p]
+        profile = ENGINES[self.engine]
+        request = {"package": profile.package, "distributions": list(profile.distributions), "port": self.port,
+                   "runs_dir": self.runs_dir, "checkpoints": paths}
+        info = json.loads(self._probe("info", request).decode())
+        self.runs_dir = info["runs_dir"]
+        record = self.record = preflight_of(info, self.port, self.engine)
+        self.session.note("preflight", f"{record.python}; {record.engine} at {record.engine_root}")
+        if record.problems:
+            raise Stop(SmokeVerdict.BLOCKED, "; ".join(record.problems))
+        scan = self.scan = self._scan(info)
+        self.session.note("scan", f"{scan.verdict} ({len(scan.blocking)} blocking gate(s)) in {scan.seconds:.1f} s")
+        if scan.verdict == Verdict.BLOCKED and not self.session.options.launch_anyway:
+            first = scan.blocking[0]
+            raise Stop(SmokeVerdict.BLOCKED, f"the static scan says BLOCKED: {first.title} ({first.location}); "
+                                             "nothing launched (--launch-anyway to launch regardless)")
+
+    def _probe(self, command: str, request: dict) -> bytes:
+        """remote_probe.py COMMAND, run by the Python of the launch command's program, with its environment."""
+        program, env = strip_assignments(list(self.session.options.argv))
+        source = resources.files("specaudit.smoke").joinpath("remote_probe.py").read_text()
+        env_prefix = quote_command(["env", *env]) + " " if env else ""
+        proc = self.session.remote.run(env_prefix + bash_command(_PROBE, program[0], command, json.dumps(request)),
+                                       input=source, timeout=300, check=False)
+        if proc.returncode != 0:
+            lines = proc.stderr.decode(errors="replace").strip().splitlines()
+            raise Stop(SmokeVerdict.BLOCKED, f"preflight failed on {self.host}: "
+                                             f"{lines[-1] if lines else f'exit status {proc.returncode}'}")
+        return proc.stdout
+
+    def _scan(self, info: dict) -> ScanResult:
+        """The static scan of the remote engine's own files, for the target and drafter named on the remote."""
+        tree = self._mirror_engine(info["engine"])
+        checkpoints = info["checkpoints"]
+        target = self._target(checkpoints)
+        draft = self.command.speculative.get("model")
+        drafter = None
+        if draft and checkpoints[draft].get("config") is not None:
+            drafter = replace(read_checkpoint(str(_mirror_checkpoint(draft, checkpoints[draft]))),
+                              path=f"{self.host}:{draft}")
+        launch = Launch(target=target, method=method_of(self.command.speculative, draft),
+                        engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
+                        options=self.command.options)
+        return run_scan(tree, launch)
+
+    def _target(self, checkpoints: dict) -> Target | None:
+        """The target's config as the node has it; a Hub id the node has not cached, as the Hub has it."""
+        model, revision = self.command.model, self.command.options.get("revision")
+        if not model:
+            return None
+        target = None
+        if checkpoints[model].get("error") and "hub" in checkpoints[model]:
+            # A Hub id the node has not cached: the engine downloads it; its config is the Hub's, read from here.
+            try:
+                target = load_model(model, revision)
+            except SpecauditError as exc:
+                raise Stop(SmokeVerdict.BLOCKED, str(exc)) from None
+        if checkpoints[model].get("config") is not None:
+            hub = checkpoints[model].get("hub")
+            where = f"{hub['snapshot']}/config.json, from the node's Hub cache" if hub else f"{model}/config.json"
+            source = f"{self.host}:{where}"
+            try:
+                config = json.loads(checkpoints[model]["config"])
+            except ValueError as exc:
+                raise Stop(SmokeVerdict.BLOCKED, f"{source}: malformed JSON ({exc})") from None
+            if not isinstance(config, dict):
+                raise Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
+            target = Target(name=f"{model}@{revision}" if revision else model, source=source, config=config)
+        return target
+
+    def _mirror_engine(self, engine: dict) -> EngineTree:
+        """The remote engine's ``.py`` files, copied once per content (the probe's fingerprint)."""
+        name = f"{self.engine}-{engine['version']}-{engine['fingerprint'][:16]}"
+        dest = cache_dir("remote", slug(self.host)) / name
+        if not (dest / ".complete").exists():
+            self.session.note("scan", "copying the remote engine's .py files (once per release)")
+            profile = ENGINES[self.engine]
+            data = self._probe("pack", {"package": profile.package, "distributions": list(profile.distributions)})
+            with (staged_tree(dest, engine["package_dir"]) as staging,
+                  tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive):
+                archive.extractall(staging, filter="data")
+        tree = locate_directory(dest, self.engine)
+        return EngineTree(tree.engine, tree.version, tree.root, f"{self.host}:{engine['root']}")
+
+
+def _mirror_checkpoint(path: str, checkpoint: dict) -> Path:
+    """config.json and the safetensors files, as sparse files holding only headers and index tensors."""
+    key = hashlib.sha256(json.dumps([path, checkpoint], sort_keys=True).encode()).hexdigest()[:16]
+    dest = cache_dir("remote", "checkpoints", key)
+    (dest / "config.json").write_text(checkpoint["config"], encoding="utf-8")
+    for name, entry in checkpoint["files"].items():
+        if "text" in entry:
+            (dest / name).write_text(entry["text"], encoding="utf-8")
+            continue
+        with open(dest / name, "wb") as fh:
+            fh.write(base64.b64decode(entry["header"]))
+            for start, data in entry["ranges"]:
+                fh.seek(start)
+                fh.write(base64.b64decode(data))
+            fh.truncate(entry["size"])
+    return dest
+
+
+def preflight_of(info: dict, port: int, engine_name: str) -> Preflight:
+    """The probe's report, as the smoke report shows it, and the problems that stop the launch."""
+    engine = info["engine"]
+    problems = []
+    if engine is None:
+        problems.append(f"{engine_name} is not installed for {info['python']['executable']}")
+    if info["port_in_use"]:
+        problems.append(f"port {port} is already in use on {info['hostname']}")
+    for leftover in info["leftovers"]:
+        problems.append(f"an earlier launch still runs: process group {leftover['pgid']} ({leftover['run']}): "
+                        f"stop it with kill -- -{leftover['pgid']}")
+    for path, checkpoint in info["checkpoints"].items():
+        # A hub id ("org/name") is the engine's to download; a path must be there.
+        if path.startswith(("/", "~", ".")) and (checkpoint.get("error") or checkpoint.get("config") is None):
+            problems.append(checkpoint.get("error") or f"{path}: no config.json on {info['hostname']}")
+    gpus = info["gpus"] or {}
+    record = (engine or {}).get("record") or {}
+    return Preflight(
+        hostname=info["hostname"], python=f"{info['python']['executable']} ({info['python']['version']})",
+        engine=f"{engine_name} {engine['version']}" if engine else f"{engine_name}: not installed",
+        engine_root=engine["root"] if engine else "",
+        modified_files=record.get("modified", []) + [f"{m} (missing)" for m in record.get("missing", [])],
+        gpus=_rows(gpus.get("gpus"), ("index", "uuid", "name", "memory_used_mib", "memory_total_mib", "memory_free_mib")),
+        gpu_processes=_rows(gpus.get("processes"), ("gpu_uuid", "pid", "process_name", "used_memory_mib")),
+        nvidia_smi=info["gpus"] is not None, port=port, port_in_use=bool(info["port_in_use"]),
+        leftovers=info["leftovers"], problems=problems,
+        models=[_model_line(path, checkpoint) for path, checkpoint in info["checkpoints"].items()],
+    )
+
+
+def _model_line(path: str, checkpoint: dict) -> str:
+    """Where the node will load a model from, and whether a Hub id's weights are already there."""
+    hub = checkpoint.get("hub")
+    if hub is None:
+        return checkpoint.get("error") or f"{path}: a directory on the node"
+    if "snapshot" not in hub:
+        return f"{path}: not in the node's Hub cache ({hub['cache']}): the engine downloads it at launch"
+    weights = "weights cached" if hub["weights_cached"] else \
+        "weights NOT cached: the engine downloads them at launch, inside the launch time"
+    return f"{path}: the node's Hub cache, snapshot {hub['snapshot']}; {weights}"
+
+
+def _rows(table, names: tuple[str, ...]) -> list[dict[str, str]]:
+    return [dict(zip(names, row)) for row in table] if isinstance(table, list) else []

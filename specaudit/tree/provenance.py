@@ -1,0 +1,90 @@
+"""Where a report comes from: specaudit's version, the command, the time, the release's origin, and what the tree
+holds besides the wheel: bundles specaudit applied, files edited by hand (a smoke's or explain's report: its scan's).
+The patch stage writes the state that this stage only reads, so both find it here."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import json
+import shlex
+import sys
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from ..core.cache import cache_dir
+from ..core.errors import SpecauditError
+from ..results.scan import Provenance, ScanResult
+from .locate import EngineTree
+
+
+def shadow_dir(tree: EngineTree, create: bool = True) -> Path:
+    """The directory of a tree's patch state: pristine copies, the journal, and state.json."""
+    key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
+    return cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}", create=create)
+
+
+def record_hashes(tree: EngineTree) -> dict[str, str]:
+    """The wheel's RECORD: relpath -> sha256 hex, for the files the wheel installed."""
+    hashes = {}
+    for record in tree.root.glob("*.dist-info/RECORD"):
+        for line in record.read_text(errors="replace").splitlines():
+            parts = line.rsplit(",", 2)
+            if len(parts) == 3 and parts[1].startswith("sha256="):
+                raw = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
+                hashes[parts[0]] = raw.hex()
+    return hashes
+
+
+def read_state_json(path: Path) -> dict[str, Any]:
+    """A JSON file of the patch state (state.json, the journal), with the remedy when it cannot be read."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpecauditError(f"{path}: unreadable patch state ({exc}); move the directory {path.parent} aside "
+                             f"to start over (it holds the pristine copies)") from None
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{path}: unreadable patch state (not a JSON object)")
+    return data
+
+
+def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
+    """The bundles the patch state says are applied to the tree. Read only: no recovery, no lock, and no directory
+    made for a tree that was never patched (every scan asks)."""
+    state_file = shadow_dir(tree, create=False) / "state.json"
+    return tuple(sorted(read_state_json(state_file)["bundles"])) if state_file.exists() else ()
+
+
+def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:
+    """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known)."""
+    hashes = record_hashes(tree)
+    return tuple(rel for rel in sorted(relpaths) if rel in hashes and (tree.root / rel).is_file()
+                 and hashlib.sha256((tree.root / rel).read_bytes()).hexdigest() != hashes[rel])
+
+
+def invocation(source: str = "") -> Provenance:
+    """The part of a provenance that every report has: specaudit's version, the command line and the time. ``source``:
+    where the engine release it read came from ("": it read none)."""
+    program = Path(sys.argv[0]).name
+    # `python -m specaudit.cli` and the console script are both the user's `specaudit`.
+    program = "specaudit" if program in ("cli.py", "__main__.py") else program
+    command = shlex.join([program, *sys.argv[1:]])
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    return Provenance(__version__, command, now, source)
+
+
+def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] = ()) -> Provenance:
+    """The provenance of a report on ``tree``, whose scan read the files ``read`` from disk and ``in_memory`` with
+    edits planned, not applied."""
+    return replace(invocation(tree.origin), bundles=applied_bundles(tree), modified=modified_files(tree, read),
+                   in_memory=tuple(sorted(in_memory)))
+
+
+def launch_provenance(scan: ScanResult | None) -> Provenance:
+    """The provenance of a report on a launch or its log, held against ``scan`` of its release: the scan's (this
+    command made it, and it says what the release had in it), else this command's alone."""
+    return scan.provenance if scan is not None and scan.provenance is not None else invocation()
