@@ -93,10 +93,10 @@ def shrunk(result: ScanResult, command: str) -> ScanResult:
     """A real scan, small enough for its outputs to be read in review: a few rows of each long list; and what varies
     from run to run fixed (its duration, the provenance's command and time; what the tree had in it is kept)."""
     land = result.landscape
-    rows = [a for a in land.architectures if a.eagle3][:4] + [a for a in land.architectures if not a.eagle3][:2]
+    rows = [a for a in land.architectures if a.conforms][:4] + [a for a in land.architectures if not a.conforms][:2]
     landscape = dataclasses.replace(land, protocols=dict(list(land.protocols.items())[:2]), architectures=rows,
-                                    eagle3_classes=land.eagle3_classes[:4], grep_classes=land.grep_classes[:4],
-                                    eagle3_unknown=land.eagle3_unknown[:2])
+                                    conforming_classes=land.conforming_classes[:4], grep_classes=land.grep_classes[:4],
+                                    unknown_classes=land.unknown_classes[:2])
     return dataclasses.replace(result, landscape=landscape, gates=result.gates[:6], candidates=result.candidates[:4],
                                seconds=SECONDS, provenance=dataclasses.replace(result.provenance, command=command, time=TIME))
 

@@ -79,14 +79,14 @@ def test_landscape_counts_classes_with_the_called_methods():
     assert land.contract_members == ["set_eagle3_layers_to_capture"]
     rows = {r.architecture: r for r in land.architectures}
     assert len(rows) == 290  # every EntryClass of the plain modules of srt/models
-    assert rows["KimiK25ForConditionalGeneration"].eagle3 is True
-    assert rows["Glm4ForCausalLM"].eagle3 is False
-    assert len(land.grep_classes) < len(land.eagle3_classes)  # subclasses inherit the methods
+    assert rows["KimiK25ForConditionalGeneration"].conforms is True
+    assert rows["Glm4ForCausalLM"].conforms is False
+    assert len(land.grep_classes) < len(land.conforming_classes)  # subclasses inherit the methods
     # 0.5.8: model_runner.py calls set_eagle3_layers_to_capture when eagle_use_aux_hidden_state, and
     #   eagle_worker.py `self.target_worker.model_runner.model.get_embed_and_head()` unconditionally.
     older = engine_scan("sglang==0.5.8", None).landscape
     assert older.contract_members == ["get_embed_and_head", "set_eagle3_layers_to_capture"]
-    assert {r.architecture: r.eagle3 for r in older.architectures}["Glm4ForCausalLM"] is False
+    assert {r.architecture: r.conforms for r in older.architectures}["Glm4ForCausalLM"] is False
 
 
 def test_launch_command_and_side_by_side(tmp_path):

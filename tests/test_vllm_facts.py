@@ -131,7 +131,7 @@ def test_011_conforming_set_includes_every_subclass_and_beats_grep():
     land = vllm_scan("0.11.0", None).landscape
     roots = ["llama.LlamaForCausalLM", "qwen2.Qwen2ForCausalLM", "qwen3.Qwen3ForCausalLM",
              "minicpm.MiniCPMForCausalLM", "gpt_oss.GptOssForCausalLM"]
-    conforming = set(land.eagle3_classes)
+    conforming = set(land.conforming_classes)
     assert {f"vllm.model_executor.models.{r}" for r in roots} <= conforming
     assert "vllm.model_executor.models.fairseq2_llama.Fairseq2LlamaForCausalLM" in conforming
 
@@ -151,8 +151,8 @@ def test_011_conforming_set_includes_every_subclass_and_beats_grep():
 def test_landscape_registry_rows_name_real_classes():
     land = vllm_scan("0.14.0", None).landscape
     rows = {row.architecture: row for row in land.architectures}
-    assert rows["LlamaForCausalLM"].eagle3 is True
-    assert rows["DeepseekV3ForCausalLM"].eagle3 is False
+    assert rows["LlamaForCausalLM"].conforms is True
+    assert rows["DeepseekV3ForCausalLM"].conforms is False
     assert rows["DeepseekV3ForCausalLM"].interfaces["SupportsEagle"] is True
     assert "KimiK25ForConditionalGeneration" not in rows
 
@@ -246,6 +246,6 @@ def test_landscape_before_supports_eagle3_is_the_methods_the_path_calls(version)
     #   deepseek_v2.py's DeepseekV2ForCausalLM neither.
     land = engine_scan(f"vllm=={version}", None).landscape
     assert land.contract_members == ["get_eagle3_aux_hidden_state_layers", "set_aux_hidden_state_layers"]
-    rows = {r.architecture: r.eagle3 for r in land.architectures}
+    rows = {r.architecture: r.conforms for r in land.architectures}
     assert rows["LlamaForCausalLM"] is True and rows["DeepseekV3ForCausalLM"] is False
-    assert "vllm.model_executor.models.llama.LlamaForCausalLM" in land.eagle3_classes
+    assert "vllm.model_executor.models.llama.LlamaForCausalLM" in land.conforming_classes

@@ -101,6 +101,7 @@ class Rule:
     params: dict[str, Any]
     hint: str
     at: str | None = None  # the path's landmark where the gate bites, for a rule with no site on the path
+    methods: tuple[str, ...] = ("*",)  # the speculative methods whose launches meet the gate ("*": every method)
     examples: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     source: str = field(default="", compare=False)
 

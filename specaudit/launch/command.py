@@ -25,7 +25,8 @@ from ..core.errors import SpecauditError
 
 _FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-auto-tool-choice", "--disable-log-requests",
           "--disable-log-stats", "--enable-prefix-caching", "--no-enable-prefix-caching"}
-_SHORT = {"-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
+_SHORT = {"-sc": "--speculative-config",  # vllm/engine/arg_utils.py, 0.20 and later
+          "-tp": "--tensor-parallel-size", "-pp": "--pipeline-parallel-size", "-dp": "--data-parallel-size",
           "-q": "--quantization"}
 _JSON_OPTIONS = {"speculative-config", "hf-overrides", "compilation-config", "kv-transfer-config"}
 _NAME = re.compile(r"(?<=--)[^.=]*")
@@ -45,7 +46,15 @@ def parse_launch_command(argv: list[str]) -> LaunchCommand:
     if engine == "sglang":
         return _sglang_command(args)
     options = _vllm_options(args)
-    return LaunchCommand("vllm", options.get("model"), dict(options.get("speculative-config", {})), options)
+    speculative = dict(options.get("speculative-config", {}))
+    # vllm/engine/arg_utils.py (0.33): --spec-method, --spec-model and --spec-tokens fill the speculative config's
+    # keys, and may not repeat one it sets.
+    for flag, key in (("spec-method", "method"), ("spec-model", "model"), ("spec-tokens", "num_speculative_tokens")):
+        if flag in options:
+            if key in speculative:
+                raise SpecauditError(f"--{flag} and --speculative-config['{key}'] are mutually exclusive")
+            speculative[key] = _scalar(options[flag]) if key == "num_speculative_tokens" else options[flag]
+    return LaunchCommand("vllm", options.get("model"), speculative, options)
 
 
 def _vllm_options(args: list[str]) -> dict[str, Any]:
@@ -109,8 +118,8 @@ def _sglang_command(args: list[str]) -> LaunchCommand:
             value = args[i]
             i += 1
         options[key] = value if key in _SGLANG_PATHS else _scalar(value)
-    algorithm = str(options.get("speculative_algorithm") or "").upper()
-    method = "eagle" if algorithm == "NEXTN" else algorithm.lower() or None
+    # As given: SGLang's own resolution (NEXTN is EAGLE, ...) is read from the release (methods/).
+    method = str(options.get("speculative_algorithm") or "").lower() or None
     # The drafter's revision: speculative_draft_model_revision (sglang/srt/managers/tp_worker.py reads it).
     speculative = {"method": method, "model": options.get("speculative_draft_model_path"),
                    "revision": options.get("speculative_draft_model_revision"),

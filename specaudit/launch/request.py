@@ -19,7 +19,9 @@ class Launch:
     """What the launch asks for: the target, the speculative method, and the drafter."""
 
     target: Target | None
-    method: str = DEFAULT_METHOD  # lower case, as vLLM spells it
+    # The method as the launch names it, lower case (None: it names none, and the engine infers it); a scan judges
+    # the launch with the method the release resolves it to (methods/resolve.py).
+    method: str | None = DEFAULT_METHOD
     engine: str | None = None  # the engine whose launch command gave `options`
     draft: str | None = None  # the drafter's path, as named
     drafter: Checkpoint | None = None  # the drafter checkpoint, when it could be read here
@@ -27,16 +29,13 @@ class Launch:
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
 
 
-def method_of(speculative: dict[str, Any], draft: str | None) -> str:
-    """The speculative method, lower case; without one, what vLLM's SpeculativeConfig infers from the drafter's path."""
+def method_of(speculative: dict[str, Any], draft: str | None) -> str | None:
+    """The method as the launch names it, lower case; None where the launch sets speculative decoding up without
+    naming one (the engine infers it: methods/); the default where it sets nothing up (a scan given a target only,
+    or a drafter only, audits an EAGLE-3 launch)."""
     if speculative.get("method"):
         return str(speculative["method"]).lower()
-    name = (draft or "").lower()
-    if "eagle3" in name:
-        return "eagle3"
-    if "eagle-" in name:
-        return "eagle"
-    return DEFAULT_METHOD
+    return None if speculative else DEFAULT_METHOD
 
 
 def parse_speculative_config(text: str) -> dict[str, Any]:

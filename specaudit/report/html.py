@@ -45,7 +45,8 @@ def _environment() -> Environment:
     env = Environment(loader=PackageLoader("specaudit.report", "templates"), autoescape=select_autoescape(["html"]))
     # The words the templates print, as every format prints them.
     env.globals.update(
-        marks=lines.MARK, summary=lines.summary, other_gates=lines.other_gates, absent_rules=lines.absent_rules,
+        marks=lines.MARK, summary=lines.summary, method_line=lines.method_line, other_gates=lines.other_gates,
+        absent_rules=lines.absent_rules,
         registered=lines.registered, gate_lines=lines.gate_lines, path_line=lines.path_line,
         platform_line=lines.platform_line, indexed_line=lines.indexed_line, source_link=lines.source_link,
         provenance_line=lines.provenance_line, release_provenance=lines.release_provenance, cell_line=lines.cell_line,

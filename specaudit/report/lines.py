@@ -25,8 +25,27 @@ def summary(result: ScanResult) -> str:
     if result.verdict == Verdict.BLOCKED:
         return f"{len(result.blocking)} gate(s) would stop this launch, in the order it meets them"
     if result.verdict == Verdict.UNKNOWN:
+        if result.method is not None and not result.method.modeled:
+            return "no verdict for this method: specaudit does not model it, or cannot tell which the engine runs"
         return "no gate blocks, but some could not be decided"
-    return "no gate on the EAGLE-3 path stops this launch"
+    return f"no gate on the {method_name(result)} path stops this launch"
+
+
+def method_name(result: ScanResult) -> str:
+    return result.launch.method if result.launch and result.launch.method else "EAGLE-3"
+
+
+def method_line(result: ScanResult) -> str:
+    """The launch's method: as named, as the release resolves it and why, and whether specaudit models it."""
+    m = result.method
+    if m is None:
+        return f"method {method_name(result)}"
+    named = f"named {m.requested}" if m.requested else "named by none"
+    how = f"; the release: {'; '.join(m.how)}" if m.how else ""
+    if m.method is None:
+        return f"method: cannot be told before launch ({named}{how})"
+    modeled = "" if m.modeled else "; not modeled by specaudit"
+    return f"method {m.method} ({named}{how}{modeled})"
 
 
 def other_gates(result: ScanResult) -> list[Finding]:
@@ -40,8 +59,8 @@ def absent_rules(result: ScanResult) -> list[RuleStatus]:
 
 
 def registered(landscape: Landscape) -> list[ArchitectureRow]:
-    """The registered architectures that satisfy the EAGLE-3 contract."""
-    return [a for a in landscape.architectures if a.eagle3]
+    """The registered architectures that satisfy the method's target contract."""
+    return [a for a in landscape.architectures if a.conforms]
 
 
 def gate_lines(findings: list[Finding]) -> list[str]:
@@ -60,12 +79,12 @@ def _gate_line(group: list[Finding]) -> str:
 
 
 def path_line(result: ScanResult) -> str:
-    """How the EAGLE-3 path was traced, in one line: the runner and why, what was followed and decided."""
+    """How the method's path was traced, in one line: the runner and why, what was followed and decided."""
     path = result.path
     found = [e for e in path.entries if e.function]
     missing = [e.role for e in path.entries if not e.function]
     decided = ", ".join(f"{n} {status}" for status, n in path.decided.items())
-    text = (f"EAGLE-3 path: {path.runner_reason}; {path.functions} functions traced from {len(found)} entry points"
+    text = (f"{method_name(result)} path: {path.runner_reason}; {path.functions} functions traced from {len(found)} entry points"
             f" ({path.obligations} raises, asserts and reads of the target{': ' + decided if decided else ''})")
     return text + (f"; not in this tree: {', '.join(missing)}" if missing else "")
 

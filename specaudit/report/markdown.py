@@ -14,6 +14,7 @@ from .lines import (
     cell_line,
     gate_lines,
     indexed_line,
+    method_line,
     no_signature,
     num,
     other_gates,
@@ -132,8 +133,8 @@ def _answers(matrix: Matrix) -> list[str]:
 def _launch(result: ScanResult, launch: LaunchSummary) -> list[str]:
     """The launch judged, its verdict, the gates that block it and the others on the path."""
     out = [f"- target: **{launch.target}** ({launch.source}); architectures {', '.join(launch.architectures) or '-'}; "
-           f"text model type `{launch.text_model_type}`; method `{launch.method}`"
-           + (f"; drafter `{launch.draft}`" if launch.draft else ""),
+           f"text model type `{launch.text_model_type}`" + (f"; drafter `{launch.draft}`" if launch.draft else ""),
+           f"- {method_line(result)}",
            *[f"- note: {note}" for note in launch.notes],
            "", f"## Verdict: {result.verdict}", "", summary(result), ""]
     for number, finding in enumerate(result.blocking, 1):
@@ -167,24 +168,24 @@ def _candidates(result: ScanResult) -> list[str]:
     if not result.candidates:
         return []
     return ["## Unclassified candidate gates", ""] + _details(
-        f"{len(result.candidates)} raises on the EAGLE-3 path that no rule names",
+        f"{len(result.candidates)} raises on the method's path that no rule names",
         ["| where | raises | why |", "|---|---|---|",
          *[f"| `{c.location}` | {_cell(c.error or '-')} | {_cell(c.why)} |" for c in result.candidates]])
 
 
 def _landscape(land: Landscape, folded: bool) -> list[str]:
-    """The EAGLE-3 landscape: with a launch it is background, folded, so that the report pastes into an issue."""
+    """The method's landscape: with a launch it is background, folded, so that the report pastes into an issue."""
     rows = registered(land)
-    out = ["## EAGLE-3 landscape", "",
+    out = [f"## {land.method} landscape", "",
            f"{land.contract} in this release: {', '.join(f'`{m}`' for m in land.contract_members) or '-'}", "",
            f"- registered architectures that satisfy it: **{len(rows)}** of {len(land.architectures)}",
-           f"- classes in the tree that do: **{len(land.eagle3_classes)}**; "
+           f"- classes in the tree that do: **{len(land.conforming_classes)}**; "
            f"`grep '{land.grep_pattern}'` finds {len(land.grep_classes)} classes",
-           f"- unknown: {len(land.eagle3_unknown)}", ""]
+           f"- unknown: {len(land.unknown_classes)}", ""]
     table = ["| architecture | class | where |", "|---|---|---|",
              *[f"| {a.architecture} | `{a.module}.{a.class_name}` | `{a.file}:{a.line}` |" for a in rows]]
     out += _details("The registered architectures that satisfy it", table) if folded else table + [""]
-    return out + _details("Every conforming class", [f"- `{q}`" for q in land.eagle3_classes])
+    return out + _details("Every conforming class", [f"- `{q}`" for q in land.conforming_classes])
 
 
 def _root(root: RootCause | None, agreement: Agreement | None) -> list[str]:

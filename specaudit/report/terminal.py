@@ -20,6 +20,7 @@ from .lines import (
     cell_line,
     gate_lines,
     indexed_line,
+    method_line,
     no_signature,
     other_gates,
     path_line,
@@ -122,8 +123,8 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[RenderableType]:
     """The launch judged, its verdict, the gates that block it and the others on the path."""
     out: list[RenderableType] = [
         f"target [bold]{launch.target}[/] ({launch.source}): architectures {', '.join(launch.architectures) or '-'}, "
-        f"text model type {launch.text_model_type or '-'}; method {launch.method}"
-        + (f", drafter {launch.draft}" if launch.draft else ""),
+        f"text model type {launch.text_model_type or '-'}" + (f", drafter {launch.draft}" if launch.draft else ""),
+        Text(method_line(result)),
         *[Text(f"note: {note}", style="yellow") for note in launch.notes],
         Text(f"\n{result.verdict}", style=STYLE[result.verdict]) + Text(f"  {summary(result)}"),
         *[_finding_panel(finding, number) for number, finding in enumerate(result.blocking, 1)]]
@@ -166,13 +167,13 @@ def _candidates(result: ScanResult) -> list[RenderableType]:
 
 
 def _landscape(land: Landscape, full: bool) -> list[RenderableType]:
-    """The EAGLE-3 landscape in two lines; in full (a table of what satisfies the contract) without a launch."""
+    """The method's landscape in two lines; in full (a table of what satisfies the contract) without a launch."""
     rows = registered(land)
     out: list[RenderableType] = [
-        f"\n[bold]EAGLE-3 landscape[/]: {land.contract} in this release: {', '.join(land.contract_members) or 'none found'}",
+        f"\n[bold]{land.method} landscape[/]: {land.contract} in this release: {', '.join(land.contract_members) or 'none found'}",
         f"  {len(rows)} of {len(land.architectures)} registered architectures satisfy it; "
-        f"{len(land.eagle3_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
-        f"{len(land.grep_classes)} classes" + (f"; {len(land.eagle3_unknown)} unknown" if land.eagle3_unknown else "")]
+        f"{len(land.conforming_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
+        f"{len(land.grep_classes)} classes" + (f"; {len(land.unknown_classes)} unknown" if land.unknown_classes else "")]
     return out + _landscape_table(land) if full else out
 
 
@@ -184,11 +185,11 @@ def _landscape_table(land: Landscape) -> list[RenderableType]:
     out: list[RenderableType] = [table]
     if len(rows) > LANDSCAPE_ROWS:
         out.append(f"  ... and {len(rows) - LANDSCAPE_ROWS} more (--format md|html|json lists all)")
-    return out + [f"  [yellow]?[/] {qualname} {_unknown_reason(land, qualname)}" for qualname in land.eagle3_unknown]
+    return out + [f"  [yellow]?[/] {qualname} {_unknown_reason(land, qualname)}" for qualname in land.unknown_classes]
 
 
 def _unknown_reason(land: Landscape, qualname: str) -> str:
-    return next((a.eagle3_reason for a in land.architectures if f"{a.module}.{a.class_name}" == qualname), "")
+    return next((a.reason for a in land.architectures if f"{a.module}.{a.class_name}" == qualname), "")
 
 
 def _root(root: RootCause | None, agreement: Agreement | None) -> list[RenderableType]:

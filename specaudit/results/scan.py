@@ -41,7 +41,7 @@ class LaunchSummary:
     architectures: list[str]
     model_type: str
     text_model_type: str
-    method: str
+    method: str | None  # as the release resolves it (as named, where it could not be told)
     draft: str | None
     notes: tuple[str, ...] = ()  # about where the target's config came from (a preset the Hub cache disagrees with)
 
@@ -52,6 +52,19 @@ class LaunchSummary:
             return None
         return cls(t.name, t.source, t.architectures, t.model_type, t.text_model_type, launch.method, launch.draft,
                    t.notes)
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    """The launch's speculative method: as the launch names it, as the release's own code resolves it, and whether
+    specaudit models it (a method it does not model gets no verdict)."""
+
+    requested: str | None  # None: the launch names none, and the engine infers it
+    method: str | None  # the method the engine runs; None: it cannot be told before launch
+    modeled: bool
+    how: tuple[str, ...]  # the engine's own steps that resolved it, "file:line: code (where ...)"
+    release_methods: tuple[str, ...]  # the methods the release has
+    listed_at: str  # where the release lists them
 
 
 @dataclass(frozen=True)
@@ -90,7 +103,7 @@ class PathEntry:
 
 @dataclass(frozen=True)
 class PathSummary:
-    """How the EAGLE-3 path was traced: the runner, the entry points, and what was decided on it."""
+    """How the method's path was traced: the runner, the entry points, and what was decided on it."""
 
     runner: str | None
     runner_reason: str
@@ -110,19 +123,22 @@ class ArchitectureRow:
     file: str | None
     line: int | None
     interfaces: dict[str, bool | None]  # every protocol of the engine -> conforms (None: unknown)
-    eagle3: bool | None  # satisfies the EAGLE-3 contract (None: unknown)
-    eagle3_reason: str
+    conforms: bool | None  # satisfies the method's target contract (None: unknown)
+    reason: str
 
 
 @dataclass(frozen=True)
 class Landscape:
+    """The registered architectures and classes that can serve as targets of one method, by its contract."""
+
+    method: str
     protocols: dict[str, list[str]]  # every Protocol of the interfaces module -> its members
-    contract: str  # what a target class must have for EAGLE-3: SupportsEagle3, or SGLang's called methods
+    contract: str  # what a target class must have for the method: SupportsEagle3, or the methods its path calls
     contract_members: list[str]
     grep_pattern: str  # what a grep for the contract looks for
     architectures: list[ArchitectureRow]
-    eagle3_classes: list[str]  # every indexed class that satisfies the contract
-    eagle3_unknown: list[str]
+    conforming_classes: list[str]  # every indexed class that satisfies the contract
+    unknown_classes: list[str]
     grep_classes: list[str]  # classes a grep for grep_pattern finds
 
 
@@ -141,6 +157,7 @@ class ScanResult:
     seconds: float
     gates: list[GateSite] = field(default_factory=list)  # every gate site on the path, decided or not
     provenance: Provenance | None = None
+    method: MethodSummary | None = None  # None for a landscape scan
 
     @property
     def exit_code(self) -> ExitCode:

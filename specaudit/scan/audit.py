@@ -5,6 +5,7 @@ The result is plain data (result.py); every report format renders it and compute
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import functools
 import gc
@@ -12,18 +13,20 @@ import re
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.types import PHASES, Finding, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
-from ..launch.request import Launch
-from ..launch.target import Target, load_preset
+from ..launch.request import DEFAULT_METHOD, Launch
+from ..launch.target import Target
+from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
+from ..methods.findings import method_findings
+from ..methods.resolve import resolve
 from ..results.scan import (
-    ArchitectureRow,
     GateSite,
-    Landscape,
     LaunchSummary,
+    MethodSummary,
     PathEntry,
     PathSummary,
     RuleStatus,
@@ -32,32 +35,17 @@ from ..results.scan import (
 )
 from ..tree.locate import EngineTree
 from ..tree.provenance import provenance
-from .decide import Evaluator, decide, entry_findings, method_findings, obligation_title, path_findings
-from .facts import ClassInfo
+from .decide import Evaluator, decide, entry_findings, obligation_title, path_findings
+from .facts import ClassInfo, SyntaxProblem
 from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
+from .landscape import landscape as scan_landscape
 from .registry import Registry, RegistryEntry, read_registry
 from .resolve import Conformance, Protocol, Resolver
 from .ruleset import load_rules
-from .trace import TARGET, Obligation, TracedPath, placeholder, runs, trace
-
-EAGLE3_PROTOCOL = "SupportsEagle3"
-
+from .trace import TracedPath, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
-
-
-CONTRACT_TARGET = "llama3"  # the target every engine's EAGLE-3 path is written for
-
-
-@dataclass(frozen=True)
-class Contract:
-    """What a target class must have for EAGLE-3 in a release."""
-
-    name: str
-    members: tuple[str, ...]
-    protocol: Protocol | None
-    grep: str  # the text a grep for it would look for
 
 
 class LaunchJudge:
@@ -76,7 +64,7 @@ class LaunchJudge:
 
     @property
     def method(self) -> str:
-        return self.launch.method
+        return self.launch.method or ""  # the release's resolution of it, by the time a launch is judged
 
     @property
     def target(self) -> Target:
@@ -149,7 +137,7 @@ class LaunchJudge:
             module = index.module(name) if pattern.match(relpath) else None
             for cls in (module.classes.values() if module else ()):
                 values.update(cls.defaults)
-        values["speculative_algorithm"] = self.launch.method.upper()
+        values["speculative_algorithm"] = (self.launch.method or "").upper()
         if self.launch.engine == index.tree.engine.name:
             values.update(self.launch.options)
         return values
@@ -182,10 +170,21 @@ class Analysis:
     rules: list[Rule]
     index: TreeIndex
     resolver: Resolver
-    path: TracedPath
+    path: TracedPath  # the default method's path, traced while the tree was indexed
     registry: Registry | None
     protocols: dict[str, Protocol]
     seconds: float  # what building it took
+    engine_methods: EngineMethods  # how the engine resolves a launch's method
+    methods: dict[str, Method]  # the methods specaudit models for this engine
+    _paths: dict[str, TracedPath] = field(default_factory=dict, repr=False)
+
+    def path_for(self, method: str) -> TracedPath:
+        """The path of a method specaudit models: its roles of the path file, traced once."""
+        if method == DEFAULT_METHOD:
+            return self.path
+        if method not in self._paths:
+            self._paths[method] = trace(self.index, self.resolver, method=method)
+        return self._paths[method]
 
     @property
     def code_rules(self) -> list[Rule]:
@@ -207,7 +206,7 @@ class Analysis:
 
 def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str, bytes] | None = None,
             platform: str = "cuda") -> Analysis:
-    """Index the tree (the files the rules and the path need), resolve it, trace its EAGLE-3 path. ``overlay``
+    """Index the tree (the files the rules and the path need), resolve it, trace the default method's path. ``overlay``
     replaces files' contents; ``platform`` picks the branch of the engine's platform dispatches that is read."""
     started = time.perf_counter()
     rules = rules if rules is not None else load_rules(tree.engine.name)
@@ -224,8 +223,9 @@ def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str
         resolver, path = traced[0]
         registry = read_registry(resolver)
         protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
+    engine = tree.engine.name
     return Analysis(tree, platform, dict(overlay or {}), rules, index, resolver, path, registry, protocols,
-                    time.perf_counter() - started)
+                    time.perf_counter() - started, load_engine_methods(engine), load_methods(engine))
 
 
 def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
@@ -244,59 +244,98 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     started = time.perf_counter()
     a = analysis
     sites = a.sites()
-    gate_rules = a.gate_rules
     findings: list[Finding] = []
     candidates: list[Finding] = []
     decided: dict[str, int] = {}
+    summary: MethodSummary | None = None
+    path: TracedPath | None = a.path
+    method = DEFAULT_METHOD
+    modeled = True
+    if launch is not None and launch.target is not None:
+        resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
+        launch = replace(launch, method=resolution.method) if resolution.method else launch
+        method = launch.method or ""
+        stop = method_findings(resolution, a.methods, a.engine_methods)
+        modeled = not stop
+        summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods,
+                                resolution.how, resolution.release_methods, resolution.listed_at)
+        path = a.path_for(method) if modeled else None
+    # A method's rules are the ones that name it; where no path of the launch's method is modeled, only the rules
+    # that hold for any method.
+    rules = [r for r in a.rules if applies(r.methods, method) and (modeled or "*" in r.methods)]
+    gate_rules = [r for r in rules if not KINDS[r.kind].siteless and r.kind != "candidate"]
     if launch is not None and launch.target is not None:
         judge = a.judge(launch)
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
-        for rule in a.rules:
+        for rule in rules:
             if KINDS[rule.kind].siteless:
                 finding = KINDS[rule.kind].judge_launch(rule, judge)
                 # Placed where the path meets its landmark; with none, after the rest of its phase.
-                findings += [replace(finding, step=a.path.landmarks.get(rule.at or "", 0))] if finding else []
+                step = path.landmarks.get(rule.at or "", 0) if path else 0
+                findings += [replace(finding, step=step)] if finding else []
         findings = _merge_repeats(findings, a.rules)
-        options = launch.options if launch.engine == a.tree.engine.name else {}
-        evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), launch.method, a.path,
-                              judge.target_class_problem(), options, a.registry)
-        decisions = decide(a.path, evaluator)
+        decisions = []
+        if path is not None:
+            options = launch.options if launch.engine == a.tree.engine.name else {}
+            evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), method, path,
+                                  judge.target_class_problem(), options, a.registry)
+            decisions = decide(path, evaluator)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
-        findings = method_findings(a.path, launch.method) + _with_path(findings, decisions, sites, a.path)
+        findings = stop + (_with_path(findings, decisions, sites, path) if path is not None else _in_order(findings))
     # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
-    for rule in a.code_rules:
+    for rule in rules:
         if rule.kind == "candidate":
             sites[rule.id] = [site for site in sites[rule.id] if (site.file, site.line) not in claimed]
             candidates += [Candidate.unclassified(rule, site) for site in sites[rule.id]]
 
-    contract = _contract(a.path, a.resolver, a.protocols)
-    landscape = a.index.memo(f"landscape:{contract.name}:{','.join(contract.members)}",
-                             lambda: _landscape(a.index, a.resolver, a.registry, a.protocols, contract))
+    shown = a.methods.get(method) or a.methods[DEFAULT_METHOD]  # an unmodeled method's launch: the default's
+    landscape = scan_landscape(a.index, a.resolver, a.registry, a.protocols, a.path_for(shown.name), shown)
     a.index.save()
     return ScanResult(
         tree=TreeSummary(a.tree.engine.name, a.tree.version, str(a.tree.root), a.tree.origin, a.platform,
-                         _platform_branches(a.index, a.registry, launch, a.path)),
+                         _platform_branches(a.index, a.registry, launch, path)),
         launch=LaunchSummary.of(launch) if launch else None,
         verdict=_verdict(findings, launch),
         findings=findings,
         candidates=candidates,
         rules=[RuleStatus(r.id, r.title, r.kind, r.phase, len(sites[r.id])) for r in a.code_rules],
-        path=_path_summary(a.path, decided),
+        path=_path_summary(path, decided),
         landscape=landscape,
         skipped=dict(sorted(a.index.skipped.items())),
         files_indexed=len(a.index.digests),
         seconds=round(a.seconds + time.perf_counter() - started, 3),
-        gates=_gate_sites(gate_rules, sites, a.path),
+        gates=_gate_sites(gate_rules, sites, path or a.path),
         # The files this scan read: hashing the whole tree would cost more than the scan does.
         provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
                               a.overlay),
+        method=summary,
     )
 
 
-def _path_summary(path: TracedPath, decided: dict[str, int]) -> PathSummary:
+class _TreeCode:
+    """The release's modules as the methods stage reads them (methods.resolve.ReleaseCode), from the index."""
+
+    def __init__(self, index: TreeIndex):
+        self.index = index
+
+    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
+        module = self.index.module(name)
+        if module is None:
+            return None
+        try:
+            tree = self.index.syntax(module.path)
+        except (SyntaxProblem, OSError):
+            return None
+        self.index.note_read(module.path)
+        return tree, module.path
+
+
+def _path_summary(path: TracedPath | None, decided: dict[str, int]) -> PathSummary:
+    if path is None:
+        return PathSummary(None, "no path: specaudit does not model the launch's method", [], 0, 0, {})
     entries = [PathEntry(e.role, e.function, e.file, e.line, e.problem) for e in path.entries
                if runs(e.runner, path.runner)]
     return PathSummary(path.runner, path.runner_reason, entries, len(set(path.traced)), len(path.obligations),
@@ -314,8 +353,8 @@ def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> 
 
 
 def _platform_branches(index: TreeIndex, registry: Registry | None, launch: Launch | None,
-                       path: TracedPath) -> tuple[str, ...]:
-    modules = {traced.partition(":")[0] for traced in path.traced}
+                       path: TracedPath | None) -> tuple[str, ...]:
+    modules = {traced.partition(":")[0] for traced in path.traced} if path else set()
     if registry is not None and launch is None:
         modules |= {e.module for e in registry.entries.values()}
     elif registry is not None and launch is not None and launch.target is not None:
@@ -362,8 +401,12 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
             findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "
                                          f"traced path: {rule_finding.why})", error=decision.error or rule_finding.error)
     placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
-    merged = placed + path_findings(unclaimed) + entry_findings(path)
-    return sorted(merged, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
+    return _in_order(placed + path_findings(unclaimed) + entry_findings(path))
+
+
+def _in_order(findings: list[Finding]) -> list[Finding]:
+    """In the order the launch meets them: by phase, then where the path meets them."""
+    return sorted(findings, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
 
 
 def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
@@ -375,73 +418,3 @@ def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
     if Status.UNKNOWN in statuses:
         return Verdict.UNKNOWN
     return Verdict.READY
-
-
-def _contract(path: TracedPath, resolver: Resolver, protocols: dict[str, Protocol]) -> Contract:
-    """What a target class must have for EAGLE-3 in this release: vLLM's SupportsEagle3 protocol where it
-    exists; elsewhere (SGLang, vLLM before 0.10.1) the methods the traced path calls on every EAGLE-3 target."""
-    protocol = protocols.get(EAGLE3_PROTOCOL)
-    if protocol is not None:
-        return Contract(EAGLE3_PROTOCOL, protocol.members, protocol, EAGLE3_PROTOCOL)
-    # The calls an EAGLE-3 launch makes on a plain dense text target (Llama 3's config, its class left
-    # open): their conditions hold for it, leaving out the call's own `if not hasattr(model, m): raise`. A call
-    # reached only for multimodal targets, or for another algorithm, is no contract.
-    evaluator = Evaluator(resolver, load_preset(CONTRACT_TARGET), None, "eagle3", path, "any class")
-
-    def made_on_every_target(o: Obligation) -> bool:
-        own_check = f"hasattr({placeholder(TARGET)}, {o.member!r})"
-        return all(evaluator.satisfied(c) is True for c in o.guards if c.source not in (own_check, f"not {own_check}"))
-
-    methods = tuple(sorted({o.member for o in path.obligations if o.member is not None
-                            and o.kind == "call" and o.receiver == TARGET and made_on_every_target(o)}))
-    if methods:
-        return Contract("EAGLE-3 target methods", methods, None, " and ".join(f"def {m}" for m in methods))
-    return Contract(EAGLE3_PROTOCOL, (), None, EAGLE3_PROTOCOL)
-
-
-def _landscape(index: TreeIndex, resolver: Resolver, registry: Registry | None,
-               protocols: dict[str, Protocol], contract: Contract) -> Landscape:
-    def check(cls: ClassInfo):
-        return resolver.has_members(cls, contract.members, contract.name, contract.protocol.cls if contract.protocol else None)
-
-    rows: list[ArchitectureRow] = []
-    for arch, entry in sorted((registry.entries if registry else {}).items()):
-        found = resolver.find_class(entry.module, entry.class_name)
-        if not isinstance(found, ClassInfo):
-            rows.append(ArchitectureRow(arch, entry.module, entry.class_name, entry.declared_in, None, None,
-                                        {}, None, found.reason))
-            continue
-        module = index.module(found.module)
-        interfaces = {name: resolver.conformance(found, p).conforms for name, p in protocols.items()}
-        verdict = check(found) if contract.members else None
-        rows.append(ArchitectureRow(arch, found.module, found.name, entry.declared_in, module.path if module else None,
-                                    found.line, interfaces, verdict.conforms if verdict else None,
-                                    verdict.reason if verdict else f"no {contract.name} in this release"))
-    conforming, unknown, grep_classes = [], [], []
-    protocol_classes = {p.cls.qualname for p in protocols.values()}
-    for module in list(index.modules.values()):
-        for cls in module.classes.values():
-            if cls.qualname in protocol_classes or not contract.members:
-                continue
-            # What a grep finds: the protocol named in the class statement, or the methods defined in its body.
-            if contract.protocol is not None:
-                grepped = any(contract.name in base for base in cls.base_sources)
-            else:
-                grepped = all(member in cls.bound for member in contract.members)
-            if grepped:
-                grep_classes.append(cls.qualname)
-            verdict = check(cls).conforms
-            if verdict:
-                conforming.append(cls.qualname)
-            elif verdict is None:
-                unknown.append(cls.qualname)
-    return Landscape(
-        protocols={name: list(p.members) for name, p in sorted(protocols.items())},
-        contract=contract.name,
-        contract_members=list(contract.members),
-        grep_pattern=contract.grep,
-        architectures=rows,
-        eagle3_classes=sorted(conforming),
-        eagle3_unknown=sorted(unknown),
-        grep_classes=sorted(grep_classes),
-    )

@@ -882,16 +882,3 @@ def entry_findings(path: TracedPath) -> list[Finding]:
                              Status.UNKNOWN, file, 0, "", None, f"{why}: the gates in it cannot be read",
                              "Check the installation: this file is not valid Python for specaudit's parser."))
     return found
-
-
-def method_findings(path: TracedPath, method: str) -> list[Finding]:
-    """A method the release never names: its path was traced for the methods it knows, so this launch's gates
-    cannot be told."""
-    if not path.methods or method in path.methods:
-        return []
-    return [Finding("path-method", f"Speculative method {method!r} is not one this release names", Phase.ARGUMENTS,
-                    Status.UNKNOWN, "", 0, "", None,
-                    f"neither the release's list of methods nor any comparison on its EAGLE-3 path names {method!r}; "
-                    f"it names {', '.join(sorted(path.methods))}",
-                    "Check the spelling of the method (--speculative-config's method, or SGLang's "
-                    "--speculative-algorithm), or the release: an older one may not have it yet.")]

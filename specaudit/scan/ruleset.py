@@ -51,7 +51,7 @@ def rules_digest(rules: list[Rule]) -> str:
 def _rule_from(data: Any, path: Path) -> Rule:
     if not isinstance(data, dict):
         raise SpecauditError(f"{path}: a rule file holds one mapping")
-    missing = [k for k in ("id", "engine", "kind", "phase", "title", "files", "hint") if k not in data]
+    missing = [k for k in ("id", "engine", "kind", "phase", "title", "methods", "files", "hint") if k not in data]
     if missing:
         raise SpecauditError(f"{path}: missing {', '.join(missing)}")
     if data["phase"] not in PHASES:
@@ -67,6 +67,7 @@ def _rule_from(data: Any, path: Path) -> Rule:
         params=dict(data.get("params") or {}),
         hint=" ".join(str(data["hint"]).split()),
         at=str(data["at"]) if data.get("at") else None,
+        methods=tuple(str(m).lower() for m in (data["methods"] if isinstance(data["methods"], list) else [data["methods"]])),
         examples=tuple(data.get("examples") or ()),
         source=str(path),
     )

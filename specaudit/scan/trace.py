@@ -57,6 +57,7 @@ class Role:
     entries: tuple[str, ...]  # "module:Class.method" or "module:function", tried in order
     seeds: dict[str, tuple[str, ...]]  # denotation -> expressions (dotted, `()` for calls) that denote it
     objects: dict[str, tuple[str, ...]]  # expression -> "module:Class" candidates it is an instance of
+    methods: tuple[str, ...] = ("*",)  # the methods whose launches meet this role ("*": every method)
     runner: str | None = None  # the model runner this role belongs to, when the engine has several
     required: bool = True
     # A stage every launch runs (loading the model): only what it does because of speculative decoding,
@@ -104,7 +105,6 @@ class PathSpec:
     model_config: dict[str, str]  # attribute of the engine's model config -> expression over the target
     external_members: dict[str, tuple[str, ...]]  # a base class outside the tree -> the attributes it gives
     source: str
-    methods: tuple[str, ...] = ()  # "module:Name" of a Literal alias or an Enum that lists the engine's methods
     target_parts: TargetParts = TargetParts()
     landmarks: tuple[Landmark, ...] = ()
 
@@ -129,13 +129,16 @@ def load_path_spec(engine: str) -> PathSpec:
             model_config={str(k): str(v) for k, v in (data.get("model_config") or {}).items()},
             external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
-            methods=tuple(data.get("methods") or ()),
             target_parts=TargetParts(**{k: tuple(v) for k, v in (data.get("target_parts") or {}).items()}),
             landmarks=tuple(Landmark(str(name), str(v["role"]), tuple(v["calls"]))
                             for name, v in (data.get("landmarks") or {}).items()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed path file ({type(exc).__name__}: {exc})") from None
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
 
 
 def _role(data: dict, path) -> Role:
@@ -148,7 +151,8 @@ def _role(data: dict, path) -> Role:
                              f"(known: {', '.join(DENOTATIONS)})")
     return Role(name=str(data["role"]), phase=str(data["phase"]), entries=tuple(data["entries"]), seeds=seeds,
                 objects={k: tuple(v) for k, v in (data.get("objects") or {}).items()},
-                runner=data.get("runner"), required=bool(data.get("required", True)),
+                methods=tuple(str(m).lower() for m in _as_list(data["methods"])), runner=data.get("runner"),
+                required=bool(data.get("required", True)),
                 speculative_only=bool(data.get("speculative_only", False)))
 
 
@@ -227,8 +231,6 @@ class TracedPath:
     unparsed: tuple[str, ...]  # files on the path that could not be parsed: "file: why"
     model_config: dict[str, str]  # what the engine's model config answers, over the target's placeholders
     external_members: dict[str, tuple[str, ...]]  # what base classes outside the tree give the target
-    # The speculative methods this release names: its declared list, and every method its path compares with.
-    methods: frozenset[str] = frozenset()
     target_parts: TargetParts = TargetParts()
     landmarks: dict[str, int] = field(default_factory=dict)  # landmark name -> its step, where the path met it
 
@@ -409,25 +411,8 @@ class Tracer:
         return TracedPath(self.spec.engine, runner, runner_reason, tuple(entries), tuple(self.obligations),
                           dict(self.functions), tuple(self.traced),
                           tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
-                          dict(self.spec.external_members), self._methods(), self.spec.target_parts,
+                          dict(self.spec.external_members), self.spec.target_parts,
                           dict(self.landmarks))
-
-    def _methods(self) -> frozenset[str]:
-        """The methods the release declares (``SpeculativeMethod = Literal[...]``, ``class SpeculativeAlgorithm(Enum)``)
-        and the ones the traced path and the path file's facts compare the method with; lower case."""
-        named: set[str] = set()
-        for declared in self.spec.methods:
-            module_name, _, name = declared.partition(":")
-            module = self.index.module(module_name)
-            tree = self._module_ast(module) if module else None
-            named |= _declared_names(tree, name) if tree else set()
-        method = placeholder(METHOD)
-        conditions = [c.source for o in self.obligations for c in o.guards] + list(self.spec.facts.values())
-        for source in conditions:
-            if method in source:
-                named |= {n.value for n in ast.walk(ast.parse(source, mode="eval"))
-                          if isinstance(n, ast.Constant) and isinstance(n.value, str)}
-        return frozenset(n.lower() for n in named)
 
     def _validators(self, function: _Function) -> list[_Function]:
         """Constructing a pydantic config runs its ``model_validator`` methods after ``__post_init__``."""
@@ -837,30 +822,6 @@ def _normal(expression: str) -> str:
     return ast.unparse(ast.parse(expression, mode="eval").body)
 
 
-def _declared_names(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -> set[str]:
-    """The strings of ``name = Literal[...]`` (following the aliases it nests) or the members of ``class name(Enum)``,
-    at the top of a module."""
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-            return {t.id for s in stmt.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
-        value: ast.expr | None
-        if isinstance(stmt, ast.Assign):
-            targets, value = stmt.targets, stmt.value
-        elif isinstance(stmt, ast.AnnAssign):
-            targets, value = [stmt.target], stmt.value
-        else:
-            continue
-        if any(isinstance(t, ast.Name) and t.id == name for t in targets) and isinstance(value, ast.Subscript):
-            found: set[str] = set()
-            for node in ast.walk(value.slice):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                    found.add(node.value)
-                elif isinstance(node, ast.Name) and node.id not in seen | {name}:
-                    found |= _declared_names(tree, node.id, seen | {name})
-            return found
-    return set()
-
-
 def _is_overload(node: ast.AST) -> bool:
     return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
 
@@ -1040,9 +1001,11 @@ def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None) -> TracedPath:
-    """The engine's EAGLE-3 path, traced from the entry points of its path file; cached by file content."""
+def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None, method: str = "eagle3") -> TracedPath:
+    """A method's path in the engine, traced from the entry points of the path file's roles that name the method;
+    cached by file content."""
     spec = spec or load_path_spec(index.tree.engine.name)
+    spec = replace(spec, roles=tuple(r for r in spec.roles if "*" in r.methods or method in r.methods))
     return index.memo(f"trace:{spec.source}:{_spec_digest(spec)}", lambda: Tracer(index, resolver, spec).run())
 
 

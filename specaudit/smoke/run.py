@@ -76,7 +76,10 @@ class Smoke:
     def _exercise(self) -> Exercise:
         """The requests, through a loopback port forwarded to the server's (for every launch of this smoke)."""
         server = Server(self.session.remote.forward(self.port), self.serving)
-        return Exercise(self.session, server, method_of(self.command.speculative, self.command.speculative.get("model")))
+        # The method the preflight scan resolved from the node's own engine; as named where the scan could not tell.
+        scanned = self.remote_engine.scan.method if self.remote_engine.scan else None
+        method = (scanned.method if scanned else None) or method_of(self.command.speculative, None) or "default"
+        return Exercise(self.session, server, method)
 
     def launch(self, argv: tuple[str, ...] | list[str]) -> Watch:
         run = self.launcher.launch(argv, self.remote_engine.runs_dir)

@@ -1,0 +1,125 @@
+"""The methods as data: how each engine resolves a launch's method (``rules/methods/<engine>.yaml``), and the
+methods specaudit models (``rules/methods/<engine>/<method>.yaml``). Format: rules/README.md, "Methods"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..core.data import YAML_LOADER, rules_dir
+from ..core.errors import SpecauditError
+
+# What a binding may stand for: the launch's own values, as methods/resolve.py computes them.
+LAUNCH_FACTS = ("method", "model", "num_speculative_tokens", "target_path", "draft_path", "draft_architectures",
+                "draft_model_type", "draft_config", "target_model_type", "target_text_model_type", "target_architectures",
+                "model_is_class_path")
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """A function of the engine that sets the method: the first of ``functions`` the release defines is played out."""
+
+    functions: tuple[str, ...]  # "module:Class.method" or "module:function"
+    variable: str  # the expression holding the method there
+    tracked: tuple[str, ...] = ()  # other expressions it assigns and reads back
+    returns: bool = False  # it returns the method, rather than setting ``variable``
+
+
+@dataclass(frozen=True)
+class Alias:
+    """Names the engine maps to a method where it looks the method up (SGLang's ``from_string``)."""
+
+    names: str  # "module:NAME" of a set of strings
+    method: str
+
+
+@dataclass(frozen=True)
+class EngineMethods:
+    """How an engine resolves a launch's method."""
+
+    engine: str
+    listed_in: tuple[str, ...]  # "module:Name" of the Literal alias or Enum that lists the methods; the first found
+    case: str  # "lower" or "upper": how the engine spells a method before it looks it up
+    resolvers: tuple[Resolver, ...]
+    bindings: dict[str, str]  # engine expression -> launch fact
+    aliases: tuple[Alias, ...]
+    stage: str  # where in a launch the method is resolved and checked, for the report
+    error: str  # what the engine raises for a method it does not have
+    source: str
+
+
+@dataclass(frozen=True)
+class Method:
+    """A method specaudit models for an engine: its path, its rules and its drafter checks are the ones that name it."""
+
+    name: str  # lower case, as the result and the reports name it
+    engine: str
+    title: str
+    drafter: str  # "checkpoint" (a separate drafter), "target" (layers of the target's own checkpoint), "none"
+    contract: dict[str, str]  # what the target class needs: protocol, and the preset whose calls stand in for it
+    source: str
+
+
+def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMethods:
+    path = (directory or rules_dir() / "methods") / f"{engine}.yaml"
+    data = _read(path)
+    try:
+        bindings = {str(k): str(v) for k, v in (data.get("bindings") or {}).items()}
+        unknown = sorted(set(bindings.values()) - set(LAUNCH_FACTS))
+        if unknown:
+            raise ValueError(f"bindings to {unknown}, which are not launch facts ({', '.join(LAUNCH_FACTS)})")
+        return EngineMethods(
+            engine=engine,
+            listed_in=tuple(data["listed_in"]),
+            case=str(data.get("case", "lower")),
+            resolvers=tuple(Resolver(tuple(_list(r["function"])), str(r["method"]), tuple(r.get("tracked") or ()),
+                                     bool(r.get("returns", False)))
+                            for r in data.get("resolvers") or ()),
+            bindings=bindings,
+            aliases=tuple(Alias(str(a["names"]), str(a["method"])) for a in data.get("aliases") or ()),
+            stage=str(data["stage"]),
+            error=" ".join(str(data["error"]).split()),
+            source=str(path),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SpecauditError(f"{path}: malformed methods file ({type(exc).__name__}: {exc})") from None
+
+
+def load_methods(engine: str, directory: Path | None = None) -> dict[str, Method]:
+    """The methods specaudit models for the engine, by name."""
+    found: dict[str, Method] = {}
+    for path in sorted(((directory or rules_dir() / "methods") / engine).glob("*.yaml")):
+        data = _read(path)
+        try:
+            method = Method(str(data["method"]).lower(), str(data["engine"]), str(data["title"]), str(data["drafter"]),
+                            {str(k): str(v) for k, v in (data.get("contract") or {}).items()}, str(path))
+        except (KeyError, TypeError) as exc:
+            raise SpecauditError(f"{path}: malformed method file ({type(exc).__name__}: {exc})") from None
+        if method.engine != engine or method.drafter not in ("checkpoint", "target", "none"):
+            raise SpecauditError(f"{path}: engine must be {engine} and drafter one of checkpoint, target, none")
+        if method.name in found:
+            raise SpecauditError(f"{path}: method {method.name} is declared twice")
+        found[method.name] = method
+    return found
+
+
+def applies(methods: tuple[str, ...], method: str) -> bool:
+    """Whether something declared for ``methods`` (a rule, a role, a bundle) applies to a launch of ``method``."""
+    return "*" in methods or method in methods
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecauditError(f"{path}: cannot read ({exc})") from None
+    if not isinstance(data, dict):
+        raise SpecauditError(f"{path}: a methods file holds one mapping")
+    return data
+
+
+def _list(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]

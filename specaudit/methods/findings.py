@@ -1,0 +1,42 @@
+"""The method's own gates, met before any of its path's: a method the release does not have, a method that cannot
+be told before launch, and a method specaudit does not model (no verdict: never READY, never another method's
+checks)."""
+
+from __future__ import annotations
+
+from ..core.types import Finding, Phase, Status
+from .catalog import EngineMethods, Method
+from .resolve import Resolution
+
+
+def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: EngineMethods) -> list[Finding]:
+    """Nothing when the launch's method is one specaudit models and the release has it; else the one finding that
+    stands for the whole launch."""
+    file, _, rest = resolution.listed_at.partition(":")
+    line_text, _, name = rest.partition(" ")
+    line = int(line_text) if resolution.listed and line_text.isdigit() else 0
+    phase = Phase(spec.stage)
+    listed = ", ".join(resolution.release_methods)
+    if resolution.in_release is False:
+        return [Finding(
+            "method-not-in-release", f"Speculative method {resolution.requested!r} is not one this release has",
+            phase, Status.BLOCKS, file if line else resolution.listed_at, line, name if line else "",
+            spec.error if resolution.listed else None,
+            f"the release's {'list of methods' if resolution.listed else 'resolving code'} ({resolution.listed_at}) "
+            f"names {listed}; not {resolution.requested!r}",
+            "Use one of the release's methods, or a release that has this one (specaudit matrix shows which).")]
+    if resolution.method is None:
+        return [Finding(
+            "method-resolution", "The speculative method the engine runs cannot be told before launch", phase,
+            Status.UNKNOWN, file if line else "", line, "", None, resolution.problem,
+            "Name the method in the launch (--speculative-config's method, or SGLang's --speculative-algorithm), and "
+            "give the drafter's directory (--draft) so that its config can be read.")]
+    if resolution.method not in modeled:
+        how = f" ({'; '.join(resolution.how)})" if resolution.how else ""
+        return [Finding(
+            "method-not-modeled", f"specaudit does not model {resolution.method!r} in {spec.engine} yet", phase,
+            Status.UNKNOWN, file if line else "", line, "", None,
+            f"the engine runs {resolution.method!r}{how}; specaudit declares no path, gates or drafter checks for it "
+            f"(it models {', '.join(sorted(modeled)) or 'none'}), so no verdict is given",
+            "rules/README.md, 'Adding a method', says what to declare; until then, launch it with care.")]
+    return []
