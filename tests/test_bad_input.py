@@ -303,7 +303,7 @@ def test_a_malformed_drafter_checkpoint_is_one_line_and_exit_2(tmp_path, case):
     ("vllm==0.17.0", ["--speculative-config", '{"method": "frobnicate"}']),
     ("sglang==0.5.23", None),
 ])
-def test_a_method_the_release_never_names_is_unknown_not_ready(tmp_path, release, flag):
+def test_a_method_the_release_does_not_have_is_blocked_quoting_its_list(tmp_path, release, flag):
     # vllm/config/speculative.py (0.17.0): SpeculativeMethod = Literal["ngram", "medusa", ..., EagleModelTypes];
     # sglang/srt/speculative/spec_info.py (0.5.23): class SpeculativeAlgorithm(Enum): DFLASH, ..., EAGLE3, ...
     from conftest import engine_tree
@@ -314,10 +314,10 @@ def test_a_method_the_release_never_names_is_unknown_not_ready(tmp_path, release
             '{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}')), "--speculative-algorithm", "EAGLE4"]
     proc = specaudit("scan", tree, *(["--target", "llama3"] if flag[0] != "--" else []), "--format", "json",
                      "--out", str(tmp_path), *flag, env_cache=tmp_path / "cache")
-    assert proc.returncode == UNKNOWN, proc.stdout + proc.stderr
+    assert proc.returncode == BLOCKED, proc.stdout + proc.stderr
     report = json.loads(next(tmp_path.glob("scan-*.json")).read_text())
-    (method,) = [f for f in report["findings"] if f["rule_id"] == "path-method"]
-    assert method["status"] == "unknown" and "names" in method["why"]
+    (method,) = [f for f in report["findings"] if f["rule_id"] == "method-not-in-release"]
+    assert method["status"] == "blocks" and "eagle3" in method["why"]  # the release's list, quoted
 
 
 def test_a_truncated_patch_state_is_one_line_and_exit_2(tmp_path):

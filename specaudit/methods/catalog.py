@@ -43,6 +43,7 @@ class EngineMethods:
     engine: str
     listed_in: tuple[str, ...]  # "module:Name" of the Literal alias or Enum that lists the methods; the first found
     case: str  # "lower" or "upper": how the engine spells a method before it looks it up
+    checked: str  # "requested" (the method as named is validated) or "resolved" (it is looked up once resolved)
     resolvers: tuple[Resolver, ...]
     bindings: dict[str, str]  # engine expression -> launch fact
     aliases: tuple[Alias, ...]
@@ -75,6 +76,7 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
             engine=engine,
             listed_in=tuple(data["listed_in"]),
             case=str(data.get("case", "lower")),
+            checked=str(data.get("checked", "requested")),
             resolvers=tuple(Resolver(tuple(_list(r["function"])), str(r["method"]), tuple(r.get("tracked") or ()),
                                      bool(r.get("returns", False)))
                             for r in data.get("resolvers") or ()),

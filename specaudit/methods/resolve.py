@@ -28,13 +28,15 @@ class Resolution:
     listed_at: str  # where that list comes from: "file:line Name", or the functions whose comparisons name them
     listed: bool  # True: the release declares the list; False: it is what its resolving code compares with
     problem: str = ""  # why the method cannot be told, when it cannot
+    checked: str = "requested"  # which the engine looks up in its list: the method as named, or as resolved
 
     @property
     def in_release(self) -> bool | None:
-        """Whether the release has the requested method (None: no method requested, or no list to tell)."""
-        if self.requested is None or not self.release_methods:
+        """Whether the release has the launch's method (None: no method named, or no list to tell)."""
+        looked_up = self.requested if self.checked == "requested" else self.method
+        if self.requested is None or looked_up is None or not self.release_methods:
             return None
-        return self.requested in self.release_methods or self.method in self.release_methods
+        return looked_up in self.release_methods
 
 
 def launch_facts(launch: Launch) -> dict[str, Any]:
@@ -125,9 +127,11 @@ def _resolution(requested: str | None, method: str | None, how: list[str], code:
             module_name, _, name = listed.partition(":")
             tree, relpath = code.module_tree(module_name) or (None, module_name)
             line = next((s.lineno for s in tree.body if name in _assigned(s)), 0) if tree else 0
-            return Resolution(requested, method, tuple(how), _lower(names), f"{relpath}:{line} {name}", True, problem)
+            return Resolution(requested, method, tuple(how), _lower(names), f"{relpath}:{line} {name}", True, problem,
+                              spec.checked)
     aliases = {n for a in spec.aliases for n in (_declared_at(code, a.names) or ())}
-    return Resolution(requested, method, tuple(how), _lower(named | aliases), ", ".join(functions), False, problem)
+    return Resolution(requested, method, tuple(how), _lower(named | aliases), ", ".join(functions), False, problem,
+                      spec.checked)
 
 
 def _assigned(stmt: ast.stmt) -> set[str]:

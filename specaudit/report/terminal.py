@@ -170,7 +170,8 @@ def _landscape(land: Landscape, full: bool) -> list[RenderableType]:
     """The method's landscape in two lines; in full (a table of what satisfies the contract) without a launch."""
     rows = registered(land)
     out: list[RenderableType] = [
-        f"\n[bold]{land.method} landscape[/]: {land.contract} in this release: {', '.join(land.contract_members) or 'none found'}",
+        f"\n[bold]{land.method} landscape[/]: {land.contract} in this release: "
+        f"{', '.join(land.contract_members) or 'none found'}",
         f"  {len(rows)} of {len(land.architectures)} registered architectures satisfy it; "
         f"{len(land.conforming_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
         f"{len(land.grep_classes)} classes" + (f"; {len(land.unknown_classes)} unknown" if land.unknown_classes else "")]

@@ -1,0 +1,280 @@
+"""The method seam: a launch's speculative method resolved as each release's own code resolves it, and no verdict
+for a method specaudit does not model (UNKNOWN, never READY, never another method's checks).
+
+Facts from the releases' source (read, not run):
+- vLLM 0.33.0 vllm/config/speculative.py: `SpeculativeMethod = Literal["ngram", "draft_model", "suffix",
+  "custom_class", EagleModelTypes, NgramGPUTypes, DSparkModelTypes]` (no medusa, no mlp_speculator); __post_init__:
+  no method -> "custom_class" for a `pkg.Class` model (_is_custom_proposer_path), "ngram" for model "ngram", else
+  "draft_model"; MTPModelTypes names other than "mtp" -> "mtp"; then, for a draft model, "eagle-" in its path ->
+  "eagle", "eagle3" -> "eagle3", "dflash" -> "dflash"... .
+- vLLM 0.20.0: the same chain, with medusa and mlp_speculator by the draft's model_type; `-sc` is --speculative-config.
+- vLLM 0.8.4 vllm/config.py: `method: Optional[str]`, no list; a given model overwrites the method: "eagle-" in its
+  path -> "eagle", medusa / mlp_speculator by model_type, else "draft_model"; no eagle3 anywhere.
+- SGLang 0.4.4 srt/speculative/spec_info.py: `class SpeculativeAlgorithm(IntEnum): NONE, EAGLE`; server_args.py's
+  __post_init__: `if self.speculative_algorithm == "NEXTN": self.speculative_algorithm = "EAGLE"`.
+- SGLang 0.5.23: SpeculativeAlgorithm has DFLASH, UNO, DSPARK, EAGLE, EAGLE3, FROZEN_KV_MTP, STANDALONE, NGRAM, NONE;
+  arg_groups/speculative_hook.py's _resolve_speculative_algorithm_alias returns "EAGLE" for NEXTN and EAGLE
+  ("FROZEN_KV_MTP" for a Gemma-4 assistant draft); from_string raises "Unknown speculative algorithm name".
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from specaudit.core.types import Status, Verdict
+from specaudit.launch.checkpoint import Checkpoint
+from specaudit.launch.command import parse_launch_command
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
+from specaudit.methods.catalog import load_engine_methods, load_methods
+from specaudit.methods.interpret import Interpreter
+from specaudit.methods.resolve import resolve
+from specaudit.scan.audit import Analysis, _TreeCode, analyze, audit
+
+from conftest import engine_tree
+
+pytestmark = pytest.mark.network
+
+_analyses: dict[str, Analysis] = {}
+
+
+def analysis(release: str) -> Analysis:
+    if release not in _analyses:
+        _analyses[release] = analyze(engine_tree(release))
+    return _analyses[release]
+
+
+def launch(speculative: dict, preset: str = "llama3", drafter_config: dict | None = None, tmp_path=None) -> Launch:
+    # Resolution reads the drafter's config.json only.
+    drafter = Checkpoint(str(tmp_path), drafter_config, {}) if drafter_config is not None else None
+    method = str(speculative["method"]).lower() if speculative.get("method") else None
+    return Launch(load_preset(preset), method=method, draft=speculative.get("model"), drafter=drafter,
+                  speculative=speculative)
+
+
+def resolved(release: str, speculative: dict, **kwargs):
+    a = analysis(release)
+    return resolve(launch(speculative, **kwargs), _TreeCode(a.index), a.engine_methods)
+
+
+# -- resolution, as each release resolves it ---------------------------------------------------------------------
+
+LLAMA_DRAFT = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": 128256}
+
+
+@pytest.mark.parametrize("release, speculative, method", [
+    ("vllm==0.33.0", {"method": "eagle3", "model": "org/drafter", "num_speculative_tokens": 3}, "eagle3"),
+    ("vllm==0.33.0", {"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}, "eagle3"),
+    ("vllm==0.33.0", {"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}, "eagle"),
+    ("vllm==0.33.0", {"model": "ngram", "num_speculative_tokens": 3}, "ngram"),
+    ("vllm==0.33.0", {"model": "my_pkg.proposers.MyProposer", "num_speculative_tokens": 3}, "custom_class"),
+    ("vllm==0.33.0", {"method": "deepseek_mtp", "num_speculative_tokens": 1}, "mtp"),
+    ("vllm==0.33.0", {"method": "suffix", "num_speculative_tokens": 3}, "suffix"),
+    ("vllm==0.20.0", {"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}, "eagle3"),
+    ("vllm==0.20.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}, "ngram"),
+    ("vllm==0.8.4", {"model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}, "eagle"),
+    ("vllm==0.8.4", {"method": "ngram", "num_speculative_tokens": 3}, "ngram"),
+    ("sglang==0.5.23", {"method": "nextn"}, "eagle"),
+    ("sglang==0.5.23", {"method": "EAGLE3", "model": "org/drafter"}, "eagle3"),
+    ("sglang==0.5.23", {"method": "ngram"}, "ngram"),
+    ("sglang==0.4.4", {"method": "nextn"}, "eagle"),
+])
+def test_the_method_is_the_one_the_release_resolves(release, speculative, method):
+    assert resolved(release, speculative).method == method
+
+
+def test_a_launch_naming_no_method_is_a_draft_model_where_the_drafter_says_nothing_else(tmp_path):
+    # 0.33.0: no method -> "draft_model"; a Llama-3.2-1B draft matches none of the inference branches.
+    found = resolved("vllm==0.33.0", {"model": str(tmp_path), "num_speculative_tokens": 3},
+                     drafter_config=LLAMA_DRAFT, tmp_path=tmp_path)
+    assert found.requested is None and found.method == "draft_model"
+    assert any("self.method = 'draft_model'" in step for step in found.how)
+
+
+def test_a_drafter_whose_config_is_not_here_leaves_the_method_open_and_says_on_what():
+    # 0.33.0 infers dflash from the draft's architectures too ("MuseGlimmerAssistantModel"): unreadable, undecided.
+    found = resolved("vllm==0.33.0", {"model": "org/some-draft", "num_speculative_tokens": 3})
+    assert found.method is None and "MuseGlimmerAssistantModel" in found.problem
+
+
+def test_the_release_lists_its_methods_where_it_declares_them():
+    new = resolved("vllm==0.33.0", {"method": "eagle3", "model": "x", "num_speculative_tokens": 3})
+    assert new.listed and new.listed_at.startswith("vllm/config/speculative.py:") and "mtp" in new.release_methods
+    assert "medusa" not in new.release_methods and "dspark" in new.release_methods
+    old = resolved("vllm==0.8.4", {"method": "ngram", "num_speculative_tokens": 3})
+    assert not old.listed and {"eagle", "medusa", "draft_model", "ngram"} <= set(old.release_methods)
+    assert set(resolved("sglang==0.4.4", {"method": "eagle"}).release_methods) == {"eagle", "none"}
+
+
+# -- the verdict: a method the release lacks is BLOCKED, one specaudit does not model UNKNOWN ----------------------
+
+EAGLE3_RULES = {"vllm": "vllm-eagle3", "sglang": "sglang-eagle3"}
+
+
+@pytest.mark.parametrize("release, speculative", [
+    ("vllm==0.33.0", {"method": "mtp", "num_speculative_tokens": 1}),
+    ("vllm==0.33.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}),
+    ("vllm==0.33.0", {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}),
+    ("vllm==0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}),
+    ("vllm==0.33.0", {"method": "suffix", "num_speculative_tokens": 3}),
+    ("vllm==0.33.0", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 3}),
+    ("vllm==0.33.0", {"method": "dspark", "num_speculative_tokens": 3}),
+    ("vllm==0.33.0", {"method": "extract_hidden_states", "num_speculative_tokens": 1}),
+    ("vllm==0.33.0", {"model": "org/plain-draft", "num_speculative_tokens": 3}),
+    ("sglang==0.5.23", {"method": "nextn"}),
+    ("sglang==0.5.23", {"method": "standalone", "model": "meta-llama/Llama-3.2-1B"}),
+    ("sglang==0.5.23", {"method": "ngram"}),
+    ("sglang==0.5.23", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16"}),
+    ("sglang==0.5.23", {"method": "uno"}),
+])
+def test_a_method_specaudit_does_not_model_gets_no_verdict_and_no_eagle3_check(release, speculative):
+    result = audit(analysis(release), launch(speculative))
+    assert result.verdict == Verdict.UNKNOWN, [(f.rule_id, f.status) for f in result.findings]
+    assert not result.method.modeled
+    assert result.findings[0].rule_id in ("method-not-modeled", "method-resolution")
+    assert not any(f.rule_id.startswith(EAGLE3_RULES[result.tree.engine]) or f.rule_id.startswith("path-")
+                   for f in result.findings)
+
+
+@pytest.mark.parametrize("release, method", [
+    ("vllm==0.8.4", "eagle3"),  # no EAGLE-3 at all
+    ("vllm==0.33.0", "medusa"),  # dropped from SpeculativeMethod
+    ("sglang==0.4.4", "eagle3"),  # SpeculativeAlgorithm is NONE, EAGLE
+    ("sglang==0.5.23", "eagle4"),
+])
+def test_a_method_the_release_does_not_have_is_blocked_quoting_its_list(release, method):
+    result = audit(analysis(release), launch({"method": method, "model": "org/eagle3-drafter", "num_speculative_tokens": 3}))
+    assert result.verdict == Verdict.BLOCKED
+    (first,) = [f for f in result.blocking if f.rule_id == "method-not-in-release"]
+    assert first is result.findings[0] and method in first.why and ", ".join(result.method.release_methods) in first.why
+
+
+def test_eagle3_launches_keep_their_verdict_and_name_their_method():
+    result = audit(analysis("vllm==0.33.0"), launch({"method": "eagle3", "model": "org/d", "num_speculative_tokens": 3}))
+    assert result.verdict == Verdict.READY and result.method.method == "eagle3" and result.method.modeled
+    assert result.landscape.method == "eagle3" and result.path.functions > 0
+    # A scan given a target only audits an EAGLE-3 launch, as it always has.
+    default = audit(analysis("vllm==0.33.0"), Launch(load_preset("kimi-k2.5")))
+    assert default.method.requested == default.method.method == "eagle3" and default.method.modeled
+
+
+def test_the_registry_gate_holds_for_every_method():
+    # rules/vllm/registry-lookup.yaml names "*": an unregistered target blocks an ngram launch as it blocks any.
+    from specaudit.launch.target import Target
+
+    target = Target("mystery", "test", {"architectures": ["MysteryForCausalLM"], "model_type": "mystery"})
+    result = audit(analysis("vllm==0.33.0"), Launch(target, method="ngram", speculative={"method": "ngram",
+                                                                                        "num_speculative_tokens": 3}))
+    assert result.verdict == Verdict.BLOCKED
+    assert [f.rule_id for f in result.blocking] == ["vllm-architecture-registered"]
+    assert any(f.rule_id == "method-not-modeled" and f.status == Status.UNKNOWN for f in result.findings)
+
+
+# -- the launch command's method flags --------------------------------------------------------------------------
+
+
+def test_vllm_spec_flags_fill_the_speculative_config_and_sc_is_its_short_name():
+    # vllm/engine/arg_utils.py (0.33.0): --spec-method/--spec-model/--spec-tokens; `-sc` for --speculative-config.
+    command = parse_launch_command(["vllm", "serve", "m", "--spec-method", "ngram", "--spec-tokens", "3"])
+    assert command.speculative == {"method": "ngram", "num_speculative_tokens": 3}
+    command = parse_launch_command(["vllm", "serve", "m", "-sc", '{"method": "eagle3", "model": "d"}'])
+    assert command.speculative == {"method": "eagle3", "model": "d"}
+    from specaudit.core.errors import SpecauditError
+
+    with pytest.raises(SpecauditError, match="mutually exclusive"):
+        parse_launch_command(["vllm", "serve", "m", "-sc", '{"method": "eagle3"}', "--spec-method", "ngram"])
+
+
+def test_sglang_names_its_algorithm_as_given_and_the_release_resolves_aliases():
+    command = parse_launch_command(["python3", "-m", "sglang.launch_server", "--model-path", "m",
+                                    "--speculative-algorithm", "NEXTN"])
+    assert command.speculative["method"] == "nextn"
+
+
+# -- the interpreter, code in and outcome out -------------------------------------------------------------------
+
+
+def outcomes(source: str, method, bindings: dict | None = None, literals: dict | None = None):
+    function = ast.parse(textwrap.dedent(source)).body[0]
+    interpreter = Interpreter("self.method", bindings or {}, functools.partial(dict.get, literals or {}),
+                              ("self.model",))
+    return sorted({(o.method, o.raises is not None) for o in interpreter.run(function, method)}, key=str)
+
+
+CHAIN = """
+def __post_init__(self):
+    if self.method is None:
+        if self.model in ("ngram", "[ngram]"):
+            self.method = "ngram"
+        else:
+            self.method = "draft_model"
+    if self.method in get_args(MTPModelTypes) and self.method != "mtp":
+        self.method = "mtp"
+    if self.method in ("eagle", "eagle3"):
+        pass
+    elif "eagle3" in self.draft_model_config.model.lower():
+        self.method = "eagle3"
+    elif self.method == "draft_model":
+        pass
+    else:
+        raise NotImplementedError(f"Unsupported speculative method: '{self.method}'")
+"""
+
+
+def test_the_interpreter_plays_the_chain_out_on_the_launch():
+    literals = {"MTPModelTypes": {"deepseek_mtp", "mtp"}}
+    assert outcomes(CHAIN, None, {"self.model": "ngram", "self.draft_model_config.model": "x"}, literals) == \
+        [("ngram", True)]  # ngram is no draft model: the chain's else raises
+    assert outcomes(CHAIN, None, {"self.model": "a/EAGLE3-x", "self.draft_model_config.model": "a/EAGLE3-x"},
+                    literals) == [("eagle3", False)]
+    assert outcomes(CHAIN, "deepseek_mtp", {"self.draft_model_config.model": "t"}, literals) == [("mtp", True)]
+
+
+def test_an_unknown_condition_is_taken_both_ways():
+    assert outcomes(CHAIN, None, {"self.model": "d"}, {"MTPModelTypes": {"mtp"}}) == [("draft_model", False),
+                                                                                     ("eagle3", False)]
+
+
+def test_the_same_chain_written_otherwise_resolves_the_same():
+    # Metamorphic: `elif` as nested `else: if`, a condition through a local, `not` for `!=`.
+    rewritten = """
+    def __post_init__(self):
+        if self.method is None:
+            is_ngram = self.model in ("ngram", "[ngram]")
+            if is_ngram:
+                self.method = "ngram"
+            else:
+                self.method = "draft_model"
+        if self.method in ("eagle", "eagle3"):
+            pass
+        else:
+            if "eagle3" in self.draft_model_config.model.lower():
+                self.method = "eagle3"
+            elif not self.method == "draft_model":
+                raise NotImplementedError("Unsupported speculative method")
+    """
+    for bindings in ({"self.model": "a/EAGLE3-x", "self.draft_model_config.model": "a/EAGLE3-x"},
+                     {"self.model": "b/llama", "self.draft_model_config.model": "b/llama"}):
+        assert outcomes(rewritten, None, bindings) == outcomes(CHAIN, None, bindings, {"MTPModelTypes": {"mtp"}})
+
+
+def test_nothing_of_the_engine_is_run():
+    # A call the interpreter does not know is unknown, whatever it would do.
+    source = """
+    def resolve(self):
+        if __import__("os").system("touch /tmp/specaudit-ran"):
+            self.method = "eagle"
+    """
+    assert outcomes(source, "eagle3") == [("eagle", False), ("eagle3", False)]
+    assert not Path("/tmp/specaudit-ran").exists()
+
+
+def test_every_declared_method_file_loads():
+    for engine in ("vllm", "sglang"):
+        assert "eagle3" in load_methods(engine)
+        assert load_engine_methods(engine).resolvers
