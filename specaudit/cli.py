@@ -240,7 +240,8 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
                 click.echo(outcome.diff, nl=False)
             console.print(outcome.message)
             if not dry_run:
-                results = [run_scan(located, Launch(load_preset(preset))) for preset in bundle.presets]
+                results = [run_scan(located, Launch(load_preset(preset), method=bundle.method))
+                           for preset in bundle.presets]
                 for preset, result in zip(bundle.presets, results):
                     console.print(f"rescan for {preset}: [bold]{result.verdict}[/]"
                                   + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))

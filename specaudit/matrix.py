@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from .core.errors import SpecauditError
 from .core.types import Verdict
-from .launch.request import Launch
+from .launch.request import DEFAULT_METHOD, Launch
 from .launch.target import Target, load_preset
 from .patch.bundles import Bundle, OutOfRange, load_bundles, plan, select_bundle
 from .results.matrix import Answer, Cell, Gate, Matrix
@@ -91,7 +91,8 @@ def _patched(analysis: Analysis, target: Target, cell: Cell, patched: dict[str, 
     if cell.verdict != Verdict.BLOCKED:
         return cell
     tree = analysis.tree
-    bundles = [b for b in load_bundles(tree.engine.name) if target.name in b.presets]
+    # The cells are EAGLE-3 launches (a matrix judges the default method): the bundles that open that method's gates.
+    bundles = [b for b in load_bundles(tree.engine.name) if target.name in b.presets and b.method == DEFAULT_METHOD]
     try:
         bundle = select_bundle(bundles, bundles[0].target, tree.version) if bundles else None
     except OutOfRange:

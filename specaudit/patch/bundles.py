@@ -66,6 +66,7 @@ class Bundle:
     engine: str
     versions: SpecifierSet
     target: str
+    method: str  # the speculative method whose gates it opens; its presets are rescanned as launches of it
     presets: tuple[str, ...]
     description: str
     origin: str
@@ -91,7 +92,8 @@ def _bundle_from(path: Path) -> Bundle:
         versions = SpecifierSet(data["versions"])
         changes = tuple(Change(c["id"], c["opens"], c["codemod"], dict(c.get("args") or {}), path.parent)
                         for c in data["changes"])
-        bundle = Bundle(data["id"], data["engine"], versions, data["target"], tuple(data["presets"]),
+        bundle = Bundle(data["id"], data["engine"], versions, data["target"], str(data["method"]).lower(),
+                        tuple(data["presets"]),
                         " ".join(data["description"].split()), data["origin"], data["forwarded"],
                         " ".join(data["upstream"].split()), changes, path.parent)
     except (yaml.YAMLError, KeyError, TypeError, InvalidSpecifier) as exc:
@@ -147,7 +149,7 @@ def plan(tree: EngineTree, bundle: Bundle, analysis: Analysis | None = None) -> 
     from ..scan.audit import analyze, audit
 
     analysis = analysis or analyze(tree)
-    launches = {preset: Launch(load_preset(preset)) for preset in bundle.presets}
+    launches = {preset: Launch(load_preset(preset), method=bundle.method) for preset in bundle.presets}
     judges = {preset: analysis.judge(launch) for preset, launch in launches.items()}
     context = PatchContext(analysis.index, judges, analysis.index.sites, analysis.protocols)
     applied, skipped = [], []
