@@ -101,9 +101,33 @@ def figures(root: Path) -> dict[str, object]:
         "largest modules": ", ".join(f"{name.removeprefix(PACKAGE + '.')} {count}" for count, name in line_counts[-5:][::-1]),
         "median lines per module": line_counts[len(line_counts) // 2][0],
         "longest classes": ", ".join(f"{name.removeprefix(PACKAGE + '.')} {size}" for size, name in longest_classes(files)),
+        "modules per folder": ", ".join(f"{folder} {n}" for folder, n in sorted(_per_folder(files).items())),
+        "import-linter contracts": _contracts(root),
         "import cycles": "; ".join(f"{len(c)} modules ({', '.join(m.removeprefix(PACKAGE + '.') for m in c)})"
                                    for c in cycles(graph)) or "0",
     }
+
+
+def _per_folder(files: dict[str, Path]) -> dict[str, int]:
+    """Modules per folder of the package (the top of the package is ".")."""
+    counts: dict[str, int] = {}
+    for name, path in files.items():
+        if path.name == "__init__.py" and name.count(".") >= 1:
+            continue  # a folder's own __init__ is the folder, not a module in it
+        parts = name.split(".")[1:-1]
+        folder = "/".join(parts) or "."
+        counts[folder] = counts.get(folder, 0) + 1
+    return counts
+
+
+def _contracts(root: Path) -> str:
+    """The import-linter contracts of pyproject.toml, by what each constrains."""
+    import tomllib
+
+    config = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("importlinter", {})
+    contracts = config.get("contracts", [])
+    return "; ".join(f"{c['type']} over {', '.join(c.get('containers') or c.get('ancestors') or [])}"
+                     for c in contracts) or "none"
 
 
 def main() -> None:

@@ -90,7 +90,8 @@ def test_parse_forms():
                                     "--trust-remote-code", "--speculative-eagle-topk=1"])
     assert (command.engine, command.model) == ("sglang", "/m b")
     assert command.options["tp_size"] == 8 and command.options["speculative_eagle_topk"] == 1
-    assert command.speculative == {"method": "eagle", "model": "/d"}  # NEXTN is SGLang's alias of EAGLE
+    # As given: NEXTN is SGLang's alias of EAGLE, which the release's own resolution says (methods/).
+    assert command.speculative == {"method": "nextn", "model": "/d"}
     with pytest.raises(SpecauditError, match="not a launch command specaudit knows"):
         parse_launch_command(["python3", "-m", "tgi.server"])
     with pytest.raises(SpecauditError, match="not valid JSON"):

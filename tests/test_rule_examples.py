@@ -98,7 +98,7 @@ def test_a_misspelt_parameter_is_refused_when_the_rule_loads(tmp_path, params, m
     from specaudit.core.errors import SpecauditError
 
     rule = {"id": "typo", "engine": "vllm", "kind": "model_type_allowlist", "phase": "speculative_config",
-            "title": "t", "files": ["vllm/config/speculative.py"], "hint": "h", "params": params}
+            "methods": ["eagle3"], "title": "t", "files": ["vllm/config/speculative.py"], "hint": "h", "params": params}
     (tmp_path / "typo.yaml").write_text(yaml.safe_dump(rule))
     with pytest.raises(SpecauditError) as raised:
         load_rules("vllm", tmp_path)

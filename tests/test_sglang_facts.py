@@ -118,10 +118,12 @@ def sglang_launch(tmp_path, release, *arguments):
 
 
 @pytest.mark.parametrize("release,arguments,file,message", [
-    # 0.5.8 server_args.py _handle_speculative_decoding: `if self.speculative_algorithm == "STANDALONE" and
-    # self.enable_dp_attention: raise ValueError("Currently standalone speculative decoding does not support dp attention.")`
-    ("sglang==0.5.8", ["--speculative-algorithm", "STANDALONE", "--enable-dp-attention"],
-     "sglang/srt/server_args.py", "Currently standalone speculative decoding does not support dp attention."),
+    # 0.5.8 server_args.py _handle_speculative_decoding, under `if self.speculative_algorithm in ("EAGLE", "EAGLE3",
+    # "STANDALONE")`: `if self.attention_backend == "trtllm_mha" ...: if self.speculative_eagle_topk > 1: raise
+    # ValueError("trtllm_mha backend only supports topk = 1 for speculative decoding.")`
+    ("sglang==0.5.8", ["--speculative-algorithm", "EAGLE3", "--attention-backend", "trtllm_mha",
+                       "--speculative-num-steps", "3", "--speculative-eagle-topk", "4", "--speculative-num-draft-tokens", "8"],
+     "sglang/srt/server_args.py", "trtllm_mha backend only supports topk = 1 for speculative decoding."),
     # 0.5.23 arg_groups/speculative_hook.py _handle_eagle_family: topk > 1 with page_size > 1 outside
     # ("flashinfer", "fa3", "triton")
     ("sglang==0.5.23", ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
@@ -142,3 +144,14 @@ def test_argument_gates_pass_for_a_plain_eagle3_launch(tmp_path):
     proc = sglang_launch(tmp_path, "sglang==0.5.23", "--speculative-algorithm", "EAGLE3", "--speculative-num-steps",
                          "3", "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4")
     assert proc.returncode == 0, proc.stdout[-2000:]
+
+
+def test_a_standalone_launch_is_not_judged_by_the_eagle3_argument_checks(tmp_path):
+    # 0.5.8 raises "Currently standalone speculative decoding does not support dp attention." for STANDALONE with
+    # dp attention; specaudit models no STANDALONE yet (rules/methods/sglang/), so the launch gets no verdict: not
+    # READY, and not the EAGLE-3 rules' answer.
+    proc = sglang_launch(tmp_path, "sglang==0.5.8", "--speculative-algorithm", "STANDALONE", "--enable-dp-attention")
+    assert proc.returncode == 3, proc.stdout[-2000:]
+    report = json.loads(next(tmp_path.glob("scan-sglang-*.json")).read_text())
+    assert report["method"]["method"] == "standalone" and not report["method"]["modeled"]
+    assert [f["rule_id"] for f in report["findings"] if f["status"] != "passes"] == ["method-not-modeled"]
