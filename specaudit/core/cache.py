@@ -1,4 +1,6 @@
-"""Where specaudit keeps downloaded trees and index caches."""
+"""Where specaudit keeps downloaded trees and index caches, and how it writes anything: names built from input made
+safe in one place (``slug``), every path checked to lie where it was meant (``inside``), every file written whole
+through a file of its own making (``write_atomic``)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .errors import SpecauditError
 
 
 def cache_dir(*parts: str, create: bool = True) -> Path:
@@ -23,8 +27,43 @@ def cache_dir(*parts: str, create: bool = True) -> Path:
 
 
 def slug(text: str) -> str:
-    """``text`` as one safe file-name component: runs of other characters become ``-``."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")
+    """``text`` (a version, a target, a host: anything a name is built from) as one safe file-name component: runs
+    of other characters become ``-``, and no component is ``.`` or ``..``."""
+    safe = re.sub(r"\.{2,}", "-", re.sub(r"[^A-Za-z0-9_.-]+", "-", text))
+    return re.sub(r"-{2,}", "-", safe).strip(".-") or "-"
+
+
+def inside(base: Path, path: Path) -> Path:
+    """``path``, which must lie under ``base`` once both are resolved (symlinks in its directories followed, the last
+    component not): a name built from input that would reach elsewhere is refused, never written."""
+    real_base = base.resolve()
+    real = path.parent.resolve() / path.name
+    if path.name in ("", ".", "..") or real == real_base or not real.is_relative_to(real_base):
+        raise SpecauditError(f"{path}: outside {base}, where specaudit writes it; refused")
+    return path
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """``path`` written whole or not at all, through a temporary file created anew beside it (O_EXCL, a random name:
+    never a file or symlink someone planted) and renamed over it (a symlink at ``path`` is replaced, not followed).
+    An existing file keeps its mode; a new one gets the umask's."""
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".specaudit-tmp", dir=path.parent)
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.is_file() and not path.is_symlink():
+            shutil.copymode(path, tmp)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 @contextmanager

@@ -20,7 +20,6 @@ import fcntl
 import hashlib
 import json
 import os
-import shutil
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..core.cache import inside, write_atomic
 from ..core.data import data_dir
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode, Status
@@ -191,9 +191,11 @@ class Shadow:
         """The history, created on the first write (a dry run or a status creates none)."""
         import git
 
-        # A commit the last run was killed in leaves git's own lock: only one specaudit holds this shadow (see
-        # lock), so it is stale.
-        (self.dir / ".git" / "index.lock").unlink(missing_ok=True)
+        # A commit the last run was killed in leaves git's own locks (the index's, a ref's: refs/heads/master.lock):
+        # only one specaudit holds this shadow (see lock), so every one is stale.
+        if (self.dir / ".git").is_dir():
+            for stale in (self.dir / ".git").rglob("*.lock"):
+                stale.unlink(missing_ok=True)
         if not (self.dir / ".git").exists():
             repo = git.Repo.init(self.dir)
             with repo.config_writer() as config:
@@ -209,11 +211,11 @@ class Shadow:
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
 
     def copy(self, kind: str, relpath: str) -> bytes:
-        return (self.dir / kind / relpath).read_bytes()
+        return inside(self.dir, self.dir / kind / _relative(relpath)).read_bytes()
 
     def save(self, state: dict[str, Any], copies: dict[tuple[str, str], bytes], message: str) -> None:
         for (kind, relpath), data in copies.items():
-            path = self.dir / kind / relpath
+            path = inside(self.dir, self.dir / kind / _relative(relpath))
             path.parent.mkdir(parents=True, exist_ok=True)
             _replace(path, data)
         _replace(self.state_file, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
@@ -226,34 +228,56 @@ class Shadow:
     def lock(self) -> _Lock:
         return _Lock(self.dir / "lock")
 
-    def recover(self) -> list[str]:
+    def recover(self, force: bool = False) -> list[str]:
         """Roll back an operation that did not finish (the process was killed): every file it names back as it
-        was, and the state as it was before. Runs first in every patch command."""
+        was, and the state as it was before. Runs first in every patch command. A file is restored only where the
+        journal verifies: its copy is the one the journal hashed, and the file is as the run left it (before or
+        after its write; else it was edited since, and only ``force`` restores it), inside the tree and reached
+        through no symlink."""
         if not self.journal.exists():
             return []
         entries = read_state_json(self.journal)
-        for relpath, kind in entries["restore"].items():
-            _replace(self.tree.root / relpath, self.copy(kind, relpath))
-            _clear_pycache(self.tree.root / relpath)
-        self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(entries['restore'])}")
+        restore, hashes = entries.get("restore"), entries.get("hashes")
+        if not isinstance(restore, dict) or not isinstance(hashes, dict) or not isinstance(entries.get("state"), dict):
+            raise PatchRefused(f"{self.journal}: an interrupted run's journal that does not verify (no hashes of its "
+                               f"files); nothing was restored. Move {self.dir} aside to start over")
+        copies = {}
+        for relpath, kind in restore.items():
+            target = _in_tree(self.tree, relpath)
+            data = self.copy(str(kind), relpath)
+            expected = hashes.get(relpath) or {}
+            if sha256(data) != expected.get("copy"):
+                raise PatchRefused(f"{self.dir / str(kind) / relpath}: the copy an interrupted run would restore is not "
+                                   f"the one its journal recorded; nothing was restored. Move {self.dir} aside")
+            current = sha256(target.read_bytes()) if target.is_file() else None
+            if current not in (expected.get("copy"), expected.get("written"), None) and not force:
+                raise PatchRefused(f"{relpath} was edited after an interrupted specaudit run; --force restores it to "
+                                   f"the copy from before that run (the edits are lost)")
+            copies[relpath] = (target, data)
+        for target, data in copies.values():
+            _replace(target, data)
+            _clear_pycache(target)
+        self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(restore)}")
         self.journal.unlink()
-        return list(entries["restore"])
+        return list(restore)
 
     @contextmanager
     def transaction(self, files: dict[str, bytes], restore_to: str, state: dict[str, Any]) -> Iterator[None]:
         """Write files into the tree, then let the caller save the new state. Until both are done the journal
         names each file's ``restore_to`` copy and the ``state`` before: a failure, a Ctrl-C or a kill at any point
         ends with the tree and the state as they were (here, or in the next run's ``recover``)."""
-        _replace(self.journal, json.dumps({"restore": {rel: restore_to for rel in files}, "state": state}).encode())
+        hashes = {rel: {"copy": sha256(self.copy(restore_to, rel)), "written": sha256(data)} for rel, data in files.items()}
+        _replace(self.journal, json.dumps({"restore": {rel: restore_to for rel in files}, "hashes": hashes,
+                                           "state": state}).encode())
         _crash_point()
         try:
             for relpath, data in files.items():
-                _replace(self.tree.root / relpath, data)
+                _replace(_in_tree(self.tree, relpath), data)
                 _clear_pycache(self.tree.root / relpath)
                 _crash_point()
             yield
         except BaseException:
-            self.recover()
+            self.recover(force=True)  # this run's own writes: nothing else has touched them
             raise
         self.journal.unlink()
         _crash_point()
@@ -277,15 +301,25 @@ class _Lock:
         self.fh.close()
 
 
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.specaudit-tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    if path.exists():
-        shutil.copymode(path, tmp)
-    os.replace(tmp, path)
+# Every write of a patch goes through here (the tests interrupt it).
+_replace = write_atomic
+
+
+def _relative(relpath: str) -> str:
+    """A path the patch state names, refused unless it is plainly relative (no root, no ``..``)."""
+    parts = Path(relpath).parts
+    if not parts or Path(relpath).is_absolute() or ".." in parts:
+        raise PatchRefused(f"{relpath!r}: the patch state names a path outside the tree; refused")
+    return relpath
+
+
+def _in_tree(tree: EngineTree, relpath: str) -> Path:
+    """The tree's file at ``relpath``, reached through no symlink (a planted link would send a write elsewhere)."""
+    path = tree.root / _relative(relpath)
+    for step in [*reversed(path.relative_to(tree.root).parents[:-1]), path.relative_to(tree.root)]:
+        if (tree.root / step).is_symlink():
+            raise PatchRefused(f"{tree.root / step}: a symlink inside the tree, where specaudit would write; refused")
+    return inside(tree.root, path)
 
 
 _steps = 0
@@ -325,7 +359,7 @@ class Outcome:
 def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool = False) -> Outcome:
     shadow = Shadow(tree)
     with shadow.lock():
-        recovered = shadow.recover()
+        recovered = shadow.recover(force)
         state = shadow.state
         applied = state["bundles"].get(bundle.id)
         if applied and all(sha256(_read(tree, rel)) == state["files"][rel]["applied"] for rel in applied["files"]):
@@ -361,14 +395,24 @@ def apply(tree: EngineTree, bundle: Bundle, dry_run: bool = False, force: bool =
 def revert(tree: EngineTree, force: bool = False) -> Outcome:
     shadow = Shadow(tree)
     with shadow.lock():
-        recovered = shadow.recover()
+        recovered = shadow.recover(force)
         state = shadow.state
         files = [rel for rel, info in state["files"].items() if "applied" in info]
         if not files:
             return Outcome(f"no bundle is applied to {tree.label}" +
                            (f" (rolled back an interrupted run: {', '.join(recovered)})" if recovered else ""))
         for rel in files:
-            current = _read(tree, rel)
+            pristine = shadow.copy("pristine", rel)
+            if sha256(pristine) != state["files"][rel]["pristine"]:
+                raise PatchRefused(f"{shadow.dir / 'pristine' / rel}: the pristine copy of {rel} is damaged (its hash is "
+                                   f"not the one recorded); nothing was reverted. Reinstall the release's wheel instead")
+            path = _in_tree(tree, rel)
+            if path.is_dir():
+                raise PatchRefused(f"{path} is a directory now, where specaudit patched a file: move it aside and "
+                                   f"run --revert again")
+            if not path.exists():
+                continue  # deleted since: the pristine copy is put back, nothing is lost
+            current = path.read_bytes()
             if sha256(current) != state["files"][rel]["applied"] and not force:
                 raise PatchRefused(f"{rel} changed since specaudit patched it; --force reverts it anyway:\n"
                                    + _diff(rel, shadow.copy("applied", rel), current))
@@ -402,7 +446,12 @@ def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
     for rel, info in sorted(state["files"].items()):
         if "applied" not in info:
             continue
-        current = sha256(_read(tree, rel))
+        path = _in_tree(tree, rel)
+        if not path.is_file():
+            rows.append(FileStatus(rel, "drifted", info.get("bundle"), "deleted, or no longer a file; --revert puts "
+                                   "the pristine copy back"))
+            continue
+        current = sha256(path.read_bytes())
         if current == info["applied"]:
             rows.append(FileStatus(rel, "specaudit", info.get("bundle"), "as the bundle left it"))
         else:
@@ -454,7 +503,7 @@ def _refuse_foreign_edits(tree: EngineTree, state: dict[str, Any], edits: dict[s
 def _check_writable(tree: EngineTree, files: dict[str, Any]) -> None:
     for rel in files:
         path = tree.root / rel
-        if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        if (path.exists() and not os.access(path, os.W_OK)) or not os.access(path.parent, os.W_OK):
             raise SpecauditError(f"{path}: the tree is read-only here (run as the user who owns it)")
 
 

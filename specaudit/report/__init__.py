@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from ..core.cache import slug
+from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
 from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
@@ -45,11 +45,15 @@ def print_report(report: Report, console: Console) -> None:
 
 def write_report(report: Report, fmt: str, out_dir: Path) -> Path:
     check_out_dir(out_dir)
-    path = out_dir / f"{report_name(report)}.{fmt}"
-    # A report is shared and committed: paths under the home directory are written as a user writes them.
-    text = RENDERERS[fmt].render(report).replace(str(Path.home()).rstrip("/") + "/", "~/")
+    path = inside(out_dir, out_dir / f"{slug(report_name(report))}.{fmt}")
+    # A report is shared and committed: paths under the home directory are written as a user writes them (not
+    # where home is the root, or unset, as in many containers: every path would start with it).
+    text = RENDERERS[fmt].render(report)
+    home = str(Path.home()).rstrip("/") if os.environ.get("HOME", "").strip("/") else ""
+    if home:
+        text = text.replace(home + "/", "~/")
     try:
-        path.write_text(text, encoding="utf-8")
+        write_atomic(path, text.encode("utf-8"))
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot write the report ({exc.strerror})") from None
     return path

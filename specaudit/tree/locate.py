@@ -58,7 +58,7 @@ def locate(spec: str | None = None, engine: str | None = None) -> EngineTree:
         return locate_installed(engine or "vllm")
     match = REQUIREMENT.match(spec)
     if match and not Path(spec).exists():
-        return locate_release(match["dist"], match["version"])
+        return locate_release(match["dist"], normalized_version(match["version"], spec))
     path = Path(spec).expanduser()
     if path.is_file() and path.suffix == ".whl":
         return locate_wheel(path)
@@ -163,8 +163,9 @@ def fetched_releases(requirements: Sequence[str], workers: int = 4) -> Iterator[
         match = REQUIREMENT.match(requirement)
         if match is None:
             raise SpecauditError(f"{requirement}: not a release (write it like vllm==0.17.0)")
-        keys.append((normalize_dist(match["dist"]), match["version"]))
-        releases.setdefault(keys[-1], (match["dist"], match["version"]))
+        version = normalized_version(match["version"], requirement)
+        keys.append((normalize_dist(match["dist"]), version))
+        releases.setdefault(keys[-1], (match["dist"], version))
     return _fetching(keys, releases, workers)
 
 
@@ -266,8 +267,11 @@ def _tree_from_root(root: Path, profile: EngineProfile, origin: str) -> EngineTr
 
 
 def _version_from_metadata(root: Path, profile: EngineProfile) -> str:
-    """The version from the ``.dist-info`` next to the package, else from a source checkout's _version.py."""
+    """The version from the ``.dist-info`` next to the package, else from a source checkout's _version.py; as PEP 440
+    normalizes it (``v0.17.0`` and ``0.17.00`` are 0.17.0), since cache entries and patch state are named by it.
+    Two ``.dist-info`` of the engine that disagree are told apart by ``_version.py``, else refused."""
     wanted = {normalize_dist(d) for d in profile.distributions}
+    found: dict[str, Path] = {}
     for metadata in sorted(root.glob("*.dist-info/METADATA")):
         name = version = None
         with metadata.open(encoding="utf-8", errors="replace") as fh:
@@ -279,14 +283,35 @@ def _version_from_metadata(root: Path, profile: EngineProfile) -> str:
                 elif not line.strip():
                     break
         if name and version and normalize_dist(name) in wanted:
-            return version
+            found.setdefault(normalized_version(version, metadata), metadata)
+    source = _source_version(root, profile)
+    if len(found) > 1:
+        if source in found:
+            return source
+        raise SpecauditError(f"{root}: {len(found)} .dist-info directories name {profile.name} "
+                             f"{' and '.join(sorted(found))}: remove the stale one")
+    return next(iter(found), None) or source or "unknown"
+
+
+def _source_version(root: Path, profile: EngineProfile) -> str | None:
     version_file = root / profile.package / "_version.py"
     if version_file.is_file():
-        found = re.search(r"""^(?:__version__|version)\s*(?::[^=]*)?=\s*['"]([^'"]+)['"]""",
+        # setuptools-scm writes `__version__ = version = '0.17.0'`
+        found = re.search(r"""^(?:__version__|version)\s*(?::[^=\n]*)?=\s*(?:\w+\s*=\s*)*['"]([^'"]+)['"]""",
                           version_file.read_text(errors="replace"), re.M)
         if found:
-            return found[1]
-    return "unknown"
+            return normalized_version(found[1], version_file)
+    return None
+
+
+def normalized_version(text: str, where: Path | str) -> str:
+    """A version as PEP 440 writes it; anything else is refused (a version names files specaudit writes)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return str(Version(text))
+    except InvalidVersion:
+        raise SpecauditError(f"{where}: version {text[:80]!r} is not a PEP 440 version") from None
 
 
 def _profile(engine: str) -> EngineProfile:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from ..core.cache import cache_dir
+from ..core.cache import cache_dir, inside, slug
 from ..core.errors import SpecauditError
 from ..results.scan import Provenance, ScanResult
 from .locate import EngineTree
@@ -25,7 +25,8 @@ from .locate import EngineTree
 def shadow_dir(tree: EngineTree, create: bool = True) -> Path:
     """The directory of a tree's patch state: pristine copies, the journal, and state.json."""
     key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
-    return cache_dir("patches", f"{tree.engine.name}-{tree.version}-{key}", create=create)
+    patches = cache_dir("patches", create=create)
+    return inside(patches, cache_dir("patches", slug(f"{tree.engine.name}-{tree.version}-{key}"), create=create))
 
 
 def record_hashes(tree: EngineTree) -> dict[str, str]:

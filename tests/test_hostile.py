@@ -1,0 +1,220 @@
+"""A hostile tree, hostile patch state, planted symlinks: nothing is written outside the directories specaudit means,
+and nothing is restored that the journal does not vouch for. Each case: the exit code, one line on stderr with no
+traceback, and the files outside left as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specaudit.core.cache import inside, slug
+from specaudit.core.errors import SpecauditError
+from specaudit.patch.bundles import PatchRefused, Shadow
+from specaudit.tree.locate import locate
+
+from conftest import vllm_tree
+from helpers import specaudit
+
+ROOT = Path(__file__).resolve().parents[1]
+BAD_INPUT, DRIFT = 2, 4
+
+
+def one_line(proc: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in proc.stderr, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def snapshot(directory: Path) -> dict[str, str]:
+    return {str(p.relative_to(directory)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(directory.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+def small_tree(root: Path, version: str) -> Path:
+    package = root / "vllm"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "config.py").write_text("X = 1\n")
+    info = root / "vllm-0.0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
+    return root
+
+
+# -- names built from input ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [["patch", "--status"], ["patch", "--revert"], ["scan", "--format", "json"]])
+def test_a_version_that_climbs_out_of_the_cache_is_refused(tmp_path, command):
+    # provenance.py built the patch state's directory from METADATA's Version: `0/../../../..<tree>/.s` put the
+    # state (and the lock) inside the tree, and the scan's report outside --out.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    tree = small_tree(tmp_path / "tree", f"0/../../../..{tmp_path}/outside/.s")
+    before = snapshot(tmp_path)
+    verb, *flags = command
+    proc = specaudit(verb, str(tree), *flags, "--out", str(tmp_path / "reports"), env_cache=tmp_path / "cache") \
+        if verb == "scan" else specaudit(verb, str(tree), *flags, env_cache=tmp_path / "cache")
+    assert proc.returncode == BAD_INPUT
+    assert "is not a PEP 440 version" in one_line(proc)
+    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(("cache/", "reports/"))}
+    assert after == before and not list(outside.iterdir())
+
+
+@pytest.mark.parametrize("spelled", ["v0.17.0", "0.17.00"])
+def test_versions_are_named_as_pep_440_writes_them(tmp_path, spelled):
+    tree = locate(str(small_tree(tmp_path / "t", spelled)))
+    assert tree.version == "0.17.0"
+
+
+def test_two_dist_infos_that_disagree_are_refused_unless_the_source_says_which(tmp_path):
+    tree = small_tree(tmp_path / "t", "0.17.0")
+    stale = tree / "vllm-0.14.0.dist-info"
+    stale.mkdir()
+    (stale / "METADATA").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.14.0\n\n")
+    with pytest.raises(SpecauditError, match="remove the stale one"):
+        locate(str(tree))
+    (tree / "vllm" / "_version.py").write_text("__version__ = version = '0.17.0'\n")
+    assert locate(str(tree)).version == "0.17.0"
+
+
+@pytest.mark.parametrize("text, safe", [("../../etc", "etc"), ("..", "-"), ("a/b", "a-b"), ("0.10.1+cpu", "0.10.1-cpu"),
+                                        ("kimi-k2.5", "kimi-k2.5")])
+def test_a_name_component_built_from_input_is_one_safe_component(text, safe):
+    assert slug(text) == safe
+
+
+def test_a_path_that_resolves_outside_its_directory_is_refused(tmp_path):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "link").symlink_to(tmp_path)
+    with pytest.raises(SpecauditError, match="outside"):
+        inside(tmp_path / "out", tmp_path / "out" / "link" / "x.json")
+    assert inside(tmp_path / "out", tmp_path / "out" / "x.json")
+
+
+# -- symlinks planted where specaudit writes -----------------------------------------------------------------------
+
+
+def test_a_symlink_planted_at_a_reports_name_is_replaced_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    out = tmp_path / "reports"
+    out.mkdir()
+    (out / "scan-vllm-0.0.1-llama3.json").symlink_to(victim)
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    proc = specaudit("scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(out),
+                     env_cache=tmp_path / "cache")
+    assert proc.returncode in (1, 3), proc.stderr  # a tree with no engine code in it: not READY
+    assert victim.read_text() == "keep me\n"
+    report = out / "scan-vllm-0.0.1-llama3.json"
+    assert report.is_file() and not report.is_symlink() and json.loads(report.read_text())["verdict"]
+
+
+# -- patch state the journal does not vouch for --------------------------------------------------------------------
+
+
+def planted_journal(tmp_path: Path, restore: dict, hashes: dict | None, copies: dict[str, bytes]) -> Shadow:
+    tree = locate(str(small_tree(tmp_path / "tree", "0.0.1")))
+    shadow = Shadow(tree)
+    for relpath, data in copies.items():
+        (shadow.dir / "pristine" / relpath).parent.mkdir(parents=True, exist_ok=True)
+        (shadow.dir / "pristine" / relpath).write_bytes(data)
+    entries = {"restore": restore, "state": {"bundles": {}, "files": {}}}
+    if hashes is not None:
+        entries["hashes"] = hashes
+    shadow.journal.write_text(json.dumps(entries))
+    return shadow
+
+
+def test_recovery_never_writes_through_a_symlink_in_the_tree(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious.py").write_text("precious\n")
+    shadow = planted_journal(tmp_path, {"vllm/link/precious.py": "pristine"},
+                             {"vllm/link/precious.py": {"copy": hashlib.sha256(b"planted\n").hexdigest()}},
+                             {"vllm/link/precious.py": b"planted\n"})
+    (shadow.tree.root / "vllm" / "link").symlink_to(outside)
+    with pytest.raises(PatchRefused, match="symlink"):
+        shadow.recover()
+    assert (outside / "precious.py").read_text() == "precious\n"
+
+
+@pytest.mark.parametrize("restore, hashes", [
+    ({"vllm/config.py": "pristine"}, None),  # a journal without hashes: nothing vouches for the copy
+    ({"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": "0" * 64}}),  # the copy is not the one hashed
+    ({"../outside.py": "pristine"}, {"../outside.py": {"copy": hashlib.sha256(b"x").hexdigest()}}),
+])
+def test_recovery_restores_nothing_the_journal_does_not_vouch_for(tmp_path, restore, hashes):
+    shadow = planted_journal(tmp_path, restore, hashes, {"vllm/config.py": b"planted\n"})
+    with pytest.raises(PatchRefused):
+        shadow.recover()
+    assert (shadow.tree.root / "vllm" / "config.py").read_text() == "X = 1\n"
+
+
+def test_stale_git_locks_of_a_killed_commit_are_cleared_under_specaudits_own_lock(tmp_path):
+    tree = locate(str(small_tree(tmp_path / "tree", "0.0.1")))
+    shadow = Shadow(tree)
+    shadow.save(shadow.state, {}, "first")
+    (shadow.dir / ".git" / "refs" / "heads" / "master.lock").write_text("")
+    (shadow.dir / ".git" / "index.lock").write_text("")
+    shadow.save({**shadow.state, "bundles": {"x": {}}}, {}, "second")  # GitPython refuses to commit past either
+    assert not list((shadow.dir / ".git").rglob("*.lock"))
+
+
+def test_an_edit_after_a_killed_apply_is_not_overwritten_by_status(tmp_path):
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "SPECAUDIT_CACHE": str(cache)}
+    # Steps (patch/bundles.py's _crash_point): the pristine copies saved (1), the journal written (2), the first
+    # file replaced (3): the kill leaves a journal and one file of the bundle written.
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "patch", str(destination), "--target", "kimi_k2"],
+                          env={**env, "SPECAUDIT_TEST_KILL_AT_STEP": "3"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9, proc.stderr
+    (journal,) = cache.glob("patches/*/journal.json")
+    (written, *_) = json.loads(journal.read_text())["restore"]
+    edited = destination / written
+    edited.write_text(edited.read_text() + "# my own edit\n")
+    proc = specaudit("patch", str(destination), "--status", env_cache=cache)
+    assert proc.returncode == DRIFT and "--force" in one_line(proc)
+    assert edited.read_text().endswith("# my own edit\n")
+    proc = specaudit("patch", str(destination), "--revert", "--force", env_cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    assert hashlib.sha256(edited.read_bytes()).hexdigest() == \
+        hashlib.sha256((vllm_tree("0.14.0").root / written).read_bytes()).hexdigest()
+
+
+def test_a_patched_file_deleted_by_hand_is_put_back_by_revert(tmp_path):
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    assert specaudit("patch", str(destination), "--target", "kimi_k2", env_cache=cache).returncode == 0
+    (state,) = cache.glob("patches/*/state.json")
+    gone = destination / sorted(json.loads(state.read_text())["files"])[0]
+    os.unlink(gone)
+    listing = specaudit("patch", str(destination), "--status", env_cache=cache)
+    assert listing.returncode == 0 and "deleted" in listing.stdout, listing.stdout + listing.stderr
+    proc = specaudit("patch", str(destination), "--revert", env_cache=cache)
+    assert proc.returncode == 0, proc.stderr
+    assert gone.read_bytes() == (vllm_tree("0.14.0").root / gone.relative_to(destination)).read_bytes()
+
+
+def test_revert_refuses_a_damaged_pristine_copy(tmp_path):
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    assert specaudit("patch", str(destination), "--target", "kimi_k2", env_cache=cache).returncode == 0
+    (copy, *_) = sorted(cache.glob("patches/*/pristine/**/*.py"))
+    copy.write_text("damaged\n")
+    before = snapshot(destination)
+    proc = specaudit("patch", str(destination), "--revert", env_cache=cache)
+    assert proc.returncode == DRIFT and "damaged" in one_line(proc)
+    assert snapshot(destination) == before  # nothing half-reverted
