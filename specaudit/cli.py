@@ -34,12 +34,19 @@ except KeyboardInterrupt:
 
 @contextmanager
 def _reported_errors(interrupted: str) -> Iterator[None]:
-    """Bad input ends as one line on stderr and its exit code; Ctrl-C as 130."""
+    """Bad input ends as one line on stderr and its exit code; an error of the machine (a full disk, a file that
+    cannot be read) as one line and exit 2; Ctrl-C, SIGTERM and SIGHUP as 130, after every cleanup on the way up
+    (a patch's write rolled back, a smoke's launch torn down)."""
     try:
-        yield
+        with _interrupt_on_termination():
+            yield
     except SpecauditError as exc:
         click.echo(f"specaudit: error: {exc}", err=True)
         sys.exit(exc.exit_code)
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        click.echo(f"specaudit: error: {where}{exc.strerror or exc}", err=True)
+        sys.exit(ExitCode.BAD_INPUT)
     except KeyboardInterrupt:
         click.echo(f"specaudit: {interrupted}", err=True)
         sys.stdout.flush()
@@ -288,7 +295,7 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     from .smoke.run import SmokeOptions, run_smoke
 
     console = Console()
-    with _reported_errors("interrupted"), _interrupt_on_termination():
+    with _reported_errors("interrupted"):
         if "launch_command" not in ctx.meta:
             raise SpecauditError("give the launch command after --")
         if ssh_config and not Path(ssh_config).expanduser().is_file():
@@ -313,7 +320,7 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
 
 @contextmanager
 def _interrupt_on_termination() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) stop a smoke as Ctrl-C does: with the remote launch torn down."""
+    """SIGTERM and SIGHUP (a closed terminal) stop a command as Ctrl-C does."""
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 

@@ -218,3 +218,44 @@ def test_revert_refuses_a_damaged_pristine_copy(tmp_path):
     proc = specaudit("patch", str(destination), "--revert", env_cache=cache)
     assert proc.returncode == DRIFT and "damaged" in one_line(proc)
     assert snapshot(destination) == before  # nothing half-reverted
+
+
+# -- inputs that used to end in a traceback ------------------------------------------------------------------------
+
+
+def test_an_integer_past_pythons_digit_limit_is_one_line(tmp_path):
+    huge = "9" * 5000
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(f'{{"architectures": ["LlamaForCausalLM"], "vocab_size": {huge}}}')
+    for args in (["--model", str(model)],
+                 ["--target", "llama3", "--speculative-config", f'{{"num_speculative_tokens": {huge}}}']):
+        proc = specaudit("scan", str(small_tree(tmp_path / f"t{len(args)}", "0.0.1")), *args, env_cache=tmp_path / "c")
+        assert proc.returncode == BAD_INPUT, proc.stderr
+        one_line(proc)
+
+
+def test_a_module_nested_past_what_ast_can_parse_is_skipped_not_a_crash(tmp_path):
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    (tree / "vllm" / "config.py").write_text("x = " + "2**" * 3000 + "2\n")
+    proc = specaudit("scan", str(tree), "--target", "llama3", env_cache=tmp_path / "cache")
+    assert "Traceback" not in proc.stderr and proc.returncode in (1, 3), proc.stderr
+
+
+def test_sigterm_during_an_apply_rolls_back_like_ctrl_c(tmp_path):
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    before = snapshot(destination)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
+           "SPECAUDIT_CACHE": str(tmp_path / "cache")}
+    # The kill hook stops the process at the first file write (step 3) with SIGTERM instead of SIGKILL.
+    script = ("import os, signal, specaudit.patch.bundles as b\n"
+              "b._crash_point = lambda n=[0]: (n.__setitem__(0, n[0] + 1), n[0] == 3 and os.kill(os.getpid(), signal.SIGTERM))\n"
+              "import sys; sys.argv = ['specaudit', 'patch', sys.argv[1], '--target', 'kimi_k2']\n"
+              "from specaudit.cli import main; main()\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(destination)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 130, proc.stderr
+    assert "rolled back" in one_line(proc)
+    assert snapshot(destination) == before
+    assert not list(destination.rglob("*.specaudit-tmp"))

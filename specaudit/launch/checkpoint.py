@@ -38,7 +38,7 @@ def read_config(path: str) -> dict[str, Any]:
         raise SpecauditError(f"{config_file}: no config.json (is {path} a model checkpoint directory?)")
     try:
         data = json.loads(config_file.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:  # not UTF-8, not JSON, or an integer past the 4,300-digit limit
         raise SpecauditError(f"{config_file}: malformed JSON ({exc})") from None
     except RecursionError:
         raise SpecauditError(f"{config_file}: JSON nested too deeply to be a model config") from None
@@ -142,7 +142,7 @@ def _weight_files(directory: Path) -> list[Path]:
     if index.is_file():
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError):  # ValueError: not JSON (or UTF-8), or an integer past the limit
             raise SpecauditError(f"{index}: malformed index (expected a JSON object with a weight_map)") from None
         if not isinstance(weight_map, dict) or not all(isinstance(n, str) for n in weight_map.values()):
             raise SpecauditError(f"{index}: malformed index (weight_map must map tensor names to shard file names)")
@@ -173,7 +173,7 @@ def read_header(source: ByteSource) -> dict[str, TensorInfo]:
     raw = source.read(8, length)
     try:
         header = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or an integer past the 4,300-digit limit
         raise SpecauditError(f"{file}: the safetensors header is not valid JSON") from None
     if not isinstance(header, dict):
         raise SpecauditError(f"{file}: the safetensors header is not a JSON object")

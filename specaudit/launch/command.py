@@ -173,6 +173,8 @@ def json_option(key: str, value: str) -> dict[str, Any]:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
         raise SpecauditError(f"--{key} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit limit
+        raise SpecauditError(f"--{key}: {exc}") from None
     if not isinstance(parsed, dict):
         raise SpecauditError(f"--{key} must be a JSON object")
     return parsed
@@ -181,5 +183,5 @@ def json_option(key: str, value: str) -> dict[str, Any]:
 def _scalar(value: str) -> Any:
     try:
         return json.loads(value)
-    except json.JSONDecodeError:
+    except ValueError:
         return value

@@ -98,6 +98,8 @@ def _refusal(exc: Exception, filename: str, revision: str | None, cache: str) ->
     """Why the Hub did not give ``filename``, in words; None for an error that is not a refusal."""
     from huggingface_hub import errors
 
+    if isinstance(exc, errors.HFValidationError):  # `a/..`, `org/--x`: the local pattern admits what the Hub does not
+        return f"not a model name the Hub takes ({exc})"
     if isinstance(exc, errors.GatedRepoError):
         return ("a gated repository this token has no access to (accept its terms on the Hub; the token comes from "
                 "HF_TOKEN or the saved login)")

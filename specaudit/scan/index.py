@@ -170,7 +170,7 @@ def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleI
         return relpath, digest, rules, str(exc), {}, None
     except OSError as exc:
         return relpath, digest, rules, f"unreadable: {exc.strerror}", {}, None
-    except RecursionError:
+    except (RecursionError, MemoryError):  # `2**2**...**2` thousands deep exhausts ast.parse either way
         return relpath, digest, rules, "nested too deeply to read", {}, None
     sites: dict[str, list] = {}
     if rules:

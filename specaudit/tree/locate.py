@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -257,7 +258,10 @@ def _extract_python_files(wheel: Path, dest: Path, progress: Progress | None = N
             members = [m for m in archive.infolist() if scanned_member(m.filename)]
             task = display.add_task(f"extracting {wheel.name}", total=len(members), unit="files")
             for member in members:
-                archive.extract(member, staging)
+                try:
+                    archive.extract(member, staging)
+                except (zipfile.BadZipFile, zlib.error) as exc:  # a member failing its CRC, or not inflating
+                    raise SpecauditError(f"{wheel.name}: {member.filename} is damaged ({exc})") from None
                 display.advance(task)
             display.remove_task(task)
 

@@ -45,7 +45,7 @@ def read_state_json(path: Path) -> dict[str, Any]:
     """A JSON file of the patch state (state.json, the journal), with the remedy when it cannot be read."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # ValueError: not JSON, or an integer past the 4,300-digit limit
         raise SpecauditError(f"{path}: unreadable patch state ({exc}); move the directory {path.parent} aside "
                              f"to start over (it holds the pristine copies)") from None
     if not isinstance(data, dict):
