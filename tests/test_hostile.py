@@ -259,3 +259,26 @@ def test_sigterm_during_an_apply_rolls_back_like_ctrl_c(tmp_path):
     assert "rolled back" in one_line(proc)
     assert snapshot(destination) == before
     assert not list(destination.rglob("*.specaudit-tmp"))
+
+
+# -- inputs rendered ------------------------------------------------------------------------------------------------
+
+HOSTILE = ["[/x]", "[link=http://evil.example]click[/link]", "\x1b]8;;http://evil.example\x1b\\here\x1b]8;;\x1b\\",
+           "\x1b[2J\rwiped", "<img src=x onerror=alert(1)>"]
+
+
+def test_hostile_strings_are_text_in_every_report(tmp_path):
+    # A config's strings reach the terminal (rich markup: `[/x]` was a MarkupError traceback, `[link=...]` a
+    # hyperlink) and the markdown report (raw HTML ran where it was rendered); escape sequences reached both raw.
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": HOSTILE, "model_type": "[/x]"}))
+    out = tmp_path / "reports"
+    proc = specaudit("scan", str(small_tree(tmp_path / "tree", "0.0.1")), "--model", str(model), "--format", "md",
+                     "--out", str(out), env_cache=tmp_path / "cache")
+    assert "Traceback" not in proc.stderr and proc.returncode in (1, 3), proc.stderr
+    assert "\x1b" not in proc.stdout and "[/x]" in proc.stdout and "[link=http://evil.example]click[/link]" in proc.stdout
+    (md,) = out.glob("*.md")
+    text = md.read_text()
+    assert "\x1b" not in text and "\r" not in text
+    assert "<img" not in text.replace("`<img", "") and "&lt;img src=x onerror=alert(1)>" in text

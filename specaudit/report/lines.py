@@ -3,7 +3,10 @@ words them its own way."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+import re
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.types import Finding, Status, Verdict
 from ..explain.tracebacks import package_path
@@ -12,6 +15,32 @@ from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, S
 
 if TYPE_CHECKING:
     from ..results.matrix import Cell, Matrix
+
+T = TypeVar("T")
+# C0 controls but tab and newline, DEL and C1: an escape sequence from a config, a METADATA or a log line (OSC 8
+# hyperlinks, CSI colours, a carriage return that overwrites the line) never reaches a terminal or a document.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def without_controls(value: T) -> T:
+    """A result with the control characters of every string it holds removed (a copy: results stay as computed)."""
+    return _clean(value)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return _CONTROL.sub("", value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clean(v) for v in value)
+    if isinstance(value, dict):
+        return {_clean(k): _clean(v) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(value, **{f.name: _clean(getattr(value, f.name))
+                                            for f in dataclasses.fields(value) if f.init})
+    return value
+
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
         Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}

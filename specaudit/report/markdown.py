@@ -27,14 +27,43 @@ from .lines import (
     smoke_rows,
     source_link,
     summary,
+    without_controls,
 )
-from .renderer import Renderer
+from .renderer import Renderer, Report
 
 if TYPE_CHECKING:
     from ..results.matrix import Matrix
 
 
+# The HTML this renderer writes itself; any other tag in a report comes from an input (a config string, a log
+# line, an engine's message) and is made inert.
+_OWN_TAGS = re.compile(r"</?(?:details|summary)>|<br>")
+_FENCE = re.compile(r"^\s*```")
+
+
+def inert_html(markdown: str) -> str:
+    """Markdown where only this renderer's own tags are HTML: every other `<` outside code (a span or a fence, where
+    CommonMark shows it as written) becomes `&lt;`, so that an `<img onerror=...>` in an input is text."""
+    out, fenced = [], False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            parts = line.split("`")
+            for i in range(0, len(parts), 2):  # the even parts are outside code spans
+                pieces = _OWN_TAGS.split(parts[i])
+                tags = _OWN_TAGS.findall(parts[i])
+                parts[i] = "".join(p.replace("<", "&lt;") + (tags[j] if j < len(tags) else "")
+                                   for j, p in enumerate(pieces))
+            line = "`".join(parts)
+        out.append(line)
+    return "\n".join(out)
+
+
 class Markdown(Renderer[str]):
+    def render(self, report: Report) -> str:
+        return inert_html(super().render(without_controls(report)))
+
     def scan(self, result: ScanResult) -> str:
         tree = result.tree
         out = [f"# specaudit scan: {tree.engine} {tree.version}", "", f"- tree: `{tree.root}` ({tree.origin})"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
+from rich.markup import escape
 from rich.panel import Panel
 from rich.rule import Rule
 from rich.table import Table
@@ -31,8 +32,9 @@ from .lines import (
     root_lines,
     smoke_rows,
     summary,
+    without_controls,
 )
-from .renderer import Renderer
+from .renderer import Renderer, Report
 
 if TYPE_CHECKING:
     from ..results.matrix import Matrix
@@ -43,33 +45,46 @@ STYLE: dict[str, str] = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
 
 
+def _m(value: object) -> str:
+    """An input inside rich markup: its brackets escaped, so that `[/x]` or `[link=...]` is text, not a tag."""
+    return escape(str(value))
+
+
+def _row(table: Table, *cells: object) -> None:
+    """A table row of inputs: cells are text, never markup."""
+    table.add_row(*[cell if isinstance(cell, Text) else Text(str(cell)) for cell in cells])
+
+
 class Terminal(Renderer[Group]):
+    def render(self, report: Report) -> Group:
+        return super().render(without_controls(report))
+
     def scan(self, result: ScanResult) -> Group:
         tree, launch = result.tree, result.launch
         out: list[RenderableType] = [
-            f"[bold]specaudit scan[/]  {tree.engine} {tree.version}  [dim]{tree.root}[/]  ({tree.origin})"]
+            f"[bold]specaudit scan[/]  {_m(tree.engine)} {_m(tree.version)}  [dim]{_m(tree.root)}[/]  ({_m(tree.origin)})"]
         if launch:
             out += _launch(result, launch)
         out += _rules_absent(result) + _candidates(result) + _landscape(result.landscape, full=launch is None)
         if result.skipped:
             out.append(f"[yellow]skipped {len(result.skipped)} file(s) it could not read:[/] " +
-                       "; ".join(f"{p} ({why})" for p, why in result.skipped.items()))
+                       _m("; ".join(f"{p} ({why})" for p, why in result.skipped.items())))
         out += [Text(path_line(result), style="dim"), Text(platform_line(result), style="dim"),
-                Text(provenance_line(result.provenance), style="dim"), f"[dim]{indexed_line(result)}[/]"]
+                Text(provenance_line(result.provenance), style="dim"), Text(indexed_line(result), style="dim")]
         return Group(*out)
 
     def comparison(self, comparison: Comparison) -> Group:
-        table = _table(["", *comparison.columns], title="side by side", show_lines=True)
-        table.add_row("verdict", *[Text(r.verdict, style=STYLE[r.verdict]) for r in comparison.results])
+        table = _table(["", *[_m(c) for c in comparison.columns]], title="side by side", show_lines=True)
+        _row(table, "verdict", *[Text(r.verdict, style=STYLE[r.verdict]) for r in comparison.results])
         for phase, cells in comparison.rows():
-            table.add_row(phase.replace("_", " "), *["\n".join(gate_lines(cell)) or "-" for cell in cells])
+            _row(table, phase.replace("_", " "), *["\n".join(gate_lines(cell)) or "-" for cell in cells])
         out: list[RenderableType] = [table]
         for result in comparison.results:
-            out += [Rule(f"{result.tree.engine} {result.tree.version}"), self.scan(result)]
+            out += [Rule(_m(f"{result.tree.engine} {result.tree.version}")), self.scan(result)]
         return Group(*out)
 
     def explanation(self, explanation: Explanation) -> Group:
-        out: list[RenderableType] = [f"[bold]specaudit explain[/]  {explanation.log}  ({explanation.lines} lines)",
+        out: list[RenderableType] = [f"[bold]specaudit explain[/]  {_m(explanation.log)}  ({explanation.lines} lines)",
                                      *_root(explanation.root, None)]
         if explanation.scanned:
             out.append(Text(f"held against the scan of {explanation.scanned}", style="dim"))
@@ -79,8 +94,8 @@ class Terminal(Renderer[Group]):
         if others:
             table = _table(["line", "signature", "text"], title="other known lines")
             for match in others:
-                table.add_row(str(match.line_number), match.title + ("" if match.root else " (a consequence)"),
-                              match.line.strip())
+                _row(table, str(match.line_number), match.title + ("" if match.root else " (a consequence)"),
+                     match.line.strip())
             out.append(table)
         return Group(*out, *_provenance(explanation.provenance))
 
@@ -98,17 +113,17 @@ class Terminal(Renderer[Group]):
                 if not a.ok]
         timeline = _table(["s", "phase", ""], title="timeline", box=None)
         for event in result.timeline:
-            timeline.add_row(f"{event.seconds:.1f}", event.phase, Text(event.text))
+            _row(timeline, f"{event.seconds:.1f}", event.phase, event.text)
         return Group(*out, timeline, *_provenance(result.provenance))
 
     def matrix(self, matrix: Matrix) -> Group:
         out: list[RenderableType] = [
             f"[bold]specaudit matrix[/]  {len(matrix.targets)} target(s) x {len(matrix.releases)} release(s)"]
         out += [Text(line, style="" if line.startswith(" ") else "bold") for line in answer_lines(matrix)]
-        table = _table(["release", *matrix.targets], show_lines=True)
+        table = _table(["release", *[_m(t) for t in matrix.targets]], show_lines=True)
         for release in matrix.releases:
             cells = [matrix.cell(t, release) for t in matrix.targets]
-            table.add_row(release, *[Text(cell_line(c), style=STYLE[c.verdict].replace("bold ", "")) for c in cells])
+            _row(table, release, *[Text(cell_line(c), style=STYLE[c.verdict].replace("bold ", "")) for c in cells])
         return Group(*out, table, *[Text(line, style="dim") for line in release_provenance(matrix.results)])
 
 
@@ -122,8 +137,9 @@ def _table(columns: list[str], **options) -> Table:
 def _launch(result: ScanResult, launch: LaunchSummary) -> list[RenderableType]:
     """The launch judged, its verdict, the gates that block it and the others on the path."""
     out: list[RenderableType] = [
-        f"target [bold]{launch.target}[/] ({launch.source}): architectures {', '.join(launch.architectures) or '-'}, "
-        f"text model type {launch.text_model_type or '-'}" + (f", drafter {launch.draft}" if launch.draft else ""),
+        f"target [bold]{_m(launch.target)}[/] ({_m(launch.source)}): architectures "
+        f"{_m(', '.join(launch.architectures) or '-')}, text model type {_m(launch.text_model_type or '-')}"
+        + (f", drafter {_m(launch.draft)}" if launch.draft else ""),
         Text(method_line(result)),
         *[Text(f"note: {note}", style="yellow") for note in launch.notes],
         Text(f"\n{result.verdict}", style=STYLE[result.verdict]) + Text(f"  {summary(result)}"),
@@ -132,7 +148,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[RenderableType]:
     if others:
         table = _table(["", "gate", "where", "why"], title="other gates on the path", show_lines=False)
         for f in others:
-            table.add_row(MARK[f.status], f.title, f.location, f"{f.status}: {f.why}")
+            _row(table, MARK[f.status], f.title, f.location, f"{f.status}: {f.why}")
         out.append(table)
     return out
 
@@ -148,13 +164,13 @@ def _finding_panel(f: Finding, number: int) -> Panel:
         Text.assemble(("why    ", "bold"), f.why),
         Text.assemble(("hint   ", "bold"), (f.hint, "green")),
     )
-    return Panel(body, title=f"[bold red]{number}. {f.title}[/]  [dim]{f.rule_id}[/]", title_align="left")
+    return Panel(body, title=f"[bold red]{number}. {_m(f.title)}[/]  [dim]{_m(f.rule_id)}[/]", title_align="left")
 
 
 def _rules_absent(result: ScanResult) -> list[RenderableType]:
     absent = absent_rules(result)
-    return [("[dim]not in this release (no code of that shape): " + ", ".join(f"{r.title} ({r.id})" for r in absent)
-             + "[/]")] if absent else []
+    return [Text("not in this release (no code of that shape): " + ", ".join(f"{r.title} ({r.id})" for r in absent),
+                 style="dim")] if absent else []
 
 
 def _candidates(result: ScanResult) -> list[RenderableType]:
@@ -162,7 +178,7 @@ def _candidates(result: ScanResult) -> list[RenderableType]:
         return []
     table = _table(["where", "raises", "why"], title="unclassified candidate gates (no rule names them yet)")
     for c in result.candidates:
-        table.add_row(c.location, c.error or "-", c.why)
+        _row(table, c.location, c.error or "-", c.why)
     return [table]
 
 
@@ -170,23 +186,25 @@ def _landscape(land: Landscape, full: bool) -> list[RenderableType]:
     """The method's landscape in two lines; in full (a table of what satisfies the contract) without a launch."""
     rows = registered(land)
     out: list[RenderableType] = [
-        f"\n[bold]{land.method} landscape[/]: {land.contract} in this release: "
-        f"{', '.join(land.contract_members) or 'none found'}",
-        f"  {len(rows)} of {len(land.architectures)} registered architectures satisfy it; "
-        f"{len(land.conforming_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
-        f"{len(land.grep_classes)} classes" + (f"; {len(land.unknown_classes)} unknown" if land.unknown_classes else "")]
+        f"\n[bold]{_m(land.method)} landscape[/]: {_m(land.contract)} in this release: "
+        f"{_m(', '.join(land.contract_members) or 'none found')}",
+        Text(f"  {len(rows)} of {len(land.architectures)} registered architectures satisfy it; "
+             f"{len(land.conforming_classes)} classes in the tree do, where `grep '{land.grep_pattern}'` finds "
+             f"{len(land.grep_classes)} classes" + (f"; {len(land.unknown_classes)} unknown" if land.unknown_classes
+                                                    else ""))]
     return out + _landscape_table(land) if full else out
 
 
 def _landscape_table(land: Landscape) -> list[RenderableType]:
     rows = registered(land)
-    table = _table(["architecture", "class", "where"], title=f"registered architectures that satisfy {land.contract}")
+    table = _table(["architecture", "class", "where"], title=f"registered architectures that satisfy {_m(land.contract)}")
     for row in rows[:LANDSCAPE_ROWS]:
-        table.add_row(row.architecture, row.class_name, f"{row.file}:{row.line}")
+        _row(table, row.architecture, row.class_name, f"{row.file}:{row.line}")
     out: list[RenderableType] = [table]
     if len(rows) > LANDSCAPE_ROWS:
         out.append(f"  ... and {len(rows) - LANDSCAPE_ROWS} more (--format md|html|json lists all)")
-    return out + [f"  [yellow]?[/] {qualname} {_unknown_reason(land, qualname)}" for qualname in land.unknown_classes]
+    return out + [f"  [yellow]?[/] {_m(qualname)} {_m(_unknown_reason(land, qualname))}"
+                  for qualname in land.unknown_classes]
 
 
 def _unknown_reason(land: Landscape, qualname: str) -> str:
@@ -215,7 +233,7 @@ def _cause_panel(cause: SignatureMatch) -> Panel:
         Text.assemble(("error  ", "bold"), (cause.line.strip(), "red")),
         *_gate_and_hint(cause),
     )
-    return Panel(body, title=f"[bold red]root cause: {cause.title}[/]", title_align="left")
+    return Panel(body, title=f"[bold red]root cause: {_m(cause.title)}[/]", title_align="left")
 
 
 def _crash(result: SmokeResult) -> list[RenderableType]:
@@ -223,7 +241,7 @@ def _crash(result: SmokeResult) -> list[RenderableType]:
     cause = result.cause
     if cause:
         body = Group(Text("\n".join(cause.context), style="dim"), *_gate_and_hint(cause))
-        return [Panel(body, title=f"[bold red]{cause.title}[/] (log line {cause.line_number})", title_align="left")]
+        return [Panel(body, title=f"[bold red]{_m(cause.title)}[/] (log line {cause.line_number})", title_align="left")]
     if result.last_lines and result.verdict == SmokeVerdict.FAILED:
         return [Panel(Text("\n".join(result.last_lines[-12:]), style="dim"), title="last lines of the log",
                       title_align="left")]
@@ -241,10 +259,10 @@ def _provenance(p: Provenance | None) -> list[RenderableType]:
 
 def print_patch_status(tree, state, rows, console: Console) -> None:
     """`specaudit patch --status`: the bundles applied to a tree, and its files that differ from the wheel."""
-    console.print(f"[bold]specaudit patch --status[/]  {tree.label}  [dim]{tree.root}[/]")
+    console.print(f"[bold]specaudit patch --status[/]  {_m(tree.label)}  [dim]{_m(tree.root)}[/]")
     if state["bundles"]:
         for bundle, info in sorted(state["bundles"].items()):
-            console.print(f"applied: [bold]{bundle}[/] ({', '.join(info['changes'])})")
+            console.print(f"applied: [bold]{_m(bundle)}[/] ({_m(', '.join(info['changes']))})")
     else:
         console.print("no bundle applied")
     if not rows:
@@ -252,5 +270,5 @@ def print_patch_status(tree, state, rows, console: Console) -> None:
         return
     table = _table(["file", "state", "bundle", ""], title="files that differ from the wheel")
     for row in rows:
-        table.add_row(row.relpath, row.state, row.bundle or "-", row.detail)
+        _row(table, row.relpath, row.state, row.bundle or "-", row.detail)
     console.print(table)
