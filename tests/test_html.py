@@ -85,7 +85,7 @@ def test_the_conformance_table_filters_as_a_person_types(tmp_path):
     page.write_text(html.replace("</body>", typing + "</body>"))
     dom, _, requests = open_in_chromium(page, tmp_path)
     assert requests == []
-    rows = dom.split('<table id="conformance-1"')[1].split("</table>")[0].split("<tr data-eagle3=")[1:]
+    rows = dom.split('<table id="conformance-1"')[1].split("</table>")[0].split("<tr data-conforms=")[1:]
     assert len(rows) == len(result.landscape.architectures)
     shown = [row for row in rows if 'style="display: none;"' not in row]
     # LlamaForCausalLM satisfies SupportsEagle3 in 0.17.0 (tests/test_vllm_facts.py: llama3 is READY); DeepSeek's
