@@ -282,3 +282,16 @@ def test_hostile_strings_are_text_in_every_report(tmp_path):
     text = md.read_text()
     assert "\x1b" not in text and "\r" not in text
     assert "<img" not in text.replace("`<img", "") and "&lt;img src=x onerror=alert(1)>" in text
+
+
+def test_a_ten_megabyte_line_is_read_in_linear_time(tmp_path):
+    # `\w+ is only supported for` backtracked quadratically on a long run of word characters (100 KB: 72 s).
+    # Each line is cut to signatures.MAX_LINE_CHARS and a pattern runs only on a line holding its literal; the
+    # timeout guards against a hang, it is not a measurement.
+    log = tmp_path / "long.log"
+    log.write_text("INFO starting\n" + "a" * 10_000_000 + " is only supported for [llama] models. Got x\n"
+                   + "b" * 10_000_000 + "\n")
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "explain", str(log), "--engine", "vllm"],
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
+                               "SPECAUDIT_CACHE": str(tmp_path / "cache")}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr

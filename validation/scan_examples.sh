@@ -26,7 +26,7 @@ blocked specaudit matrix --target kimi-k2.5 --target deepseek-v3 --target llama3
   vllm==0.20.0 vllm==0.33.0 sglang==0.5.8 sglang==0.5.23 --format md --format html --format sarif --format json --out "$out"
 
 # After: the bundle applied to a copy of 0.17.0, scanned; the report goes beside the one before.
-tree=$(python -c 'from specaudit.locate import locate; print(locate("vllm==0.17.0").root)')
+tree=$(python -c 'from specaudit.tree.locate import locate; print(locate("vllm==0.17.0").root)')
 rm -rf "$copy" && mkdir -p "$(dirname "$copy")" && cp -r "$tree" "$copy"
 specaudit patch --target kimi_k2 --path "$copy"
 specaudit scan --path "$copy" --target kimi-k2.5 --format md --format html --out "$out/patched"

@@ -8,6 +8,7 @@ traceback, "Engine core initialization failed. See root cause above" after it).
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from collections import deque
@@ -128,14 +129,42 @@ def load_milestones(engines: Iterable[str] | None = None, directory: Path | None
 
 def clean_line(line: str) -> str:
     """A log line as a terminal shows it: without control sequences, and only what the last carriage return
-    left (a progress bar redraws its line with `\r`; a CRLF line ends with one)."""
-    line = line.rstrip("\n").rstrip("\r")
-    return _ANSI.sub("", line.rpartition("\r")[2])
+    left (a progress bar redraws its line with `\r`; a CRLF line ends with one); and no longer than
+    ``MAX_LINE_CHARS``: an engine's message is read from its start, and no pattern's work grows with a line's."""
+    line = line[:MAX_LINE_CHARS * 2].rstrip("\n").rstrip("\r")
+    return _ANSI.sub("", line.rpartition("\r")[2])[:MAX_LINE_CHARS]
+
+
+MAX_LINE_CHARS = 16384
+
+
+@functools.cache
+def needle_of(pattern: re.Pattern) -> str:
+    """The longest run of literal characters every match of ``pattern`` contains ("" where there is none: a
+    pattern that is an alternation at its top)."""
+    try:
+        from re import _parser as parser  # type: ignore[attr-defined]  # Python 3.11 and later
+    except ImportError:  # Python 3.10
+        import sre_parse as parser  # type: ignore[no-redef]
+    runs, run = [], ""
+    for op, value in parser.parse(pattern.pattern, pattern.flags):
+        if str(op) == "LITERAL" and not pattern.flags & re.IGNORECASE:
+            run += chr(value)
+            continue
+        if str(op) == "BRANCH":
+            return ""
+        runs.append(run)
+        run = ""
+    return max([*runs, run], key=len)
 
 
 def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Match] | None:
-    """The first signature that a (clean) log line matches."""
+    """The first signature that a (clean) log line matches. A pattern runs only on a line that holds its longest
+    literal (a substring test, linear), so that no line makes a pattern backtrack for long."""
     for signature in signatures:
+        needle = needle_of(signature.pattern)
+        if needle and needle not in line:
+            continue
         found = signature.pattern.search(line)
         if found:
             return signature, found
