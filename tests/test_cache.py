@@ -28,3 +28,17 @@ def test_a_failed_tree_leaves_the_old_one_untouched(tmp_path):
         raise OSError("the copy broke off")
     assert [p.name for p in dest.iterdir()] == ["kept.py"]
     assert [p.name for p in tmp_path.iterdir()] == ["tree"]
+
+
+def test_a_tree_another_process_published_first_stands_and_ours_is_dropped(tmp_path):
+    # Two cold scans of one release: the second to finish must not remove the tree the first is reading.
+    dest = tmp_path / "tree"
+    with staged_tree(dest, "vllm-0.32.0.whl") as ours:
+        (ours / "a.py").write_text("ours")
+        dest.mkdir()  # meanwhile, another process publishes the same release
+        (dest / "a.py").write_text("theirs")
+        (dest / ".complete").write_text("vllm-0.32.0.whl\n")
+        held = (dest / "a.py").open()  # and reads it
+    assert held.read() == "theirs" and (dest / "a.py").read_text() == "theirs"
+    held.close()
+    assert [p.name for p in tmp_path.iterdir()] == ["tree"]

@@ -10,6 +10,8 @@ import os
 import random
 import re
 import shutil
+import subprocess
+import sys
 import threading
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -327,3 +329,22 @@ def test_a_real_release_by_ranges_is_the_tree_pip_download_gives(tmp_path):
 def test_the_real_index_lists_the_releases_of_a_range():
     assert fetch.release_versions("vllm", ">=0.17,<0.19", locate.WHEEL_PLATFORMS) == ["0.17.0", "0.17.1", "0.18.0",
                                                                                       "0.18.1"]
+
+
+def test_ten_cold_scans_of_one_release_into_one_empty_cache_agree(tmp_path):
+    # cache.staged_tree removed the tree another scan was reading: 13 of 14 such races crashed.
+    index, _ = serve(tmp_path)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "HOME": str(tmp_path),
+           "SPECAUDIT_CACHE": str(tmp_path / "cache"), "PIP_INDEX_URL": index.url, "PIP_CONFIG_FILE": os.devnull,
+           "NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
+    try:
+        scans = [subprocess.Popen([sys.executable, "-m", "specaudit.cli", "scan", "vllm==0.99.1", "--target", "llama3",
+                                   "--format", "json", "--out", str(tmp_path / f"out{i}")],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(10)]
+        results = [(scan.wait(timeout=600), scan.stderr.read()) for scan in scans]
+    finally:
+        index.close()
+    assert all("Traceback" not in stderr for _, stderr in results), results
+    assert len({code for code, _ in results}) == 1, results
+    reports = [json.loads(next((tmp_path / f"out{i}").glob("*.json")).read_text()) for i in range(10)]
+    assert len({(r["verdict"], json.dumps(r["findings"], sort_keys=True)) for r in reports}) == 1

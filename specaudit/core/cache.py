@@ -69,15 +69,22 @@ def write_atomic(path: Path, data: bytes) -> None:
 @contextmanager
 def staged_tree(dest: Path, source: str) -> Iterator[Path]:
     """A fresh staging directory beside ``dest`` to fill. When the block completes, it is marked complete
-    (``.complete`` names ``source``) and renamed to ``dest`` in one step, replacing what was there; when the block
-    raises, it is removed and ``dest`` is untouched. A half-written tree is never seen."""
+    (``.complete`` names ``source``) and renamed to ``dest`` in one step; when the block raises, it is removed and
+    ``dest`` is untouched. A half-written tree is never seen, and a tree another process may be reading is never
+    removed: where another process published ``dest`` first, its tree stands and this one is dropped (both hold
+    the same release); only a ``dest`` left incomplete by an older specaudit is moved aside, then replaced."""
     staging = Path(tempfile.mkdtemp(prefix=".extract-", dir=dest.parent))
     try:
         yield staging
         (staging / ".complete").write_text(source + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(staging, dest)
+        try:
+            os.rename(staging, dest)  # atomic; refused where dest is a directory with something in it
+        except OSError:
+            if not (dest / ".complete").exists():
+                aside = Path(tempfile.mkdtemp(prefix=f".stale-{dest.name}-", dir=dest.parent))
+                os.rename(dest, aside / dest.name)
+                os.rename(staging, dest)
+                shutil.rmtree(aside, ignore_errors=True)
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
