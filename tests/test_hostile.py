@@ -295,3 +295,44 @@ def test_a_ten_megabyte_line_is_read_in_linear_time(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
                                "SPECAUDIT_CACHE": str(tmp_path / "cache")}, capture_output=True, text=True, timeout=120)
     assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr
+
+
+# -- environments: containers, CI runners ----------------------------------------------------------------------------
+
+
+def test_a_read_only_cache_scans_without_it_and_says_so(tmp_path):
+    # `docker run --read-only`: the cache cannot be written. A mount namespace of this test's own makes it so.
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    script = (f"mount --bind {cache} {cache} && mount -o remount,bind,ro {cache} && "
+              f"SPECAUDIT_CACHE={cache} PYTHONPATH={ROOT} HOME={tmp_path} exec {sys.executable} -m specaudit.cli "
+              f"scan {tree} --target llama3")
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here (unshare -m needs root)")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (1, 3) and "Traceback" not in proc.stderr, proc.stderr
+    assert "cannot be written (Read-only file system): working without it" in proc.stderr
+    assert not list(cache.iterdir())
+
+
+@pytest.mark.parametrize("cache", ["/dev/null", "/proc", "file"])
+def test_a_cache_that_is_not_a_directory_is_one_line_and_exit_2(tmp_path, cache):
+    if cache == "file":
+        cache = str(tmp_path / "file")
+        Path(cache).write_text("")
+    proc = specaudit("scan", str(small_tree(tmp_path / "tree", "0.0.1")), "--target", "llama3", env_cache=Path(cache))
+    assert proc.returncode == BAD_INPUT and "cannot hold" in one_line(proc)
+
+
+@pytest.mark.parametrize("home", ["/", ""])
+def test_a_home_at_the_root_or_unset_leaves_paths_as_they_are(tmp_path, home):
+    # HOME=/ (common in containers) made every "/" of every report "~/": SARIF URIs became `vllm~/config~/...`.
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    out = tmp_path / "out"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": home, "SPECAUDIT_CACHE": str(tmp_path / "c")}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", str(tree), "--target", "llama3", "--format",
+                           "sarif", "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    (sarif,) = out.glob("*.sarif")
+    assert "~/" not in sarif.read_text() and str(tree) in sarif.read_text()

@@ -4,6 +4,7 @@ through a file of its own making (``write_atomic``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -17,13 +18,39 @@ from .errors import SpecauditError
 
 def cache_dir(*parts: str, create: bool = True) -> Path:
     """The user cache (``$SPECAUDIT_CACHE``, else ``$XDG_CACHE_HOME/specaudit``), created on demand (a reader that
-    only looks passes ``create=False``)."""
+    only looks passes ``create=False``). Where it is read-only (``docker run --read-only``), what can be made again
+    (trees, indexes) goes to a private directory removed at exit, said once on stderr; the patch state, which
+    holds the pristine copies, cannot, and a cache that is not a directory is bad input."""
     base = os.environ.get("SPECAUDIT_CACHE")
     root = Path(base) if base else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specaudit"
     path = root.joinpath(*parts)
     if create:
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM) and parts[:1] != ("patches",):
+                path = _private_cache(root, exc).joinpath(*parts)
+                path.mkdir(parents=True, exist_ok=True)
+            else:
+                raise SpecauditError(f"the cache {root} ($SPECAUDIT_CACHE, else ~/.cache/specaudit) cannot hold "
+                                     f"{'/'.join(parts) or 'anything'}: {exc.strerror}") from None
     return path
+
+
+_private: list[Path] = []
+
+
+def _private_cache(root: Path, exc: OSError) -> Path:
+    """This process's own cache, made once, removed at exit."""
+    if not _private:
+        import atexit
+        import sys
+
+        _private.append(Path(tempfile.mkdtemp(prefix="specaudit-cache-")))
+        atexit.register(shutil.rmtree, _private[0], True)
+        sys.stderr.write(f"specaudit: warning: the cache {root} cannot be written ({exc.strerror}): working "
+                         f"without it (releases are fetched again, trees indexed again)\n")
+    return _private[0]
 
 
 def slug(text: str) -> str:
