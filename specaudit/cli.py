@@ -56,6 +56,15 @@ def _reported_errors(interrupted: str) -> Iterator[None]:
         os._exit(ExitCode.INTERRUPTED)
 
 
+def _deliver(report, console: Console, formats: tuple[str, ...], out_dir: str) -> None:
+    """The report's files first (a terminal that cannot take the report, a full stdout, loses none of them), then
+    the report on the terminal."""
+    written = [write_report(report, fmt, Path(out_dir)) for fmt in formats]
+    print_report(report, console)
+    for path in written:
+        console.print(f"report written to {path}")
+
+
 class _WithLaunchCommand(click.Command):
     """Everything after ``--`` is the launch command, kept apart from the scan's own arguments."""
 
@@ -70,7 +79,11 @@ class _WithLaunchCommand(click.Command):
 @click.group()
 @click.version_option(__version__, prog_name="specaudit")
 def main() -> None:
-    """Audit speculative-decoding (EAGLE-3) integrations of vLLM and SGLang before launch."""
+    """Audit speculative-decoding integrations of vLLM and SGLang before launch."""
+    # A terminal or pipe that cannot encode a character (PYTHONIOENCODING=ascii, a latin-1 locale) gets a stand-in.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
 
 
 @main.command(cls=_WithLaunchCommand)
@@ -121,9 +134,7 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
         launch = _launch(command, preset, model_dir, revision, draft_dir, spec_json)
         results = [run_scan(tree, launch, platform=platform) for tree in located]
         report = results[0] if len(results) == 1 else Comparison(results)
-        print_report(report, console)
-        for fmt in formats:
-            console.print(f"report written to {write_report(report, fmt, Path(out_dir))}")
+        _deliver(report, console, formats, out_dir)
     sys.exit(report.exit_code)
 
 
@@ -194,9 +205,7 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
             check_out_dir(Path(out_dir))
         located = locate_all(list(trees), engine, release_range, prereleases=pre)
         result = build_matrix(located, list(targets), platform=platform)
-        print_report(result, console)
-        for fmt in formats:
-            console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+        _deliver(result, console, formats, out_dir)
     sys.exit(result.exit_code)
 
 
@@ -312,9 +321,7 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
             options = replace(options, prompts=prompts)
         with LiveView(console, host) as view:
             result = run_smoke(options, view)
-        print_report(result, console)
-        for fmt in formats:
-            console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+        _deliver(result, console, formats, out_dir)
     sys.exit(result.exit_code)
 
 
@@ -356,9 +363,7 @@ def explain(log: str, engine: str | None, tree: str | None, platform: str | None
         if formats:
             check_out_dir(Path(out_dir))
         explanation = explain_log(log, [engine] if engine else None, tree, platform)
-        print_report(explanation, console)
-        for fmt in formats:
-            console.print(f"report written to {write_report(explanation, fmt, Path(out_dir))}")
+        _deliver(explanation, console, formats, out_dir)
     sys.exit(explanation.exit_code)
 
 

@@ -336,3 +336,19 @@ def test_a_home_at_the_root_or_unset_leaves_paths_as_they_are(tmp_path, home):
     assert "Traceback" not in proc.stderr, proc.stderr
     (sarif,) = out.glob("*.sarif")
     assert "~/" not in sarif.read_text() and str(tree) in sarif.read_text()
+
+
+def test_a_terminal_that_cannot_encode_the_report_gets_stand_ins_and_the_files(tmp_path):
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(tmp_path), "SPECAUDIT_CACHE": str(tmp_path / "c"),
+           "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", str(tree), "--target", "llama3", "--format",
+                           "json", "--out", str(tmp_path / "a")], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (1, 3) and "Traceback" not in proc.stderr, proc.stderr
+    assert list((tmp_path / "a").glob("*.json"))
+    with open("/dev/full", "w") as full:  # stdout on a full device: one line, and the files are there
+        proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "scan", str(tree), "--target", "llama3",
+                               "--format", "json", "--out", str(tmp_path / "b")], env={**env, "PYTHONIOENCODING": ""},
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
+    assert proc.returncode == BAD_INPUT and "No space left on device" in one_line(proc)
+    assert list((tmp_path / "b").glob("*.json"))
