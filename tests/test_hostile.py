@@ -352,3 +352,49 @@ def test_a_terminal_that_cannot_encode_the_report_gets_stand_ins_and_the_files(t
                               stdout=full, stderr=subprocess.PIPE, text=True, timeout=300)
     assert proc.returncode == BAD_INPUT and "No space left on device" in one_line(proc)
     assert list((tmp_path / "b").glob("*.json"))
+
+
+# -- work bounded before it is done ----------------------------------------------------------------------------------
+
+
+def test_a_huge_config_is_refused_before_it_is_read(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    with open(model / "config.json", "wb") as fh:
+        fh.truncate(200_000_000)  # sparse: 200 MB that take no disk
+    proc = specaudit("scan", str(small_tree(tmp_path / "tree", "0.0.1")), "--model", str(model),
+                     env_cache=tmp_path / "c")
+    assert proc.returncode == BAD_INPUT and "larger than any model config" in one_line(proc)
+
+
+def test_a_huge_module_is_skipped_without_being_read(tmp_path):
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    with open(tree / "vllm" / "config.py", "wb") as fh:
+        fh.truncate(2_000_000_000)  # sparse: hashing it whole took 2.1 GB of memory
+    proc = specaudit("scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(tmp_path / "o"),
+                     env_cache=tmp_path / "c")
+    assert proc.returncode in (1, 3) and "Traceback" not in proc.stderr, proc.stderr
+    report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
+    assert "larger than any engine module" in report["skipped"]["vllm/config.py"]
+
+
+def test_a_zip_bomb_is_not_inflated(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("vllm/__init__.py", b"\n" * 100_000_000)  # 100 MB of newlines, ~100 KB compressed
+        archive.writestr("vllm-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n\n")
+    proc = specaudit("scan", str(wheel), "--target", "llama3", env_cache=tmp_path / "c")
+    assert proc.returncode == BAD_INPUT and "zip bomb" in one_line(proc)
+
+
+def test_the_evaluator_does_not_build_strings_without_bound():
+    from specaudit.scan.decide import MAX_VALUE_CHARS, Unknown, _bounded_replace
+
+    value, unknown = "k", Unknown("x")
+    for _ in range(27):  # 2**27 characters, were each call made
+        value = _bounded_replace(value, unknown, "k", "kk") if isinstance(value, str) else value
+    assert value is unknown
+    assert _bounded_replace("abc", unknown, "b", "x") == "axc"
+    assert _bounded_replace("k" * (MAX_VALUE_CHARS - 1), unknown, "k", "kk") is unknown

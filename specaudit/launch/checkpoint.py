@@ -28,6 +28,9 @@ _INT_FORMATS = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U8": "B", "BOOL"
                 "U64": "Q"}
 MAX_HEADER_BYTES = 100_000_000  # the limit the safetensors format itself sets
 INDEX_FILE = "model.safetensors.index.json"
+# The JSON of a checkpoint is read only to this size: configs are kilobytes, a shard index of thousands of
+# tensors a few megabytes; past it, a file is not what it says it is.
+MAX_JSON_BYTES = 64_000_000
 
 
 def read_config(path: str) -> dict[str, Any]:
@@ -36,6 +39,9 @@ def read_config(path: str) -> dict[str, Any]:
     config_file = directory / "config.json" if directory.is_dir() or not directory.suffix else directory
     if not config_file.is_file():
         raise SpecauditError(f"{config_file}: no config.json (is {path} a model checkpoint directory?)")
+    size = config_file.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise SpecauditError(f"{config_file}: {size / 1e6:.0f} MB, larger than any model config: not read")
     try:
         data = json.loads(config_file.read_text(encoding="utf-8"))
     except ValueError as exc:  # not UTF-8, not JSON, or an integer past the 4,300-digit limit
@@ -140,6 +146,8 @@ def read_checkpoint(path: str) -> Checkpoint:
 def _weight_files(directory: Path) -> list[Path]:
     index = directory / INDEX_FILE
     if index.is_file():
+        if index.stat().st_size > MAX_JSON_BYTES:
+            raise SpecauditError(f"{index}: {index.stat().st_size / 1e6:.0f} MB, larger than any shard index: not read")
         try:
             weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
         except (ValueError, KeyError, TypeError):  # ValueError: not JSON (or UTF-8), or an integer past the limit

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +128,17 @@ class Decision:
     why: str
     error: str | None
     unknown: str | None = None  # what was not understood, when the status is unknown or undecided
+
+
+MAX_VALUE_CHARS = 1_000_000  # a string the evaluator builds past this is unknown: `.replace("k", "kk")` chains double
+
+
+def _bounded_replace(base: str, unknown: Unknown, old: Any = None, new: Any = None, *rest: Any) -> Any:
+    """``base.replace(old, new, ...)``, computed only where its result stays under MAX_VALUE_CHARS."""
+    if not isinstance(old, str) or not isinstance(new, str):
+        return unknown
+    grows = (base.count(old) if old else len(base) + 1) * max(0, len(new) - len(old))
+    return unknown if len(base) + grows > MAX_VALUE_CHARS else base.replace(old, new, *rest)
 
 
 _SAFE_STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "split", "replace", "casefold"})
@@ -289,6 +301,8 @@ class Evaluator:
             if name in base.cls.defaults:
                 return base.cls.defaults[name]
             return Unknown(text)
+        if isinstance(base, str) and name == "replace":
+            return functools.partial(_bounded_replace, base, Unknown(text))
         if isinstance(base, str) and name in _SAFE_STR_METHODS or isinstance(base, dict) and name == "get":
             return getattr(base, name)
         return Unknown(text)

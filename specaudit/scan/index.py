@@ -303,8 +303,11 @@ class _CacheStore:
         known = self.stats.get(relpath)
         if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
             return known[2]
-        with open(path, "rb") as fh:
-            digest = hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
+        if st.st_size > MAX_FILE_BYTES:  # never read whole: _parse_one says it was too large to be a module
+            digest = f"size:{st.st_size}"
+        else:
+            with open(path, "rb") as fh:
+                digest = hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
         self.stats[relpath] = (st.st_size, st.st_mtime_ns, digest)
         self.dirty = True
         return digest

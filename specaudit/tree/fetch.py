@@ -558,9 +558,17 @@ def _inflate(wheel: str, member: Member, blob: bytes, blob_start: int) -> bytes:
         return data
     try:
         inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-        return inflater.decompress(data) + inflater.flush()
+        out = inflater.decompress(data, MAX_MEMBER_BYTES + 1)  # a bomb inflates no further than this
+        if len(out) > MAX_MEMBER_BYTES or inflater.unconsumed_tail:
+            raise SpecauditError(f"{wheel}: {member.name} inflates past {MAX_MEMBER_BYTES // 1_000_000} MB, more than "
+                                 f"any engine module (a zip bomb?)")
+        return out + inflater.flush()
     except zlib.error:
         raise SpecauditError(f"{wheel}: {member.name} does not decompress (a corrupt wheel)") from None
+
+
+# No member of an engine wheel that specaudit reads (modules, metadata, RECORD) comes near this once inflated.
+MAX_MEMBER_BYTES = 64_000_000
 
 
 def _parse_record(data: bytes) -> dict[str, str]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.cache import cache_dir, staged_tree
+from ..core.cache import cache_dir, inside, staged_tree
 from ..core.engines import ENGINES, EngineProfile, engine_for_distribution, normalize_dist
 from ..core.errors import SpecauditError
 
@@ -259,11 +259,28 @@ def _extract_python_files(wheel: Path, dest: Path, progress: Progress | None = N
             task = display.add_task(f"extracting {wheel.name}", total=len(members), unit="files")
             for member in members:
                 try:
-                    archive.extract(member, staging)
+                    _extract_bounded(archive, member, staging, wheel.name)
                 except (zipfile.BadZipFile, zlib.error) as exc:  # a member failing its CRC, or not inflating
                     raise SpecauditError(f"{wheel.name}: {member.filename} is damaged ({exc})") from None
                 display.advance(task)
             display.remove_task(task)
+
+
+def _extract_bounded(archive: zipfile.ZipFile, member: zipfile.ZipInfo, staging: Path, wheel: str) -> None:
+    """One member into ``staging``, where its name says, inflated no further than fetch.MAX_MEMBER_BYTES whatever
+    its header claims (a zip bomb's does not tell the truth)."""
+    from .fetch import MAX_MEMBER_BYTES
+
+    target = inside(staging, staging / member.filename)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with archive.open(member) as source, open(target, "wb") as out:
+        copied = 0
+        while chunk := source.read(1 << 20):
+            copied += len(chunk)
+            if copied > MAX_MEMBER_BYTES:
+                raise SpecauditError(f"{wheel}: {member.filename} inflates past {MAX_MEMBER_BYTES // 1_000_000} MB, "
+                                     f"more than any engine module (a zip bomb?)")
+            out.write(chunk)
 
 
 def _tree_from_root(root: Path, profile: EngineProfile, origin: str) -> EngineTree:
