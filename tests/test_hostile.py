@@ -398,3 +398,34 @@ def test_the_evaluator_does_not_build_strings_without_bound():
     assert value is unknown
     assert _bounded_replace("abc", unknown, "b", "x") == "axc"
     assert _bounded_replace("k" * (MAX_VALUE_CHARS - 1), unknown, "k", "kk") is unknown
+
+
+def test_a_utf16_log_is_read(tmp_path):
+    # PowerShell's `>` writes UTF-16 LE with a byte-order mark: the crash was missed.
+    log = tmp_path / "ps.log"
+    text = ("INFO 11-30 07:22:20 starting\nTraceback (most recent call last):\n"
+            '  File "/x/vllm/model_executor/models/registry.py", line 3, in _raise_for_unsupported\n'
+            "ValueError: Model architectures ['Foo'] are not supported for now\n")
+    log.write_bytes(text.encode("utf-16"))
+    proc = specaudit("explain", str(log), "--engine", "vllm", "--format", "json", "--out", str(tmp_path / "o"),
+                     env_cache=tmp_path / "c")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
+    assert report["crash"]["exception"] == "ValueError" and report["lines"] == 4
+
+
+def test_the_earliest_failing_process_is_the_root_cause_not_a_later_ones_known_line(tmp_path):
+    # README: the root cause is the innermost exception of the earliest failing process. A known line another
+    # process printed later (here the EAGLE-3 interface error) outranked it.
+    log = tmp_path / "two.log"
+    log.write_text(
+        "(Worker_TP0 pid=11) ERROR 06-04 10:14:43 [multiproc_executor.py:522] Traceback (most recent call last):\n"
+        '(Worker_TP0 pid=11) ERROR 06-04 10:14:43 [multiproc_executor.py:522]   File "/x/vllm/v1/worker/gpu_worker.py", '
+        "line 9, in load_model\n"
+        "(Worker_TP0 pid=11) ERROR 06-04 10:14:43 [multiproc_executor.py:522] KeyError: 'embed_tokens.weight'\n"
+        "(Worker_TP1 pid=12) ERROR 06-04 10:14:50 [core.py:1] RuntimeError: Model does not support EAGLE3 interface\n")
+    proc = specaudit("explain", str(log), "--engine", "vllm", "--format", "json", "--out", str(tmp_path / "o"),
+                     env_cache=tmp_path / "c")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
+    assert report["root"]["by"] == "traceback" and "embed_tokens.weight" in report["root"]["summary"]

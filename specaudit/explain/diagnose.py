@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..core.engines import ENGINES
 from ..core.types import Finding, Status, Verdict
-from ..results.outcome import Agreement, Crash, Explanation, Frame, RootCause
+from ..results.outcome import Agreement, Crash, Explanation, Frame, RootCause, SignatureMatch
 from ..results.scan import GateSite, ScanResult
 from .tracebacks import package_path
 
@@ -40,7 +40,8 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
     if gate is not None and crash is not None:
         return RootCause(f"{gate.title}: {crash.text} (raised at {gate.location})", "gate location", crash, signature,
                          gate, frame)
-    if signature is not None:
+    if signature is not None and (crash is None or _names_crash(signature, crash)
+                                  or signature.line_number < crash.line_number):
         return RootCause(f"{signature.title}: {signature.line.strip()}", "signature", crash, signature, None, frame)
     if crash is not None:
         where = f" (raised in {frame.function} at {package_path(frame.file)}:{frame.line})" if frame else ""
@@ -49,6 +50,12 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
         return RootCause(f"the engine exited with status {exit_status}, without a traceback", "exit status",
                          None, None, None, None)
     return None
+
+
+def _names_crash(signature: SignatureMatch, crash: Crash) -> bool:
+    """Whether a signature's line is the crash's own exception (then it classifies the crash); else the earlier of
+    the two is the root cause: a later process's known line does not outrank the earliest failing process."""
+    return crash.text in signature.line or bool(crash.message) and crash.message in signature.line
 
 
 def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) -> Agreement:

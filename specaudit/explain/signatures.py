@@ -8,7 +8,9 @@ traceback, "Engine core initialization failed. See root cause above" after it).
 
 from __future__ import annotations
 
+import codecs
 import functools
+import io
 import re
 import sys
 from collections import deque
@@ -239,6 +241,11 @@ def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation
 
 
 def _decoded(stream: IO[bytes]) -> Iterator[str]:
-    """A byte stream's lines, ending at "\n" only, so their numbers are the file's (`\r` redraws a line)."""
-    for raw in stream:
-        yield raw.decode("utf-8", errors="replace")
+    """A byte stream's lines, ending at "\n" only, so their numbers are the file's (`\r` redraws a line); UTF-8, or
+    UTF-16 where the stream starts with its byte-order mark (PowerShell's `>` writes UTF-16 LE)."""
+    head = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
+    if head in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE):
+        yield from io.TextIOWrapper(stream, encoding="utf-16", errors="replace", newline="\n")  # type: ignore[arg-type]
+        return
+    for number, raw in enumerate(stream):
+        yield (raw[3:] if number == 0 and raw.startswith(codecs.BOM_UTF8) else raw).decode("utf-8", errors="replace")
