@@ -429,3 +429,32 @@ def test_the_earliest_failing_process_is_the_root_cause_not_a_later_ones_known_l
     assert proc.returncode == 1, proc.stderr
     report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
     assert report["root"]["by"] == "traceback" and "embed_tokens.weight" in report["root"]["summary"]
+
+
+# -- a second process ------------------------------------------------------------------------------------------------
+
+
+def test_status_during_an_apply_says_one_is_running_and_a_scan_says_it_read_a_tree_being_patched(tmp_path,
+                                                                                                 monkeypatch):
+    import fcntl
+
+    tree = locate(str(small_tree(tmp_path / "tree", "0.0.1")))
+    cache = tmp_path / "cache"
+
+    def cache_dir(*parts: str, create: bool = True) -> Path:  # this process's Shadow where the commands' will be
+        path = cache.joinpath(*parts)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    monkeypatch.setattr("specaudit.tree.provenance.cache_dir", cache_dir)
+    shadow = Shadow(tree)
+    with open(shadow.dir / "lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # an apply under way holds it
+        shadow.journal.write_text("{}")  # and has its journal open
+        proc = specaudit("patch", str(tree.root), "--status", env_cache=cache)
+        assert proc.returncode == 6 and "another specaudit patch is running" in one_line(proc)
+        proc = specaudit("scan", str(tree.root), "--target", "llama3", "--format", "json", "--out",
+                         str(tmp_path / "o"), env_cache=cache)
+        report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
+        assert report["provenance"]["patching"] is True and "under way" in proc.stdout

@@ -438,10 +438,15 @@ class FileStatus:
 
 def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
     shadow = Shadow(tree)
-    if shadow.journal.exists():  # an interrupted run is rolled back first, as any patch command does
-        with shadow.lock():
-            shadow.recover()
-    state = shadow.state
+    # Under the lock: an apply under way is seen as one (Locked), never as files changed by someone else; an
+    # interrupted run is rolled back first, as any patch command does.
+    with shadow.lock():
+        shadow.recover()
+        state = shadow.state
+        return state, _file_states(tree, state)
+
+
+def _file_states(tree: EngineTree, state: dict[str, Any]) -> list[FileStatus]:
     rows = []
     for rel, info in sorted(state["files"].items()):
         if "applied" not in info:
@@ -462,7 +467,7 @@ def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
             continue
         if sha256((tree.root / rel).read_bytes()) != expected:
             rows.append(FileStatus(rel, "foreign", None, "differs from the wheel's RECORD, not changed by specaudit"))
-    return state, rows
+    return rows
 
 
 # -- helpers ------------------------------------------------------------------------------------------------

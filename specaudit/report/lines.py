@@ -150,7 +150,9 @@ def provenance_line(p: Provenance | None) -> str:
     text += f"; bundles applied: {', '.join(p.bundles)}" if p.bundles else ""
     text += f"; {len(p.modified)} file(s) read differ from the wheel's RECORD: {_first(p.modified, 5)}" \
         if p.modified else ""
-    return text + (f"; read with edits in memory: {', '.join(p.in_memory)}" if p.in_memory else "")
+    text += f"; read with edits in memory: {', '.join(p.in_memory)}" if p.in_memory else ""
+    return text + ("; a specaudit patch of the tree was under way, so what was read may be half written: scan again "
+                   "once `specaudit patch --status` shows it done" if p.patching else "")
 
 
 def release_provenance(results: list[ScanResult]) -> list[str]:

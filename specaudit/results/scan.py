@@ -32,6 +32,7 @@ class Provenance:
     bundles: tuple[str, ...] = ()  # specaudit patch bundles applied to the tree
     modified: tuple[str, ...] = ()  # files the scan read that differ from the wheel's RECORD
     in_memory: tuple[str, ...] = ()  # files read with edits in memory (a bundle planned, not applied)
+    patching: bool = False  # a patch of the tree was under way (its journal open): what was read may be half written
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] =
     """The provenance of a report on ``tree``, whose scan read the files ``read`` from disk and ``in_memory`` with
     edits planned, not applied."""
     return replace(invocation(tree.origin), bundles=applied_bundles(tree), modified=modified_files(tree, read),
-                   in_memory=tuple(sorted(in_memory)))
+                   in_memory=tuple(sorted(in_memory)), patching=(shadow_dir(tree, create=False) / "journal.json").exists())
 
 
 def launch_provenance(scan: ScanResult | None) -> Provenance:
