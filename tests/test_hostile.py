@@ -458,3 +458,44 @@ def test_status_during_an_apply_says_one_is_running_and_a_scan_says_it_read_a_tr
                          str(tmp_path / "o"), env_cache=cache)
         report = json.loads(next((tmp_path / "o").glob("*.json")).read_text())
         assert report["provenance"]["patching"] is True and "under way" in proc.stdout
+
+
+# -- kills at random times ---------------------------------------------------------------------------------------
+
+KILL_RUNS = int(os.environ.get("SPECAUDIT_KILL_RUNS", "6"))  # validation/random_kills.sh runs 50
+
+
+def test_a_kill_at_a_random_time_leaves_a_tree_the_next_command_makes_whole(tmp_path):
+    # Beside test_patch.py's kill at every step boundary: SIGKILL and SIGTERM at random times of an apply or a
+    # revert. After the next command the tree is wholly pristine or wholly patched, and --revert is byte-identical.
+    import random
+    import signal
+    import time
+
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    pristine = snapshot(destination)
+    assert specaudit("patch", str(destination), "--target", "kimi_k2", env_cache=cache).returncode == 0
+    patched = snapshot(destination)
+    assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "SPECAUDIT_CACHE": str(cache)}
+    draw = random.Random(int(os.environ.get("SPECAUDIT_KILL_SEED", "20261201")))
+    for run in range(KILL_RUNS):
+        command = draw.choice([["--target", "kimi_k2"], ["--revert"]])
+        if command == ["--revert"]:
+            assert specaudit("patch", str(destination), "--target", "kimi_k2", env_cache=cache).returncode == 0
+        proc = subprocess.Popen([sys.executable, "-m", "specaudit.cli", "patch", str(destination), *command], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        time.sleep(draw.uniform(0.3, 4.0))  # an apply of this bundle takes about 2 to 5 s here
+        sig = draw.choice([signal.SIGKILL, signal.SIGTERM])
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=600)
+        assert "Traceback" not in stderr, (run, stderr)
+        listing = specaudit("patch", str(destination), "--status", env_cache=cache)
+        assert listing.returncode == 0 and "foreign" not in listing.stdout and "drifted" not in listing.stdout, \
+            (run, sig, listing.stdout + listing.stderr)
+        assert snapshot(destination) in (pristine, patched), (run, sig)
+        assert not list(destination.rglob("*.specaudit-tmp")), run
+        assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
+        assert snapshot(destination) == pristine, (run, sig)
