@@ -1,6 +1,5 @@
-"""Run the rules over the indexed tree and judge them against the launch: the scan result.
-
-The result is plain data (result.py); every report format renders it and computes nothing.
+"""Judge a launch against the indexed tree: its method resolved, then the rules, drafter checks and traced path of
+that method. The result is plain data (results/scan.py); every report format renders it and computes nothing.
 """
 
 from __future__ import annotations
@@ -191,11 +190,6 @@ class Analysis:
         """The rules with sites in the code (not the drafter checks)."""
         return [r for r in self.rules if not KINDS[r.kind].siteless]
 
-    @property
-    def gate_rules(self) -> list[Rule]:
-        """The rules that name a gate (not the candidates: raises no rule names yet)."""
-        return [r for r in self.code_rules if r.kind != "candidate"]
-
     def sites(self) -> dict[str, list[Site]]:
         """Each code rule's sites, in file order (a fresh dict: a scan filters the candidates' in it)."""
         return {rule.id: sorted(self.index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in self.code_rules}
@@ -248,21 +242,14 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     candidates: list[Finding] = []
     decided: dict[str, int] = {}
     summary: MethodSummary | None = None
-    path: TracedPath | None = a.path
-    method = DEFAULT_METHOD
-    modeled = True
+    stop: list[Finding] = []  # the method's own gates: it is not in the release, not modeled, or not told
+    method = DEFAULT_METHOD  # a landscape scan shows the default method's
     if launch is not None and launch.target is not None:
-        resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
-        launch = replace(launch, method=resolution.method) if resolution.method else launch
+        launch, stop, summary = _with_method(a, launch)
         method = launch.method or ""
-        stop = method_findings(resolution, a.methods, a.engine_methods)
-        modeled = not stop
-        summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods,
-                                resolution.how, resolution.release_methods, resolution.listed_at)
-        path = a.path_for(method) if modeled else None
-    # A method's rules are the ones that name it; where no path of the launch's method is modeled, only the rules
-    # that hold for any method.
-    rules = [r for r in a.rules if applies(r.methods, method) and (modeled or "*" in r.methods)]
+    path = a.path_for(method) if not stop else None
+    # A method's rules are the ones that name it; where its path is not modeled, only the rules of every method.
+    rules = [r for r in a.rules if applies(r.methods, method) and (path is not None or "*" in r.methods)]
     gate_rules = [r for r in rules if not KINDS[r.kind].siteless and r.kind != "candidate"]
     if launch is not None and launch.target is not None:
         judge = a.judge(launch)
@@ -307,12 +294,22 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
         skipped=dict(sorted(a.index.skipped.items())),
         files_indexed=len(a.index.digests),
         seconds=round(a.seconds + time.perf_counter() - started, 3),
-        gates=_gate_sites(gate_rules, sites, path or a.path),
+        gates=_gate_sites(gate_rules, sites, path),
         # The files this scan read: hashing the whole tree would cost more than the scan does.
         provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
                               a.overlay),
         method=summary,
     )
+
+
+def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary]:
+    """The launch with the method the release resolves it to; the findings that stand for the whole launch when
+    that method is not one to judge; and what the report says of the method."""
+    resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
+    stop = method_findings(resolution, a.methods, a.engine_methods)
+    summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
+                            resolution.release_methods, resolution.listed_at)
+    return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary
 
 
 class _TreeCode:
@@ -342,11 +339,11 @@ def _path_summary(path: TracedPath | None, decided: dict[str, int]) -> PathSumma
                        dict(sorted(decided.items())))
 
 
-def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath) -> list[GateSite]:
+def _gate_sites(rules: list[Rule], sites: dict[str, list], path: TracedPath | None) -> list[GateSite]:
     """Every place a launch can be stopped: the rules' sites and the traced path's obligations, one per place."""
     found = {(s.file, s.line, s.end_line): GateSite(rule.id, rule.title, s.file, s.line, s.end_line)
              for rule in rules for s in sites[rule.id]}
-    for o in path.obligations:
+    for o in (path.obligations if path else ()):
         found.setdefault((o.file, o.line, o.end_line), GateSite(f"path-{o.kind}", obligation_title(o), o.file, o.line,
                                                                 o.end_line))
     return sorted(found.values(), key=lambda g: (g.file, g.line, g.end_line))

@@ -30,6 +30,8 @@ import yaml
 from ..core.data import YAML_LOADER, rules_dir
 from ..core.errors import SpecauditError
 from ..core.types import PHASES
+from ..launch.request import DEFAULT_METHOD
+from ..methods.catalog import applies
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
 from .resolve import External, Resolver
@@ -1001,11 +1003,12 @@ def _truthy(value: Any) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
-def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None, method: str = "eagle3") -> TracedPath:
+def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None,
+          method: str = DEFAULT_METHOD) -> TracedPath:
     """A method's path in the engine, traced from the entry points of the path file's roles that name the method;
     cached by file content."""
     spec = spec or load_path_spec(index.tree.engine.name)
-    spec = replace(spec, roles=tuple(r for r in spec.roles if "*" in r.methods or method in r.methods))
+    spec = replace(spec, roles=tuple(r for r in spec.roles if applies(r.methods, method)))
     return index.memo(f"trace:{spec.source}:{_spec_digest(spec)}", lambda: Tracer(index, resolver, spec).run())
 
 
