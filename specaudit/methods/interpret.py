@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.values import COMPARISONS
+
 
 class _Unknown:
     def __repr__(self) -> str:
@@ -208,7 +210,7 @@ class Interpreter:
             if left is UNKNOWN or right is UNKNOWN:
                 return UNKNOWN
             try:
-                holds = _COMPARE[type(op)](left, right)
+                holds = COMPARISONS[type(op)](left, right)
             except (TypeError, KeyError):
                 return UNKNOWN
             if not holds:
@@ -246,13 +248,6 @@ class Interpreter:
         if func == "any":
             return True if any(v is not UNKNOWN and _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else False
         return False if any(v is not UNKNOWN and not _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else True
-
-
-_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
-    ast.Eq: lambda a, b: bool(a == b), ast.NotEq: lambda a, b: bool(a != b),
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
-}
 
 
 def _truth(value: Any) -> bool:

@@ -66,6 +66,8 @@ def launch_facts(launch: Launch) -> dict[str, Any]:
 
 
 def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
+    """The method the release runs for ``launch``: each of the engine's resolving functions that the release defines
+    played out in turn on the launch's values, then its lookup's aliases; with the release's own list of methods."""
     requested = launch.method.lower() if launch.method else None
     spell = str.upper if spec.case == "upper" else str.lower
     facts = launch_facts(launch)
@@ -88,7 +90,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         except (ValueError, RecursionError) as exc:
             return _resolution(requested, None, how, code, spec, named, functions,
                                f"{relpath}:{function.lineno}: {exc}")
-        chosen, problem = _choose(outcomes, current)
+        chosen, problem = _choose(outcomes)
         if problem:
             return _resolution(requested, None, how, code, spec, named, functions, f"{relpath}: {problem}")
         how += [f"{relpath}:{step}" for outcome in chosen[:1] for step in outcome.steps]
@@ -104,7 +106,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     return _resolution(requested, method, how, code, spec, named, functions, problem)
 
 
-def _choose(outcomes: list[Outcome], entering: Any) -> tuple[list[Outcome], str]:
+def _choose(outcomes: list[Outcome]) -> tuple[list[Outcome], str]:
     """The ways the launch can go: those that do not raise (a raise is a gate, judged on the path), when they agree
     on the method; else the raising ones, whose method is the one the raise met."""
     running = [o for o in outcomes if o.raises is None]

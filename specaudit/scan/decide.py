@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.types import Finding, Phase, Status
+from ..core.values import COMPARISONS
 from ..launch.target import Target
 from .facts import ClassInfo, ModuleInfo, dotted_name
-from .gates import _COMPARE, render_message
+from .gates import render_message
 from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .trace import (
@@ -518,7 +519,7 @@ class Evaluator:
                     return Unknown(_text(node))
             else:
                 try:
-                    result = _COMPARE[type(op)](left, right)
+                    result = COMPARISONS[type(op)](left, right)
                 except (TypeError, KeyError):
                     return Unknown(_text(node))
             if not result:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..core.types import Finding, Judge, Rule, Site, Status
+from ..core.values import COMPARISONS
 from .drafter import CHECKS, DraftContext
 
 if TYPE_CHECKING:
@@ -413,7 +413,7 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
                 if left is UNKNOWN or right is UNKNOWN:
                     return UNKNOWN
                 try:
-                    result = _COMPARE[type(op)](left, right)
+                    result = COMPARISONS[type(op)](left, right)
                 except (TypeError, KeyError):
                     return UNKNOWN
                 if not result:
@@ -426,15 +426,6 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
         return ev(ast.parse(source.strip(), mode="eval").body)
     except SyntaxError:
         return UNKNOWN
-
-
-_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], Any]] = {
-    ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b,
-    ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b,
-    ast.Gt: lambda a, b: a > b, ast.GtE: lambda a, b: a >= b,
-    ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-    ast.Is: lambda a, b: a is b, ast.IsNot: lambda a, b: a is not b,
-}
 
 
 class DrafterContract(Kind):
