@@ -26,6 +26,25 @@ ROOT = Path(__file__).resolve().parents[1]
 BAD_INPUT, DRIFT = 2, 4
 
 
+SANDBOX = Path(__file__).parent / "sandbox"  # its sitecustomize.py logs every path a command writes
+
+
+def run_recorded(tmp_path: Path, args: list[str], allowed: list[Path]) -> subprocess.CompletedProcess:
+    """The CLI with every path it writes recorded (tests/sandbox/sitecustomize.py); a path outside ``allowed``
+    fails the test."""
+    log = tmp_path / "writes.log"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SANDBOX}:{ROOT}", "HOME": str(tmp_path / "home"),
+           "SPECAUDIT_CACHE": str(tmp_path / "cache"), "SPECAUDIT_WRITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=600)
+    written = log.read_text().splitlines() if log.exists() else []
+    roots = [str(Path(a).resolve()) for a in [*allowed, tmp_path / "cache"]]
+    outside = [w for w in written if not any(os.path.realpath(w) == r or os.path.realpath(w).startswith(r + os.sep)
+                                             for r in roots)]
+    assert not outside, outside
+    return proc
+
+
 def one_line(proc: subprocess.CompletedProcess) -> str:
     assert "Traceback" not in proc.stderr, proc.stderr
     lines = proc.stderr.strip().splitlines()
@@ -61,11 +80,11 @@ def test_a_version_that_climbs_out_of_the_cache_is_refused(tmp_path, command):
     tree = small_tree(tmp_path / "tree", f"0/../../../..{tmp_path}/outside/.s")
     before = snapshot(tmp_path)
     verb, *flags = command
-    proc = specaudit(verb, str(tree), *flags, "--out", str(tmp_path / "reports"), env_cache=tmp_path / "cache") \
-        if verb == "scan" else specaudit(verb, str(tree), *flags, env_cache=tmp_path / "cache")
+    out = ["--out", str(tmp_path / "reports")] if verb == "scan" else []
+    proc = run_recorded(tmp_path, [verb, str(tree), *flags, *out], allowed=[tmp_path / "reports"])
     assert proc.returncode == BAD_INPUT
     assert "is not a PEP 440 version" in one_line(proc)
-    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(("cache/", "reports/"))}
+    after = {k: v for k, v in snapshot(tmp_path).items() if not k.startswith(("cache/", "reports/", "writes.log"))}
     assert after == before and not list(outside.iterdir())
 
 
@@ -110,8 +129,8 @@ def test_a_symlink_planted_at_a_reports_name_is_replaced_not_followed(tmp_path):
     out.mkdir()
     (out / "scan-vllm-0.0.1-llama3.json").symlink_to(victim)
     tree = small_tree(tmp_path / "tree", "0.0.1")
-    proc = specaudit("scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(out),
-                     env_cache=tmp_path / "cache")
+    proc = run_recorded(tmp_path, ["scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(out)],
+                        allowed=[out])
     assert proc.returncode in (1, 3), proc.stderr  # a tree with no engine code in it: not READY
     assert victim.read_text() == "keep me\n"
     report = out / "scan-vllm-0.0.1-llama3.json"
