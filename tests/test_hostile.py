@@ -518,3 +518,20 @@ def test_a_kill_at_a_random_time_leaves_a_tree_the_next_command_makes_whole(tmp_
         assert not list(destination.rglob("*.specaudit-tmp")), run
         assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
         assert snapshot(destination) == pristine, (run, sig)
+
+
+def test_an_engine_file_in_latin_1_is_patched_and_reverted_in_its_own_encoding(tmp_path):
+    # The scan reads a PEP 263 `coding: latin-1` file; patch decoded it as UTF-8 and ended in a traceback.
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    speculative = destination / "vllm" / "config" / "speculative.py"
+    speculative.write_bytes(b"# -*- coding: latin-1 -*-\n# caf\xe9\n" + speculative.read_bytes())
+    before = speculative.read_bytes()
+    cache = tmp_path / "cache"
+    proc = specaudit("patch", str(destination), "--target", "kimi_k2", "--force", env_cache=cache)  # --force: RECORD
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1), proc.stderr
+    patched = speculative.read_bytes()
+    assert patched != before and b"# caf\xe9\n" in patched and b"kimi_k2" in patched
+    compile(patched, str(speculative), "exec")
+    assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
+    assert speculative.read_bytes() == before

@@ -18,9 +18,11 @@ from __future__ import annotations
 import difflib
 import fcntl
 import hashlib
+import io
 import json
 import os
 import signal
+import tokenize
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -136,7 +138,7 @@ class Plan:
     def diff(self) -> str:
         out: list[str] = []
         for relpath, (old, new) in sorted(self.edits.items()):
-            out += difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
+            out += difflib.unified_diff(_text(old).splitlines(keepends=True), _text(new).splitlines(keepends=True),
                                         f"a/{relpath}", f"b/{relpath}")
         return "".join(out)
 
@@ -156,8 +158,8 @@ def plan(tree: EngineTree, bundle: Bundle, analysis: Analysis | None = None) -> 
     for change in bundle.changes:
         reason = CODEMODS[change.codemod](change, context)
         (skipped.append((change.id, reason)) if reason else applied.append(change.id))
-    edits = {rel: (analysis.index.source(rel), new.encode()) for rel, new in context.sources.items()
-             if new.encode() != analysis.index.source(rel)}
+    edits = {rel: (analysis.index.source(rel), context.encoded(rel)) for rel in context.sources
+             if context.encoded(rel) != analysis.index.source(rel)}
     for relpath, (_, new) in edits.items():
         try:
             compile(new, relpath, "exec")
@@ -478,9 +480,17 @@ def _read(tree: EngineTree, relpath: str) -> bytes:
 
 
 def _diff(relpath: str, expected: bytes, actual: bytes) -> str:
-    return "".join(difflib.unified_diff(expected.decode(errors="replace").splitlines(keepends=True),
-                                        actual.decode(errors="replace").splitlines(keepends=True),
+    return "".join(difflib.unified_diff(_text(expected).splitlines(keepends=True), _text(actual).splitlines(keepends=True),
                                         f"expected/{relpath}", f"found/{relpath}"))
+
+
+def _text(source: bytes) -> str:
+    """A file's text for a diff that is shown, in the encoding it declares (PEP 263), characters it lacks replaced."""
+    try:
+        encoding = tokenize.detect_encoding(io.BytesIO(source).readline)[0]
+        return source.decode(encoding, errors="replace")
+    except (SyntaxError, LookupError):  # a cookie naming no codec
+        return source.decode("utf-8", errors="replace")
 
 
 def _refuse_drift(tree: EngineTree, shadow: Shadow, state: dict[str, Any], force: bool, bundle: Bundle) -> None:

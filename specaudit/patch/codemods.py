@@ -13,6 +13,8 @@ Contract of a codemod (a libcst ``Codemod``, unit-tested with ``CodemodTest``): 
 from __future__ import annotations
 
 import functools
+import io
+import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,11 +54,26 @@ class PatchContext:
     sites: dict[str, list[Site]]  # rule id -> sites, as the scan sees the pristine tree
     protocols: dict[str, Protocol]
     sources: dict[str, str] = field(default_factory=dict)  # relpath -> edited source
+    encodings: dict[str, str] = field(default_factory=dict)  # relpath -> its PEP 263 encoding, as it is written back
 
     def source(self, relpath: str) -> str:
         if relpath not in self.sources:
-            self.sources[relpath] = self.index.source(relpath).decode("utf-8")
+            raw = self.index.source(relpath)
+            encoding = tokenize.detect_encoding(io.BytesIO(raw).readline)[0]  # a `# -*- coding: latin-1 -*-` file
+            try:
+                self.sources[relpath] = raw.decode(encoding)
+            except (UnicodeDecodeError, LookupError) as exc:
+                raise SpecauditError(f"{relpath}: not readable as its declared encoding {encoding} ({exc})") from None
+            self.encodings[relpath] = encoding
         return self.sources[relpath]
+
+    def encoded(self, relpath: str) -> bytes:
+        """The edited source, in the encoding the file declares."""
+        encoding = self.encodings.get(relpath, "utf-8")
+        try:
+            return self.sources[relpath].encode(encoding)
+        except UnicodeEncodeError:
+            raise SpecauditError(f"{relpath}: the edit cannot be written in the file's encoding {encoding}") from None
 
     def blocking_sites(self, rule_id: str) -> list[Site]:
         """The rule's sites that block at least one of the bundle's targets."""
