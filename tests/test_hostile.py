@@ -535,3 +535,21 @@ def test_an_engine_file_in_latin_1_is_patched_and_reverted_in_its_own_encoding(t
     compile(patched, str(speculative), "exec")
     assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
     assert speculative.read_bytes() == before
+
+
+def test_a_tree_reached_through_a_bind_mount_has_the_same_patch_state(tmp_path):
+    # The patch state was keyed by the path string: through a second path, a patched tree looked pristine.
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("no mount namespace here (unshare -m needs root)")
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    assert specaudit("patch", str(destination), "--target", "kimi_k2", env_cache=cache).returncode == 0
+    other = tmp_path / "mnt"
+    other.mkdir()
+    script = (f"mount --bind {destination} {other} && SPECAUDIT_CACHE={cache} PYTHONPATH={ROOT} HOME={tmp_path} "
+              f"exec {sys.executable} -m specaudit.cli patch {other} --status")
+    proc = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "applied: vllm-eagle3-kimi-k2" in proc.stdout, proc.stdout
+    assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0

@@ -23,10 +23,21 @@ from .locate import EngineTree
 
 
 def shadow_dir(tree: EngineTree, create: bool = True) -> Path:
-    """The directory of a tree's patch state: pristine copies, the journal, and state.json."""
-    key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
+    """The directory of a tree's patch state: pristine copies, the journal, and state.json. Keyed by the identity of
+    the tree's package directory (device and inode), so that a bind mount or a second path to the same tree finds
+    the same state; state kept under the tree's path by earlier specaudit releases is still found."""
+    package = tree.root / tree.engine.package
+    try:
+        st = package.stat()
+        key = hashlib.sha1(f"{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:12]
+    except OSError:  # no package directory: the tree is named by its path
+        key = hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]
     patches = cache_dir("patches", create=create)
-    return inside(patches, cache_dir("patches", slug(f"{tree.engine.name}-{tree.version}-{key}"), create=create))
+    name = slug(f"{tree.engine.name}-{tree.version}-{key}")
+    legacy = slug(f"{tree.engine.name}-{tree.version}-{hashlib.sha1(str(tree.root.resolve()).encode()).hexdigest()[:12]}")
+    if not (patches / name).exists() and (patches / legacy).is_dir():
+        name = legacy
+    return inside(patches, cache_dir("patches", name, create=create))
 
 
 def record_hashes(tree: EngineTree) -> dict[str, str]:
