@@ -166,7 +166,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
-    return Launch(target=target, method=method_of(speculative, draft), engine=command.engine if command else None,
+    return Launch(target=target, method=method_of(speculative), engine=command.engine if command else None,
                   draft=draft, drafter=drafter, speculative=speculative, options=options)
 
 

@@ -29,7 +29,7 @@ class Launch:
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
 
 
-def method_of(speculative: dict[str, Any], draft: str | None) -> str | None:
+def method_of(speculative: dict[str, Any]) -> str | None:
     """The method as the launch names it, lower case; None where the launch sets speculative decoding up without
     naming one (the engine infers it: methods/); the default where it sets nothing up (a scan given a target only,
     or a drafter only, audits an EAGLE-3 launch)."""

@@ -89,7 +89,7 @@ class RemoteEngine:
         if draft and checkpoints[draft].get("config") is not None:
             drafter = replace(read_checkpoint(str(_mirror_checkpoint(draft, checkpoints[draft]))),
                               path=f"{self.host}:{draft}")
-        launch = Launch(target=target, method=method_of(self.command.speculative, draft),
+        launch = Launch(target=target, method=method_of(self.command.speculative),
                         engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
                         options=self.command.options)
         return run_scan(tree, launch)

@@ -78,7 +78,7 @@ class Smoke:
         server = Server(self.session.remote.forward(self.port), self.serving)
         # The method the preflight scan resolved from the node's own engine; as named where the scan could not tell.
         scanned = self.remote_engine.scan.method if self.remote_engine.scan else None
-        method = (scanned.method if scanned else None) or method_of(self.command.speculative, None) or "default"
+        method = (scanned.method if scanned else None) or method_of(self.command.speculative) or "default"
         return Exercise(self.session, server, method)
 
     def launch(self, argv: tuple[str, ...] | list[str]) -> Watch:
