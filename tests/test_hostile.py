@@ -553,3 +553,15 @@ def test_a_tree_reached_through_a_bind_mount_has_the_same_patch_state(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "applied: vllm-eagle3-kimi-k2" in proc.stdout, proc.stdout
     assert specaudit("patch", str(destination), "--revert", env_cache=cache).returncode == 0
+
+
+def test_recovery_removes_what_a_write_killed_mid_way_left_beside_the_file(tmp_path):
+    # SIGKILL between cache.write_atomic's temporary file and its rename leaves `.config.py.<random>.specaudit-tmp`.
+    data = b"X = 1\n"
+    shadow = planted_journal(tmp_path, {"vllm/config.py": "pristine"},
+                             {"vllm/config.py": {"copy": hashlib.sha256(data).hexdigest(), "written": "0" * 64}},
+                             {"vllm/config.py": data})
+    stale = shadow.tree.root / "vllm" / ".config.py.k3j2h1.specaudit-tmp"
+    stale.write_bytes(b"half a write")
+    assert shadow.recover() == ["vllm/config.py"]
+    assert not stale.exists() and (shadow.tree.root / "vllm" / "config.py").read_bytes() == data

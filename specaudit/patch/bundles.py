@@ -259,6 +259,9 @@ class Shadow:
         for target, data in copies.values():
             _replace(target, data)
             _clear_pycache(target)
+            # A write killed mid-way (SIGKILL) leaves its temporary file beside the file: cache.write_atomic's name.
+            for stale in target.parent.glob(f".{target.name}.*.specaudit-tmp"):
+                stale.unlink(missing_ok=True)
         self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(restore)}")
         self.journal.unlink()
         return list(restore)
