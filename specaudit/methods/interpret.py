@@ -77,10 +77,9 @@ class Interpreter:
     returns: bool = False  # the function returns the method (else it sets ``variable``, and returns anything)
     constant: Callable[[str], bool] = lambda name: False  # whether a module-level name is a plain string constant
 
-    def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any,
-            initial: dict[str, Any] | None = None) -> list[Outcome]:
+    def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any) -> list[Outcome]:
         """Every way through ``function`` for a launch whose method is ``method`` on entry."""
-        start = _Way({self.variable: method, **(initial or {})})
+        start = _Way({self.variable: method})
         ways = self._block(function.body, [start])
         return [w.done or Outcome(w.env.get(self.variable, UNKNOWN), w.steps) for w in ways]
 
