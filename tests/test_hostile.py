@@ -565,3 +565,15 @@ def test_recovery_removes_what_a_write_killed_mid_way_left_beside_the_file(tmp_p
     stale.write_bytes(b"half a write")
     assert shadow.recover() == ["vllm/config.py"]
     assert not stale.exists() and (shadow.tree.root / "vllm" / "config.py").read_bytes() == data
+
+
+def test_pep_440_equal_releases_share_one_cache_entry(tmp_path):
+    # `vllm==0.17` and `vllm==0.17.0` are one release: one tree in the cache, not two fetches.
+    from specaudit.tree.locate import _cached_release
+
+    (tmp_path / "vllm-0.17.0").mkdir()
+    (tmp_path / "vllm-0.17.0" / ".complete").write_text("w\n")
+    (tmp_path / "vllm-0.99.0-cp38-abi3-manylinux_2_28_x86_64-614-1796161425").mkdir()  # a wheel's own tree
+    assert _cached_release(tmp_path, "vllm", "0.17") == tmp_path / "vllm-0.17.0"
+    assert _cached_release(tmp_path, "vllm", "0.17.0") == tmp_path / "vllm-0.17.0"
+    assert _cached_release(tmp_path, "vllm", "0.18") == tmp_path / "vllm-0.18"

@@ -123,10 +123,29 @@ def locate_release(dist: str, version: str, progress: Progress | None = None) ->
     profile = engine_for_distribution(dist)
     if profile is None:
         raise SpecauditError(f"{dist}: not a supported engine ({', '.join(ENGINES)})")
-    dest = cache_dir("trees") / f"{normalize_dist(dist)}-{version}"
+    dest = _cached_release(cache_dir("trees"), normalize_dist(dist), version)
     if not (dest / ".complete").exists():
         fetch_release(dist, version, dest, progress)
     return _tree_from_root(dest, profile, origin=f"{dist}=={version} from the package index")
+
+
+def _cached_release(trees: Path, dist: str, version: str) -> Path:
+    """Where the release is cached: ``vllm==0.17`` is the tree ``vllm==0.17.0`` fetched (PEP 440 equal), not a
+    second copy of it."""
+    from packaging.version import InvalidVersion, Version
+
+    exact = trees / f"{dist}-{version}"
+    if (exact / ".complete").exists():
+        return exact
+    wanted = Version(version)
+    for candidate in sorted(trees.glob(f"{dist}-*")):
+        try:
+            equal = Version(candidate.name[len(dist) + 1:]) == wanted
+        except InvalidVersion:
+            continue  # a wheel's own directory (name-version-tags-size-mtime)
+        if equal and (candidate / ".complete").exists():
+            return candidate
+    return exact
 
 
 def locate_all(specs: Sequence[str], engine: str | None = None, release_range: str | None = None,
