@@ -577,3 +577,22 @@ def test_pep_440_equal_releases_share_one_cache_entry(tmp_path):
     assert _cached_release(tmp_path, "vllm", "0.17") == tmp_path / "vllm-0.17.0"
     assert _cached_release(tmp_path, "vllm", "0.17.0") == tmp_path / "vllm-0.17.0"
     assert _cached_release(tmp_path, "vllm", "0.18") == tmp_path / "vllm-0.18"
+
+
+@pytest.mark.parametrize("name", ["a/..", "org/--x"])
+def test_a_model_name_the_hub_refuses_is_one_line(tmp_path, name):
+    # These pass the local `org/name` pattern and not huggingface_hub's validation, which raised past the refusals.
+    proc = specaudit("scan", str(small_tree(tmp_path / "tree", "0.0.1")), "--model", name, env_cache=tmp_path / "c")
+    assert proc.returncode == BAD_INPUT and "not a model name the Hub takes" in one_line(proc)
+
+
+def test_status_says_what_it_rolled_back_from_an_interrupted_run(tmp_path):
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    cache = tmp_path / "cache"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()), "SPECAUDIT_CACHE": str(cache)}
+    proc = subprocess.run([sys.executable, "-m", "specaudit.cli", "patch", str(destination), "--target", "kimi_k2"],
+                          env={**env, "SPECAUDIT_TEST_KILL_AT_STEP": "3"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == -9, proc.stderr
+    listing = specaudit("patch", str(destination), "--status", env_cache=cache)
+    assert listing.returncode == 0 and "recovered" in listing.stdout and "no bundle applied" in listing.stdout

@@ -82,10 +82,10 @@ def hub_file(name: str, filename: str, revision: str | None) -> tuple[Path, bool
     fetched into the cache."""
     from huggingface_hub import constants, hf_hub_download, try_to_load_from_cache
 
-    cached = try_to_load_from_cache(name, filename, revision=revision)
-    if isinstance(cached, str):
-        return Path(cached), True
     try:
+        cached = try_to_load_from_cache(name, filename, revision=revision)  # validates the name as the Hub does
+        if isinstance(cached, str):
+            return Path(cached), True
         return Path(hf_hub_download(name, filename, revision=revision)), False
     except Exception as exc:  # noqa: BLE001 - each refusal of the Hub's is one line; anything else propagates
         why = _refusal(exc, filename, revision, constants.HF_HUB_CACHE)

@@ -436,7 +436,9 @@ def revert(tree: EngineTree, force: bool = False) -> Outcome:
 @dataclass(frozen=True)
 class FileStatus:
     relpath: str
-    state: str  # "specaudit" (as a bundle left it), "drifted" (changed since), "foreign" (not the wheel's, not ours)
+    # "specaudit" (as a bundle left it), "drifted" (changed since), "foreign" (not the wheel's, not ours), "recovered"
+    # (rolled back just now, from a run that was interrupted)
+    state: str
     bundle: str | None
     detail: str
 
@@ -446,9 +448,10 @@ def status(tree: EngineTree) -> tuple[dict[str, Any], list[FileStatus]]:
     # Under the lock: an apply under way is seen as one (Locked), never as files changed by someone else; an
     # interrupted run is rolled back first, as any patch command does.
     with shadow.lock():
-        shadow.recover()
+        recovered = shadow.recover()
         state = shadow.state
-        return state, _file_states(tree, state)
+        return state, [FileStatus(rel, "recovered", None, "rolled back from an interrupted specaudit run, as it was "
+                                  "before it") for rel in recovered] + _file_states(tree, state)
 
 
 def _file_states(tree: EngineTree, state: dict[str, Any]) -> list[FileStatus]:
