@@ -170,6 +170,7 @@ def test_recovery_never_writes_through_a_symlink_in_the_tree(tmp_path):
     ({"vllm/config.py": "pristine"}, None),  # a journal without hashes: nothing vouches for the copy
     ({"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": "0" * 64}}),  # the copy is not the one hashed
     ({"../outside.py": "pristine"}, {"../outside.py": {"copy": hashlib.sha256(b"x").hexdigest()}}),
+    ({"vllm/config.py": 5}, {}),  # a kind that is no copy's
 ])
 def test_recovery_restores_nothing_the_journal_does_not_vouch_for(tmp_path, restore, hashes):
     shadow = planted_journal(tmp_path, restore, hashes, {"vllm/config.py": b"planted\n"})

@@ -209,7 +209,11 @@ class Shadow:
     @property
     def state(self) -> dict[str, Any]:
         if self.state_file.exists():
-            return read_state_json(self.state_file)
+            state = read_state_json(self.state_file)
+            if not _is_state(state):
+                raise PatchRefused(f"{self.state_file}: unreadable patch state (no bundles and files); move the "
+                                   f"directory {self.dir} aside to start over (it holds the pristine copies)")
+            return state
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
 
     def copy(self, kind: str, relpath: str) -> bytes:
@@ -240,16 +244,22 @@ class Shadow:
             return []
         entries = read_state_json(self.journal)
         restore, hashes = entries.get("restore"), entries.get("hashes")
-        if not isinstance(restore, dict) or not isinstance(hashes, dict) or not isinstance(entries.get("state"), dict):
+        if not isinstance(restore, dict) or not isinstance(hashes, dict) or not _is_state(entries.get("state")):
             raise PatchRefused(f"{self.journal}: an interrupted run's journal that does not verify (no hashes of its "
                                f"files); nothing was restored. Move {self.dir} aside to start over")
         copies = {}
         for relpath, kind in restore.items():
             target = _in_tree(self.tree, relpath)
-            data = self.copy(str(kind), relpath)
+            try:
+                data = self.copy(kind, relpath) if kind in ("pristine", "applied") else None
+            except OSError:
+                data = None
             expected = hashes.get(relpath) or {}
+            if data is None:
+                raise PatchRefused(f"{self.journal}: names a copy of {relpath} that is not there ({kind!r}); nothing was "
+                                   f"restored. Move {self.dir} aside to start over")
             if sha256(data) != expected.get("copy"):
-                raise PatchRefused(f"{self.dir / str(kind) / relpath}: the copy an interrupted run would restore is not "
+                raise PatchRefused(f"{self.dir / kind / relpath}: the copy an interrupted run would restore is not "
                                    f"the one its journal recorded; nothing was restored. Move {self.dir} aside")
             current = sha256(target.read_bytes()) if target.is_file() else None
             if current not in (expected.get("copy"), expected.get("written"), None) and not force:
@@ -308,6 +318,10 @@ class _Lock:
 
 # Every write of a patch goes through here (the tests interrupt it).
 _replace = write_atomic
+
+
+def _is_state(state: Any) -> bool:
+    return isinstance(state, dict) and isinstance(state.get("bundles"), dict) and isinstance(state.get("files"), dict)
 
 
 def _relative(relpath: str) -> str:

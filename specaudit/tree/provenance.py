@@ -68,7 +68,8 @@ def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
     """The bundles the patch state says are applied to the tree. Read only: no recovery, no lock, and no directory
     made for a tree that was never patched (every scan asks)."""
     state_file = shadow_dir(tree, create=False) / "state.json"
-    return tuple(sorted(read_state_json(state_file)["bundles"])) if state_file.exists() else ()
+    bundles = read_state_json(state_file).get("bundles") if state_file.exists() else None
+    return tuple(sorted(bundles)) if isinstance(bundles, dict) else ()
 
 
 def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:
