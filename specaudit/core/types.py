@@ -109,7 +109,7 @@ class Rule:
 @dataclass(frozen=True)
 class Site:
     """One place in the engine where a rule's shape matched; ``details``: what the kind's shape read there, as the
-    kind's own ``Details`` dataclass (gates.py)."""
+    kind's own ``Details`` dataclass (scan/gates.py)."""
 
     rule_id: str
     file: str

@@ -71,7 +71,7 @@ class MethodSummary:
 @dataclass(frozen=True)
 class GateSite:
     """Where a gate stands in the tree, whatever the launch: a rule's site or an obligation of the traced path.
-    A crash whose frame falls inside ``line..end_line`` of ``file`` is that gate (diagnose.py)."""
+    A crash whose frame falls inside ``line..end_line`` of ``file`` is that gate (explain/diagnose.py)."""
 
     rule_id: str
     title: str
