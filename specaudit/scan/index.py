@@ -238,7 +238,11 @@ def _worker_init() -> None:
 
 
 def ignore_interrupts() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it stops the pool
+    """A pool worker's signals: Ctrl-C is the main process's to handle (it stops the pool), and the SIGTERM it stops a
+    worker with ends the worker, as by default, not through the handler a forked worker inherits from the CLI."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for terminating in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(terminating, signal.SIG_DFL)
 
 
 _parse_workers = min(os.cpu_count() or 1, 8)
