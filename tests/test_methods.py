@@ -278,3 +278,18 @@ def test_every_declared_method_file_loads():
     for engine in ("vllm", "sglang"):
         assert "eagle3" in load_methods(engine)
         assert load_engine_methods(engine).resolvers
+
+
+@pytest.mark.parametrize("speculative, message", [
+    # 0.33.0 __post_init__: with num_speculative_tokens and no model, `else: raise ValueError("num_speculative_tokens
+    # was provided but without speculative model.")`; custom_class: "method='custom_class' requires 'model' ...".
+    ({"method": "eagle3", "num_speculative_tokens": 3}, "num_speculative_tokens was provided but without speculative"),
+    ({"method": "custom_class", "num_speculative_tokens": 3}, "method='custom_class' requires 'model'"),
+])
+def test_a_launch_the_resolving_code_refuses_on_every_way_is_blocked_there(speculative, message):
+    # It was READY: the raise sits in the speculative config's validation, whose fields the path does not bind.
+    result = audit(analysis("vllm==0.33.0"), launch(speculative))
+    assert result.verdict == Verdict.BLOCKED
+    (first,) = result.blocking
+    assert first.rule_id == "method-resolution-raises" and message in first.code
+    assert first.file == "vllm/config/speculative.py" and first.line > 0

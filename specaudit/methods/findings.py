@@ -25,6 +25,14 @@ def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: En
             f"the release's {'list of methods' if resolution.listed else 'resolving code'} ({resolution.listed_at}) "
             f"names {listed}; not {resolution.requested!r}",
             "Use one of the release's methods, or a release that has this one (specaudit matrix shows which).")]
+    if resolution.stops is not None:
+        where, at, raised = resolution.stops
+        return [Finding(
+            "method-resolution-raises", "The engine refuses the launch while resolving its method", phase,
+            Status.BLOCKS, where, at, raised, raised.removeprefix("raise ").strip(),
+            "every way through the engine's resolving code, with this launch's values, ends in this raise"
+            + (f" (after {'; '.join(resolution.how)})" if resolution.how else ""),
+            "Give the launch what the raise asks for (in the speculative config).")]
     if resolution.method is None:
         return [Finding(
             "method-resolution", "The speculative method the engine runs cannot be told before launch", phase,

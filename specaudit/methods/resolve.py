@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
@@ -29,6 +29,8 @@ class Resolution:
     listed: bool  # True: the release declares the list; False: it is what its resolving code compares with
     problem: str = ""  # why the method cannot be told, when it cannot
     checked: str = "requested"  # which the engine looks up in its list: the method as named, or as resolved
+    # Where every way through the resolving code ends in a raise for this launch: (file, line, the raise's code).
+    stops: tuple[str, int, str] | None = None
 
     @property
     def in_release(self) -> bool | None:
@@ -42,7 +44,7 @@ class Resolution:
 def launch_facts(launch: Launch) -> dict[str, Any]:
     """The launch's own values that the engines' resolving code reads (catalog.LAUNCH_FACTS)."""
     spec = launch.speculative
-    model = spec.get("model")
+    model = spec.get("model") or launch.draft  # --draft names the speculative config's model
     target = launch.target
     drafter = launch.drafter.config if launch.drafter is not None else None
     own = model is None  # no drafter named: the draft is the target's own checkpoint (MTP), or none at all
@@ -94,8 +96,12 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         if problem:
             return _resolution(requested, None, how, code, spec, named, functions, f"{relpath}: {problem}")
         how += [f"{relpath}:{step}" for outcome in chosen[:1] for step in outcome.steps]
-        how += [f"{relpath}:{o.raises} (the launch stops there)" for o in chosen[:1] if o.raises]
         current = chosen[0].method
+        if chosen[0].raises:  # the engine refuses the launch while resolving its method: nothing after it runs
+            line, _, raised = chosen[0].raises.partition(": ")
+            method = current.lower() if isinstance(current, str) else None
+            return replace(_resolution(requested, method, how, code, spec, named, functions, ""),
+                           stops=(relpath, int(line), raised))
     for alias in spec.aliases:
         names = _declared_at(code, alias.names)
         if names and isinstance(current, str) and current in names:
