@@ -15,7 +15,7 @@ import re
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
 
@@ -24,6 +24,7 @@ import yaml
 from ..core.data import data_dir
 from ..core.errors import SpecauditError
 from ..results.outcome import Crash, Explanation, SignatureMatch
+from .known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from .tracebacks import TracebackReader
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
@@ -46,6 +47,8 @@ class Signature:
     # A crash signature (`frames:` in the file): ``frame`` is searched in "file:function" of the root traceback's
     # frames and ``pattern`` in its exception text; both must match.
     frame: re.Pattern | None = None
+    warning: bool = False  # a line that says the engine went on (a logger's WARNING): never a failure
+    method: str | None = None  # the speculative method whose launches print it (reported as the match's "method")
 
     @property
     def gate_ids(self) -> tuple[str, ...]:
@@ -69,8 +72,8 @@ def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | No
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
             engine = data["engine"]
-            if engines is not None and engine not in engines:
-                continue
+            if engines is not None and engine not in engines and engine != "*" or data.get("kind") == KNOWN_FAILURES:
+                continue  # another engine's ("*": every engine's), or a table of known failures (known.py reads those)
             made += [make(engine, entry) for entry in (data[key] if required else data.get(key) or ())]
         except (yaml.YAMLError, KeyError, TypeError, re.error) as exc:
             raise SpecauditError(f"{path}: not a valid signature file ({type(exc).__name__}: {exc})") from None
@@ -83,7 +86,8 @@ def _signature(engine: str, entry: dict) -> Signature:
         hint=" ".join(entry["hint"].split()), gate=entry.get("gate"), gates=tuple(entry.get("gates", ())),
         root=entry.get("root", True), examples=tuple(entry.get("examples", ())),
         counterexamples=tuple(entry.get("counterexamples", ())),
-        frame=re.compile(entry["frame"]) if "frame" in entry else None)
+        frame=re.compile(entry["frame"]) if "frame" in entry else None, warning=bool(entry.get("warning", False)),
+        method=entry.get("method"))
 
 
 def load_signatures(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Signature]:
@@ -104,7 +108,7 @@ def match_crash(crash: Crash, signatures: list[Signature]) -> SignatureMatch | N
             continue  # not a crash signature: no frame for the traceback to pass through
         found = signature.pattern.search(crash.text)
         if found and any(signature.frame.search(place) for place in places):
-            fields = {k: v for k, v in found.groupdict().items() if v is not None}
+            fields = _fields(signature, found)
             return SignatureMatch(signature.id, signature.title, signature.engine, crash.line_number, crash.text,
                                   fields, signature.gate, signature.gate_ids, signature.hint, True, ())
     return None
@@ -142,30 +146,71 @@ MAX_LINE_CHARS = 16384
 
 @functools.cache
 def needle_of(pattern: re.Pattern) -> str:
-    """The longest run of literal characters every match of ``pattern`` contains ("" where there is none: a
-    pattern that is an alternation at its top)."""
+    """The longest run of literal characters every match of ``pattern`` contains ("" where there is none)."""
+    needles = needles_of(pattern)
+    return needles[0] if len(needles) == 1 else ""
+
+
+@functools.cache
+def needles_of(pattern: re.Pattern) -> tuple[str, ...]:
+    """Literals one of which every match of ``pattern`` contains (an alternation gives one per branch); () where
+    none is known. A line that holds none of them cannot match, so the pattern need not run on it."""
+    if pattern.flags & re.IGNORECASE:
+        return ()
     try:
         from re import _parser as parser  # type: ignore[attr-defined]  # Python 3.11 and later
     except ImportError:  # Python 3.10
         import sre_parse as parser  # type: ignore[no-redef]
-    runs, run = [], ""
-    for op, value in parser.parse(pattern.pattern, pattern.flags):
-        if str(op) == "LITERAL" and not pattern.flags & re.IGNORECASE:
+    return _needles(list(parser.parse(pattern.pattern, pattern.flags))) or ()
+
+
+def _needles(items: list) -> tuple[str, ...] | None:
+    candidates: list[tuple[str, ...]] = []
+    run = ""
+    for op, value in items:
+        name = str(op)
+        if name == "LITERAL":
             run += chr(value)
             continue
-        if str(op) == "BRANCH":
-            return ""
-        runs.append(run)
+        if run:
+            candidates.append((run,))
         run = ""
-    return max([*runs, run], key=len)
+        found: tuple[str, ...] | None = None
+        if name == "SUBPATTERN" and not value[1] & re.IGNORECASE:
+            found = _needles(list(value[-1]))
+        elif name == "BRANCH":
+            branches = [_needles(list(branch)) for branch in value[1]]
+            found = tuple(n for b in branches for n in b) if branches and all(branches) else None  # type: ignore
+        elif name in ("MAX_REPEAT", "MIN_REPEAT") and value[0] >= 1:
+            found = _needles(list(value[2]))
+        if found:
+            candidates.append(found)
+    if run:
+        candidates.append((run,))
+    return max(candidates, key=lambda c: min(len(n) for n in c), default=None)
+
+
+class Prefiltered:
+    """A pattern searched only in a line that holds one of its needles: a substring test, linear, so that no line
+    makes a pattern backtrack for long, and most lines cost a few ``in`` tests."""
+
+    __slots__ = ("pattern", "needles")
+
+    def __init__(self, pattern: re.Pattern) -> None:
+        self.pattern, self.needles = pattern, needles_of(pattern)
+
+    def search(self, line: str) -> re.Match | None:
+        if self.needles and not any(n in line for n in self.needles):
+            return None
+        return self.pattern.search(line)
 
 
 def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Match] | None:
-    """The first signature that a (clean) log line matches. A pattern runs only on a line that holds its longest
-    literal (a substring test, linear), so that no line makes a pattern backtrack for long."""
+    """The first signature that a (clean) log line matches. A pattern runs only on a line that holds one of its
+    literals (``needles_of``)."""
     for signature in signatures:
-        needle = needle_of(signature.pattern)
-        if needle and needle not in line:
+        needles = needles_of(signature.pattern)
+        if needles and not any(n in line for n in needles):
             continue
         found = signature.pattern.search(line)
         if found:
@@ -173,69 +218,129 @@ def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Ma
     return None
 
 
+def _fields(signature: Signature, found: re.Match) -> dict[str, str]:
+    fields = {k: v for k, v in found.groupdict().items() if v is not None}
+    return {**fields, "method": signature.method} if signature.method else fields
+
+
+# A logger's level at the start of a line: what a WARNING, INFO or DEBUG line says is not a failure of the launch.
+_LEVEL = re.compile(r"^(?:\([^()]*pid=\d+\) ?)?(?:\[[^\]]*\] ?)?(?P<level>DEBUG|INFO|WARNING|WARN)\s+\d\d-\d\d ")
+
+
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
              wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None,
-             release: list[Milestone] | None = None, crashes: list[Signature] | None = None) -> Explanation:
+             release: list[Milestone] | None = None, crashes: list[Signature] | None = None,
+             known: list[KnownFailure] | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
     counts. A root traceback no line names is held against the crash signatures (``crashes``); the ``release``
-    markers say which release and platform wrote the log. Reads the lines once, keeping only a few: a log of any
-    size fits in memory."""
+    markers say which release and platform wrote the log. A known failure line that a logger printed as a
+    warning is listed, not a root cause; a log whose only failure lines are consequences ("Engine core
+    initialization failed") has the first of them as its cause: the launch failed, of a cause that is not in the
+    log. The ``known`` failures whose text the root cause shows are listed with it (the root cause when no
+    signature names it). Reads the lines once, keeping only a few: a log of any size fits in memory."""
     tracebacks = TracebackReader()
     named: dict[str, str] = {}
+    markers = [(marker, Prefiltered(marker.pattern)) for marker in release or ()]
+    ups = [Prefiltered(pattern) for pattern in up or ()]
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
-    first: dict[str, tuple[int, str, Signature, re.Match, list[str]]] = {}  # signature id -> its first match
+    first: dict[str, tuple[int, str, Signature, re.Match, list[str], bool]] = {}  # id -> its first match
     waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
     count = 0
     for count, raw in enumerate(lines, 1):
         line = clean_line(raw)
         tracebacks.feed(count, line)
-        for marker in release or ():
-            found = marker.pattern.search(line)
+        for marker, search in markers:
+            found = search.search(line)
             if found:
                 named.setdefault("engine", marker.engine)
                 for key, value in found.groupdict().items():
                     if value:
                         named.setdefault(key, value)
-        if any(pattern.search(line) for pattern in up or ()):
+        if any(search.search(line) for search in ups):
             tracebacks.came_through()
-        for context, _ in waiting:
-            context.append(line)
-        waiting = [(context, size) for context, size in waiting if len(context) < size]
+        if waiting:
+            for context, _ in waiting:
+                context.append(line)
+            waiting = [(context, size) for context, size in waiting if len(context) < size]
         hit = match_line(line, signatures)
         if hit and hit[0].id not in first:
             context = [*before, line]
-            first[hit[0].id] = (count, line, hit[0], hit[1], context)
+            quiet = bool(_LEVEL.match(line)) and not hit[0].warning
+            first[hit[0].id] = (count, line, hit[0], hit[1], context, quiet)
             waiting.append((context, len(context) + CONTEXT_LINES))
         before.append(line)
     distinct = []
-    for number, line, signature, found, context in sorted(first.values(), key=lambda m: m[0]):
-        fields = {k: v for k, v in found.groupdict().items() if v is not None}
-        distinct.append(SignatureMatch(signature.id, signature.title, signature.engine, number, line, fields,
-                                       signature.gate, signature.gate_ids, signature.hint, signature.root,
-                                       tuple(context)))
+    for number, line, signature, found, context, quiet in sorted(first.values(), key=lambda m: m[0]):
+        fields = _fields(signature, found)
+        title = signature.title + (" (in a warning: the engine went on)" if quiet else "")
+        distinct.append(SignatureMatch(signature.id, title, signature.engine, number, line, fields,
+                                       signature.gate, signature.gate_ids, signature.hint,
+                                       signature.root and not quiet and not signature.warning, tuple(context)))
     cause = next((m for m in distinct if m.root), None)
     crash = tracebacks.root(wrappers or [])
-    if cause is None and crash is not None:
-        cause = match_crash(crash, crashes or [])
-        distinct += [cause] if cause else []
-    return Explanation(log, count, cause, distinct, crash, named)
+    framed = match_crash(crash, crashes or []) if crash is not None else None
+    if framed is not None and crash is not None and (cause is None or _names(cause, crash)):
+        cause = framed  # known by the code its traceback passes through: more than by the text of its line
+        distinct.append(framed)
+    if cause is None and crash is None:
+        failing = {s.id for s in signatures if not s.warning}
+        cause = next((m for m in distinct if m.signature in failing and "(in a warning" not in m.title), None)
+    matched = known_matches(known or [], cause, crash, named)
+    if cause is None and matched:
+        cause = replace(matched[0], root=True)
+        matched[0] = cause
+    return Explanation(log, count, cause, distinct + matched, crash, named)
+
+
+def _names(match: SignatureMatch, crash: Crash) -> bool:
+    """Whether a signature's line is the crash's own exception line."""
+    return crash.text in match.line or bool(crash.message) and crash.message in match.line
+
+
+def known_matches(known: list[KnownFailure], cause: SignatureMatch | None, crash: Crash | None,
+                  named: dict[str, str]) -> list[SignatureMatch]:
+    """The known failures whose error text the root cause shows (its line, or its traceback's exception), of the
+    engine and release the log names where it names them: listed beside the root cause, with the thread and fix."""
+    texts = [(m.line_number, m.line, m.context) for m in (cause,) if m] + \
+        [(c.line_number, c.text, ()) for c in (crash,) if c]
+    found = []
+    for failure in known:
+        if named.get("engine") not in (None, failure.engine):
+            continue
+        if "version" in named and not failure.applies(named["version"], failure.features):
+            continue  # the log's release is not one the thread reports it in
+        hit = next(((n, text, ctx, m) for n, text, ctx in texts for m in [failure.pattern.search(text)] if m), None)
+        if hit:
+            number, text, context, match = hit
+            seen = f"{failure.engine} {', '.join(failure.seen_in)}"
+            found.append(SignatureMatch(failure.id, f"Known failure: {failure.title} (seen in {seen}; {failure.thread})",
+                                        failure.engine, number, text, _fields_of(match, failure), None, (),
+                                        failure.hint, False, tuple(context)))
+    return found
+
+
+def _fields_of(match: re.Match, failure: KnownFailure) -> dict[str, str]:
+    fields = {k: v for k, v in match.groupdict().items() if v is not None}
+    return {**fields, "thread": failure.thread, "releases": str(failure.releases)}
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
-    signatures, wrappers, release = load_signatures(engines), load_wrappers(engines), load_release_markers(engines)
+    signatures, known = load_signatures(engines), load_known_failures(engines)
+    wrappers, release = load_wrappers(engines), load_release_markers(engines)
     crashes = load_crash_signatures(engines)
     up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
-        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release, crashes)
+        return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release, crashes,
+                        known)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes)
+            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes, known)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

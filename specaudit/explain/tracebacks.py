@@ -1,24 +1,52 @@
 """Python tracebacks in a launch log, read as the lines go by: the exception, its message and its frames.
 
 Engines print them bare or with a prefix on every line, one per process: ``(Worker pid=7271) ERROR 11-30
-07:22:20 [multiproc_executor.py:953] Traceback (most recent call last):``. Each process's lines are followed
-apart, so tracebacks printed by two processes at once do not mix.
+07:22:20 [multiproc_executor.py:953] Traceback (most recent call last):``, or SGLang's ``[2025-02-12 07:00:41 TP0]
+Scheduler hit an exception: Traceback (most recent call last):``. Each process's lines are followed apart, so
+tracebacks printed by two processes at once do not mix.
+
+What users paste is often less than a traceback, and each of these is read as one:
+
+- frames without the ``Traceback`` header above them (the tail of a traceback), up to the exception line;
+- a lone exception line (``KeyError: 'embed_tokens.weight'``, ``torch.AcceleratorError: CUDA error: ...``): a crash
+  with no frames, unless a logger printed it as a WARNING, INFO or DEBUG line (the engine went on);
+- pydantic's form, ``ValidationError: 1 validation error for SpeculativeConfig`` and the ``Value error, ...`` line
+  under it (read into the crash's message), or that second line alone;
+- a log whose lines a web page joined into one: split again where a process tag or a frame starts.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..results.outcome import Crash, Frame
 
-# A process tag, then a logger's level, date, time and [file:line], any of them absent.
+# A process tag, SGLang's bracketed time and rank tags, then a logger's level, date, time and [file:line]; any of
+# them absent.
 _PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?"
-                     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+\[[^\]]*\] ?)?")
+                     r"(?:\[(?:\d{4}-\d\d-\d\d[ T][\d:.]+(?: [^\]]*)?|(?:[A-Z]+\d+ ?)+)\] ?)?"
+                     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
+                     r"(?:\[[^\]]*\]|[\w./-]+:\d+\]) ?)?")
 _START = "Traceback (most recent call last):"
-_FRAME = re.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
+# A frame, indented or not; a long one wrapped before its ", in function" (which then goes unread).
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+?))?,?\s*$')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
+# What an exception's name looks like where no header says that a traceback ends there: a lone line, or the line
+# after frames that had no header.
+_NAME = (r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|[A-Z]\w*(?:Exit|Interrupt|Fault|Failure)"
+         r"|StopIteration|GeneratorExit)")
+_LONE = re.compile(rf"^(?P<type>{_NAME})(?::\s?(?P<message>.*))?$")
+# pydantic's form: "1 validation error for SpeculativeConfig", then the field's line and "  Value error, ... [type=".
+_VALIDATION = re.compile(r"^\d+ validation errors? for \w+$")
+_PYDANTIC_LINE = re.compile(r"^\s+(?P<message>\S.*?)\s*\[type=[^\]]*\]?.*$")
+_PYDANTIC_LONE = re.compile(r"^\s*(?P<message>(?:Value error|Assertion failed), .+?)\s*(?:\[type=.*)?$")
+_QUIET = {"DEBUG", "INFO", "WARNING", "WARN"}  # logger levels whose exception text is not a failure
+# Where a line joined by a web page is split again: before a process tag, or before a frame or header.
+_JOINED_TAG = re.compile(r"(?<=\S) +(?=\([^()]*pid=\d+\) )")
+_JOINED_FRAME = re.compile(r"(?<=\S) +(?=File \"|Traceback \(most recent call last\):)")
+_JOINED_EXCEPTION = re.compile(rf"(?<=\S) +(?={_NAME}: )")
 MAX_CRASHES = 64  # a log that prints more tracebacks than this repeats itself: the first ones are the story
 
 
@@ -26,44 +54,108 @@ MAX_CRASHES = 64  # a log that prints more tracebacks than this repeats itself: 
 class _Open:
     line_number: int
     frames: list[Frame] = field(default_factory=list)
+    headed: bool = True  # False: frames with no "Traceback" header above them
 
 
 class TracebackReader:
     def __init__(self) -> None:
         self.crashes: list[Crash] = []
         self._open: dict[str, _Open] = {}  # process -> its traceback being read
+        self._validation: dict[str, tuple[int, int]] = {}  # process -> (crash index, lines left) for pydantic's form
 
     def feed(self, number: int, line: str) -> None:
-        """One log line, without colours; ``number`` counts from 1."""
+        """One log line, without colours; ``number`` counts from 1. A line that holds several joined lines is read
+        as each of them."""
+        if len(line) > 160 and (line.count("pid=") > 1 or line.count('File "') > 1):
+            for part in split_joined(line):
+                self._feed(number, part)
+        else:
+            self._feed(number, line)
+
+    def _feed(self, number: int, line: str) -> None:
         prefix = _PREFIX.match(line)
         assert prefix is not None  # every part of _PREFIX is optional: it matches at the start of any line
         process, content = prefix.group("process") or "", line[prefix.end():]
-        if content.strip() == _START:
+        if self._validation and process in self._validation and self._pydantic(process, content):
+            return
+        if content.rstrip().endswith(_START):
             self._open[process] = _Open(number)
             return
         current = self._open.get(process)
+        frame = _FRAME.match(content) if 'File "' in content else None
         if current is None:
-            return
-        frame = _FRAME.match(content)
+            if frame:  # the tail of a traceback whose header is not here
+                self._open[process] = current = _Open(number, headed=False)
+            else:
+                self._lone(number, process, prefix.group("level"), content)
+                return
         if frame:
-            current.frames.append(Frame(frame["file"], int(frame["line"]), frame["function"]))
+            current.frames.append(Frame(frame["file"], int(frame["line"]), frame["function"] or "?"))
         elif content[:1].isspace() or not content:
             return  # the source line of a frame, its ^^^ markers
         else:
             del self._open[process]
-            found = _EXCEPTION.match(content.strip())
-            if found and len(self.crashes) < MAX_CRASHES:
-                self.crashes.append(Crash(current.line_number, process, found["type"], found["message"] or "",
-                                          tuple(current.frames)))
+            found = (_EXCEPTION if current.headed else _LONE).match(content.strip())
+            if found:
+                self._add(Crash(current.line_number, process, found["type"], found["message"] or "",
+                                tuple(current.frames)))
+
+    def _lone(self, number: int, process: str, level: str | None, content: str) -> None:
+        """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning."""
+        stripped = content.strip()
+        if level in _QUIET or not stripped[:1].isalpha():
+            return
+        found = _LONE.match(stripped)
+        if found:
+            self._add(Crash(number, process, found["type"], found["message"] or "", ()))
+            return
+        pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
+        if pydantic:
+            self._add(Crash(number, process, "ValidationError", pydantic["message"], ()))
+
+    def _add(self, crash: Crash) -> None:
+        if len(self.crashes) >= MAX_CRASHES:
+            return
+        self.crashes.append(crash)
+        if _VALIDATION.match(crash.message):
+            self._validation[crash.process] = (len(self.crashes) - 1, 3)
+
+    def _pydantic(self, process: str, content: str) -> bool:
+        """The lines under pydantic's "N validation error for X": the first that says what failed ("  Value error,
+        ... [type=value_error, ...]") goes into the crash's message. True when the line was read so."""
+        index, left = self._validation.pop(process)
+        found = _PYDANTIC_LINE.match(content)
+        if found:
+            crash = self.crashes[index]
+            self.crashes[index] = replace(crash, message=f"{crash.message}: {found['message']}")
+            return True
+        if left > 1 and content[:1].isalnum() and " " not in content.strip():
+            self._validation[process] = (index, left - 1)  # the field's name, on its own line: read on
+            return True
+        return False
 
     def came_through(self) -> None:
         """The launch came up after the tracebacks read so far (its server answers): they did not stop it."""
         self.crashes.clear()
+        self._validation.clear()
 
     def root(self, wrappers: list[re.Pattern]) -> Crash | None:
         """The root cause: the first traceback in the log (the earliest failing process, and in a chain the
-        exception that caused the others) that is not a wrapper saying that something below it failed."""
-        return next((c for c in self.crashes if not any(w.search(c.text) for w in wrappers)), None)
+        exception that caused the others) that is not a wrapper saying that something below it failed; else the
+        first wrapper (a launch that failed, whose cause is not in the log)."""
+        return next((c for c in self.crashes if not any(w.search(c.text) for w in wrappers)),
+                    self.crashes[0] if self.crashes else None)
+
+
+def split_joined(line: str) -> list[str]:
+    """The lines a web page joined into ``line``: split before each process tag when it holds several, else before
+    each frame and header, and the exception from the source line before it."""
+    if line.count("pid=") > 1:
+        parts = _JOINED_TAG.split(line)
+        if len(parts) > 1:
+            return parts
+    parts = _JOINED_FRAME.split(line)
+    return parts[:-1] + _JOINED_EXCEPTION.split(parts[-1]) if len(parts) > 1 else parts
 
 
 _SITE_PACKAGES = re.compile(r"^.*?/(?:site|dist)-packages/")
