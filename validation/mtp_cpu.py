@@ -90,7 +90,8 @@ CASES = {
     "glm4moe-k1": ("glm-mtp1", 1, "GLM-4.5-style MoE target with its MTP layer, k=1"),
     "mimo-k2": ("mimo-mtp1", 2, "MiMo-style, k=2 (MiMoMTP.forward asserts spec_step_idx == 0)"),
     "glm4moe-no-mtp-weights": ("glm-no-mtp", 1, "GLM-4.5-style target without its MTP tensors, k=1"),
-    "ds-no-k-model": ("ds-mtp1", None, '{"method": "mtp", "model": TARGET}: the model named, no num_speculative_tokens'),
+    "ds-no-k-model": ("ds-mtp1", None,
+                      '{"method": "mtp", "model": TARGET}: the model named, no num_speculative_tokens'),
     "ds-nextn2-k2": ("ds-mtp2", 2, "num_nextn_predict_layers 2, k=2: each MTP layer once"),
 }
 # cases whose speculative config names the checkpoint as its model too
@@ -103,8 +104,9 @@ FINDINGS = [
     "Every served MTP launch ran `EagleProposer` (method mtp is one of `SpeculativeConfig.use_eagle()`'s methods; the "
     "CPU runner logs \"EAGLE drafter KV cache initialized for CPU backend\"). The draft architecture comes from "
     "`hf_config_override`: `DeepSeekMTPModel`, `MiMoMTPModel`, `Glm4MoeMTPModel` (\"Resolved architecture\").",
-    "The checkpoint's MTP embed and head are not used: for an MTP drafter `_maybe_share_embeddings` and `_maybe_share_lm_head` always share "
-    "the target's embed_tokens and lm_head, and replaces every layer's `shared_head.head` by the target's lm_head "
+    "The checkpoint's MTP embed and head are not used: for an MTP drafter `_maybe_share_embeddings` and "
+    "`_maybe_share_lm_head` always share the target's embed_tokens and lm_head, and put the target's lm_head in "
+    "place of every layer's `shared_head.head` "
     "(\"Shared target model lm_head with MTP shared_head.head.\", v1/spec_decode/llm_base_proposer.py).",
     "The proposer never passes `spec_step_idx`: every draft step runs the first MTP layer. `ds-nextn2-k2` has a second "
     "MTP layer (model.layers.3) that never proposes \" x\" (checked offline: it proposes token 302), yet position 1 "
@@ -591,7 +593,8 @@ def write_markdown() -> None:
         draft = resolved[1] if len(resolved) > 1 else "-"
         k = ("absent" if r["k"] is None else str(r["k"])) + (" (model: the target)" if case in NAMES_MODEL else "")
         rows.append(f"| `{case}` | {c['model_type']} | {c['architectures']} | {c['num_nextn_predict_layers']} | {k} "
-                    f"| {c['mtp_weights']} | {draft} | {outcome} | `{root.replace('|', '/')[:600]}` | `{where}` | {acc_text} |"
+                    f"| {c['mtp_weights']} | {draft} | {outcome} | `{root.replace('|', '/')[:600]}` | `{where}` "
+                    f"| {acc_text} |"
                     if root else
                     f"| `{case}` | {c['model_type']} | {c['architectures']} | {c['num_nextn_predict_layers']} | {k} "
                     f"| {c['mtp_weights']} | {draft} | {outcome} | - | - | {acc_text} |")
@@ -602,8 +605,8 @@ def write_markdown() -> None:
              "`validation/mtp_cpu/<case>.json`, logs in `tests/fixtures/logs/mtp/`.", "",
              "The weights make target and MTP layer both always answer \" x\", so a served launch should accept every "
              "draft token. Frames are under the venv's site-packages.", "",
-             "| case | model_type | architectures | num_nextn_predict_layers | k | MTP weights | draft resolved | outcome "
-             "| root-cause line | raised at (engine file:line) | acceptance (/metrics) |",
+             "| case | model_type | architectures | num_nextn_predict_layers | k | MTP weights | draft resolved "
+             "| outcome | root-cause line | raised at (engine file:line) | acceptance (/metrics) |",
              "|---|---|---|---|---|---|---|---|---|---|---|", *rows, "", "## What the launches show", ""]
     lines += [f"- {f}" for f in FINDINGS]
     lines += ["", "## Checkpoints", ""]
