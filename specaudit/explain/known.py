@@ -20,7 +20,7 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..core.data import data_dir
+from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
 
 
@@ -52,7 +52,7 @@ class KnownFailure:
     def applies(self, version: str | None, features: Iterable[str], method: str | None = None) -> bool:
         """Whether a launch of ``version`` with ``features`` (and ``method``) is in this failure's cell. A version
         that is not PEP 440 matches nothing; no version (unknown) matches every release."""
-        if method and "*" not in self.methods and method.lower() not in self.methods:
+        if method and "*" not in self.methods and method.lower() not in {m.lower() for m in self.methods}:
             return False
         if not set(self.features) <= set(features):
             return False
@@ -106,7 +106,7 @@ def _files(engines: Iterable[str] | None, directory: Path | None) -> list[tuple[
     loaded = []
     for path in sorted(_directory(directory).glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
             if data.get("kind") == KNOWN_FAILURES and (engines is None or data["engine"] in engines):
                 loaded.append((path, data))
         except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:

@@ -21,7 +21,7 @@ from typing import IO
 
 import yaml
 
-from ..core.data import data_dir
+from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
 from ..results.outcome import Crash, Explanation, SignatureMatch
 from .known import KNOWN_FAILURES, KnownFailure, load_known_failures
@@ -49,6 +49,11 @@ class Signature:
     frame: re.Pattern | None = None
     warning: bool = False  # a line that says the engine went on (a logger's WARNING): never a failure
     method: str | None = None  # the speculative method whose launches print it (reported as the match's "method")
+    needles: tuple[str, ...] = field(default=(), compare=False)  # literals one of which its every match holds
+
+    def __post_init__(self) -> None:
+        if not self.needles:
+            object.__setattr__(self, "needles", needles_of(self.pattern))
 
     @property
     def gate_ids(self) -> tuple[str, ...]:
@@ -70,7 +75,7 @@ def _entries(key: str, make, engines: Iterable[str] | None, directory: Path | No
     made = []
     for path in sorted(directory.glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
             engine = data["engine"]
             if engines is not None and engine not in engines and engine != "*" or data.get("kind") == KNOWN_FAILURES:
                 continue  # another engine's ("*": every engine's), or a table of known failures (known.py reads those)
@@ -172,6 +177,10 @@ def _needles(items: list) -> tuple[str, ...] | None:
         if name == "LITERAL":
             run += chr(value)
             continue
+        if name == "SUBPATTERN" and value[-1] and all(str(o) == "LITERAL" for o, _ in value[-1]) \
+                and not value[1] & re.IGNORECASE:
+            run += "".join(chr(v) for _, v in value[-1])  # a group of literals: part of the run
+            continue
         if run:
             candidates.append((run,))
         run = ""
@@ -187,12 +196,13 @@ def _needles(items: list) -> tuple[str, ...] | None:
             candidates.append(found)
     if run:
         candidates.append((run,))
-    return max(candidates, key=lambda c: min(len(n) for n in c), default=None)
+    # the longest literal, an alternation's counting against it: each alternative is another test on every line
+    return max(candidates, key=lambda c: min(len(n) for n in c) - 2 * (len(c) - 1), default=None)
 
 
 class Prefiltered:
     """A pattern searched only in a line that holds one of its needles: a substring test, linear, so that no line
-    makes a pattern backtrack for long, and most lines cost a few ``in`` tests."""
+    makes a pattern backtrack for long, and most lines cost an ``in`` test or two."""
 
     __slots__ = ("pattern", "needles")
 
@@ -200,17 +210,22 @@ class Prefiltered:
         self.pattern, self.needles = pattern, needles_of(pattern)
 
     def search(self, line: str) -> re.Match | None:
-        if self.needles and not any(n in line for n in self.needles):
-            return None
-        return self.pattern.search(line)
+        return self.pattern.search(line) if _holds(line, self.needles) else None
+
+
+def _holds(line: str, needles: tuple[str, ...]) -> bool:
+    """Whether ``line`` holds one of ``needles`` (or there are none to tell by)."""
+    if len(needles) == 1:
+        return needles[0] in line
+    return not needles or any(n in line for n in needles)
 
 
 def match_line(line: str, signatures: list[Signature]) -> tuple[Signature, re.Match] | None:
     """The first signature that a (clean) log line matches. A pattern runs only on a line that holds one of its
     literals (``needles_of``)."""
     for signature in signatures:
-        needles = needles_of(signature.pattern)
-        if needles and not any(n in line for n in needles):
+        needles = signature.needles
+        if needles and (needles[0] not in line if len(needles) == 1 else not any(n in line for n in needles)):
             continue
         found = signature.pattern.search(line)
         if found:
@@ -264,10 +279,13 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
             for context, _ in waiting:
                 context.append(line)
             waiting = [(context, size) for context, size in waiting if len(context) < size]
-        hit = match_line(line, signatures)
+        head = line[:80]
+        level = _LEVEL.match(line) if "INFO " in head or "DEBUG " in head or "WARN" in head else None
+        # an INFO or DEBUG line of a logger is the engine going on: no signature's line (not even listed)
+        hit = None if level and level["level"] in ("INFO", "DEBUG") else match_line(line, signatures)
         if hit and hit[0].id not in first:
             context = [*before, line]
-            quiet = bool(_LEVEL.match(line)) and not hit[0].warning
+            quiet = level is not None and not hit[0].warning
             first[hit[0].id] = (count, line, hit[0], hit[1], context, quiet)
             waiting.append((context, len(context) + CONTEXT_LINES))
         before.append(line)

@@ -47,6 +47,7 @@ _QUIET = {"DEBUG", "INFO", "WARNING", "WARN"}  # logger levels whose exception t
 _JOINED_TAG = re.compile(r"(?<=\S) +(?=\([^()]*pid=\d+\) )")
 _JOINED_FRAME = re.compile(r"(?<=\S) +(?=File \"|Traceback \(most recent call last\):)")
 _JOINED_EXCEPTION = re.compile(rf"(?<=\S) +(?={_NAME}: )")
+_JOINED_SOURCE = re.compile(r'^(File "[^"]+", line \d+, in [\w<>.]+) +(\S.*)$')
 MAX_CRASHES = 64  # a log that prints more tracebacks than this repeats itself: the first ones are the story
 
 
@@ -66,7 +67,7 @@ class TracebackReader:
     def feed(self, number: int, line: str) -> None:
         """One log line, without colours; ``number`` counts from 1. A line that holds several joined lines is read
         as each of them."""
-        if len(line) > 160 and (line.count("pid=") > 1 or line.count('File "') > 1):
+        if len(line) > 100 and (line.count("pid=") > 1 or line.count('File "') > 1):
             for part in split_joined(line):
                 self._feed(number, part)
         else:
@@ -155,7 +156,14 @@ def split_joined(line: str) -> list[str]:
         if len(parts) > 1:
             return parts
     parts = _JOINED_FRAME.split(line)
-    return parts[:-1] + _JOINED_EXCEPTION.split(parts[-1]) if len(parts) > 1 else parts
+    if len(parts) == 1:
+        return parts
+    parts = parts[:-1] + _JOINED_EXCEPTION.split(parts[-1])
+    split = []
+    for part in parts:  # a frame and its source line: the source, indented, on a line of its own
+        frame = _JOINED_SOURCE.match(part)
+        split += [frame[1], "    " + frame[2]] if frame else [part]
+    return split
 
 
 _SITE_PACKAGES = re.compile(r"^.*?/(?:site|dist)-packages/")
