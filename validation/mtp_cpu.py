@@ -69,6 +69,9 @@ CHECKPOINTS = {
     "ds-nextn0": ("deepseek_v3", 0, False, "num_nextn_predict_layers 0, no MTP tensors"),
     "ds-mtp2": ("deepseek_v3", 2, True, "num_nextn_predict_layers 2, MTP layers model.layers.2.* and .3.*; layer 3's "
                 "eh_proj carries minus dim 0, so it never proposes \" x\" (any draft of it is rejected)"),
+    "ds-mtp-norms": ("deepseek_v3", 1, "norms", "ds-mtp1 with only the MTP layer's norms, eh_proj, shared_head and "
+                     "embed_tokens: its block's linear layers (self_attn.*_proj, mlp gate, experts, shared_experts) "
+                     "left out"),
     "llama": ("llama", None, False, "tests/runtime/tiny_eagle3.py's LlamaForCausalLM target (8 layers)"),
     "mimo-mtp1": ("mimo", 1, True, "MiMoForCausalLM (model_type mimo), 2 layers, MTP layer model.mtp_layers.0.*"),
     "mimo-no-mtp": ("mimo", 1, False, "mimo-mtp1's config, the model.mtp_layers.0.* tensors left out"),
@@ -93,6 +96,7 @@ CASES = {
     "ds-no-k-model": ("ds-mtp1", None,
                       '{"method": "mtp", "model": TARGET}: the model named, no num_speculative_tokens'),
     "ds-nextn2-k2": ("ds-mtp2", 2, "num_nextn_predict_layers 2, k=2: each MTP layer once"),
+    "ds-mtp-linears-missing": ("ds-mtp-norms", 1, "the MTP layer's linear weights missing, its norms there"),
 }
 # cases whose speculative config names the checkpoint as its model too
 NAMES_MODEL = ("ds-no-k-model",)
@@ -121,6 +125,10 @@ FINDINGS = [
     "(default_loader.py:564), whose list names only norms and plain `nn.Linear` (eh_proj, input_proj): vLLM's "
     "linear layers (qkv_proj, o_proj, gate_up_proj, experts) are exempt there (their quant method has "
     "process_weights_after_loading), so a checkpoint lacking only those would load with uninitialised weights.",
+    "A checkpoint whose MTP layer has its norms, eh_proj and shared_head but none of its block's linear weights "
+    "(`ds-mtp-linears-missing`) is served without a word: DeepSeek's completeness check wants one tensor of the "
+    "layer, the loader's strict check exempts the linear and MoE layers, and the draft runs on uninitialised "
+    "parameters: 0 of 15 drafts accepted where the built-in answer is 100%. `specaudit scan` says READY.",
     "num_nextn_predict_layers 0 is not refused by name: `n_predict` 0 reaches `num_speculative_tokens % n_predict` "
     "(speculative.py:1495), a ZeroDivisionError outside pydantic's wrapping (a plain traceback, not a "
     "ValidationError).",
@@ -250,7 +258,10 @@ def build_checkpoint(name: str, out: Path) -> None:
                          "eh_proj.weight": proj(sign), "shared_head.norm.weight": torch.ones(HIDDEN),
                          "shared_head.head.weight": sd["lm_head.weight"].clone(),
                          "embed_tokens.weight": sd["model.embed_tokens.weight"].clone()}
-            tensors.update({dst + k[len(src):]: v for k, v in sd.items() if k.startswith(src)})
+            block = {dst + k[len(src):]: v for k, v in sd.items() if k.startswith(src)}
+            if with_mtp == "norms":  # only what no quant method covers: the loader's strict check looks at these
+                block = {k: v for k, v in block.items() if k.endswith("norm.weight")}
+            tensors.update(block)
             tensors.update({dst + k: v.contiguous() for k, v in extra.items()})
     tmp.mkdir(parents=True)
     save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
@@ -417,6 +428,78 @@ def acceptance(m: dict) -> dict:
             "accepted_per_position": per_pos}
 
 
+# ---------------------------------------------------------------- specaudit's static answer (system python)
+
+def scan_case(case: str) -> dict:
+    """`specaudit scan` of the launch, on the same tree (--path the venv's site-packages, --platform cpu): its
+    verdict and the findings that block or stay undecided, with the specaudit commit that made them."""
+    import tempfile
+
+    cmd, env = launch_command(case, 8000)
+    serve = ["vllm", "serve", cmd[cmd.index("--model") + 1],
+             *[x for x in cmd[cmd.index("--enforce-eager"):]]]
+    out = Path(tempfile.mkdtemp(prefix="specaudit-mtp-scan-"))
+    try:
+        done = subprocess.run(["specaudit", "scan", "--path", str(SITE), "--platform", "cpu", "--format", "json",
+                               "--out", str(out), "--", *serve], capture_output=True, text=True, timeout=600,
+                              cwd=ROOT, env=dict(os.environ, **env))
+        reports = sorted(out.glob("scan-*.json"))
+        if not reports:
+            return {"error": (done.stdout + done.stderr)[-2000:], "exit_code": done.returncode}
+        report = json.loads(reports[-1].read_text())
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", "specaudit", "rules"], capture_output=True,
+                           text=True, cwd=ROOT).stdout.splitlines()
+    if dirty:  # the scan ran the working tree, which others were editing
+        commit = f"{commit.strip()} with uncommitted edits to {len(dirty)} files under specaudit/ and rules/"
+    statuses: dict[str, int] = {}
+    for f in report.get("findings", []):
+        statuses[f.get("status")] = statuses.get(f.get("status"), 0) + 1
+    keep = [{k: f.get(k) for k in ("rule_id", "title", "status", "file", "line", "why")}
+            for f in report.get("findings", []) if f.get("status") != "passes"]
+    return {"verdict": report.get("verdict"), "statuses": statuses, "findings": keep,
+            "method": report.get("method"), "specaudit_commit": commit.strip(),
+            "command": ["specaudit", "scan", "--path", "SITE", "--platform", "cpu", "--", *serve]}
+
+
+def agreement(r: dict) -> str:
+    """The scan's verdict against the launch: READY exactly when it served; for a crash, whether the first
+    blocking finding stands at the line the engine raised from."""
+    p = r.get("prediction") or {}
+    if not p.get("verdict"):
+        return "no scan"
+    served = r["outcome"] == "served"
+    if p["verdict"] == "READY":
+        rate = (r.get("acceptance") or {}).get("acceptance_rate")
+        if served and rate is not None and rate < 1:  # every checkpoint here is built for an acceptance of 1.0
+            return f"verdict agrees, but the launch accepted {rate:.0%} of the drafts where 100% was built in: " \
+                   "a broken drafter the scan passed"
+        return "agree" if served else "DISAGREE (scan READY, launch crashed)"
+    if served:
+        return f"DISAGREE (scan {p['verdict']}, launch served)"
+    blocks = [f for f in p["findings"] if f["status"] == "blocks"]
+    if not blocks:
+        return f"verdict {p['verdict']}, no blocking finding"
+    rc = r.get("root_cause") or {}
+    lines = {x.split(" ")[0] for x in (rc.get("raised_at") or "", rc.get("message_in_source") or "") if x}
+
+    def same(b: dict) -> bool:  # the raise's line, or the statement it is in (a gate names where that starts)
+        return any(x.rpartition(":")[0] == b["file"] and 0 <= int(x.rpartition(":")[2]) - int(b["line"]) <= 6
+                   for x in lines)
+
+    first = blocks[0]
+    if same(first):
+        exact = f"{first['file']}:{first['line']}" in lines
+        return "agree (first gate = the raise)" if exact else "agree (first gate = the raising statement)"
+    if any(same(b) for b in blocks):
+        return "agree (a later gate = the raise)"
+    if not first["file"].startswith("vllm/"):
+        return f"agree (a checkpoint finding, {first['rule_id']}; the engine raised at {' / '.join(sorted(lines))})"
+    return f"verdict agrees; gate {first['file']}:{first['line']}, the engine raised at {' / '.join(sorted(lines))}"
+
+
 # ---------------------------------------------------------------- reading the log
 
 PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)*(?:\((?:APIServer|EngineCore\w*|Worker\w*|VllmWorker\w*)(?: pid=\d+)?\)"
@@ -564,7 +647,8 @@ def trim_log(text: str) -> str:
 def config_of(ckpt: str) -> dict:
     family, n_mtp, with_mtp, what = CHECKPOINTS[ckpt]
     return {"model_type": family, "architectures": ARCH[family],
-            "num_nextn_predict_layers": "-" if n_mtp is None else n_mtp, "mtp_weights": "yes" if with_mtp else "no"}
+            "num_nextn_predict_layers": "-" if n_mtp is None else n_mtp,
+            "mtp_weights": {True: "yes", False: "no"}.get(with_mtp, "norms, eh_proj, shared_head only")}
 
 
 def root_text(rc: dict) -> str:
@@ -592,6 +676,11 @@ def write_markdown() -> None:
         resolved = [n.split(": ", 1)[1] for n in r.get("notable", []) if n.startswith("Resolved architecture: ")]
         draft = resolved[1] if len(resolved) > 1 else "-"
         k = ("absent" if r["k"] is None else str(r["k"])) + (" (model: the target)" if case in NAMES_MODEL else "")
+        p = r.get("prediction") or {}
+        blocks = [f for f in p.get("findings", []) if f["status"] == "blocks"]
+        scan = (p.get("verdict") or "-") + (f" ({blocks[0]['rule_id']}, {blocks[0]['file']}:{blocks[0]['line']})"
+                                            if blocks else "")
+        acc_text += f" | {scan} | {r.get('agreement', '-')}"
         rows.append(f"| `{case}` | {c['model_type']} | {c['architectures']} | {c['num_nextn_predict_layers']} | {k} "
                     f"| {c['mtp_weights']} | {draft} | {outcome} | `{root.replace('|', '/')[:600]}` | `{where}` "
                     f"| {acc_text} |"
@@ -605,9 +694,14 @@ def write_markdown() -> None:
              "`validation/mtp_cpu/<case>.json`, logs in `tests/fixtures/logs/mtp/`.", "",
              "The weights make target and MTP layer both always answer \" x\", so a served launch should accept every "
              "draft token. Frames are under the venv's site-packages.", "",
+             "The scan column: `specaudit scan --path SITE --platform cpu -- vllm serve CKPT ... --speculative-config "
+             "SPEC` on the same tree (`python validation/mtp_cpu.py --scan` reruns it), by specaudit at "
+             + ", ".join(sorted({(r.get("prediction") or {}).get("specaudit_commit") or "?" for r in results.values()}))
+             + ".", "",
              "| case | model_type | architectures | num_nextn_predict_layers | k | MTP weights | draft resolved "
-             "| outcome | root-cause line | raised at (engine file:line) | acceptance (/metrics) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|", *rows, "", "## What the launches show", ""]
+             "| outcome | root-cause line | raised at (engine file:line) | acceptance (/metrics) | specaudit scan "
+             "(first blocking rule) | scan vs launch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "", "## What the launches show", ""]
     lines += [f"- {f}" for f in FINDINGS]
     lines += ["", "## Checkpoints", ""]
     lines += [f"- `{n}`: {what}" for n, (_, _, _, what) in CHECKPOINTS.items()]
@@ -653,6 +747,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", nargs="*", metavar="CASE", help="any of: " + ", ".join(CASES))
     ap.add_argument("--report", action="store_true", help="only rewrite validation/mtp-cpu.md")
+    ap.add_argument("--scan", action="store_true", help="only (re)run specaudit scan on the recorded cases")
     ap.add_argument("--build", nargs="+", metavar="DIR", help=argparse.SUPPRESS)  # DIR CKPT...: the venv's python
     args = ap.parse_args()
     if args.build:
@@ -666,11 +761,23 @@ def main() -> int:
     unknown = [c for c in args.cases if c not in CASES]
     if unknown:
         ap.error("unknown case(s): " + ", ".join(unknown))
+    if args.scan:
+        for case in args.cases or [c for c in CASES if (RESULTS / f"{c}.json").is_file()]:
+            path = RESULTS / f"{case}.json"
+            r = json.loads(path.read_text())
+            r["prediction"] = json.loads(scrub(json.dumps(scan_case(case))))
+            r["agreement"] = agreement(r)
+            path.write_text(json.dumps(r, indent=1) + "\n")
+            print(f"{case}: scan {r['prediction'].get('verdict')}; launch {r['outcome']}: {r['agreement']}", flush=True)
+        write_markdown()
+        return 0
     todo = args.cases or [c for c in CASES if not (RESULTS / f"{c}.json").is_file()]
     ensure_checkpoints(sorted({CASES[c][0] for c in todo}))
     RESULTS.mkdir(parents=True, exist_ok=True)
     for case in todo:
         r = run_case(case, list(CASES).index(case))
+        r["prediction"] = json.loads(scrub(json.dumps(scan_case(case))))
+        r["agreement"] = agreement(r)
         (RESULTS / f"{case}.json").write_text(json.dumps(r, indent=1) + "\n")
         rc = r.get("root_cause") or {}
         print(f"{case}: {r['outcome']} after {r['seconds']} s; {rc.get('exception', '')} {rc.get('raised_at', '')} "
