@@ -42,7 +42,9 @@ from .landscape import landscape as scan_landscape
 from .registry import Registry, RegistryEntry, read_registry
 from .resolve import Conformance, Protocol, Resolver
 from .ruleset import load_rules
-from .trace import TracedPath, runs, trace
+from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
+from .runner import decide as decide_runner
+from .trace import TracedPath, load_path_spec, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
@@ -177,8 +179,16 @@ class Analysis:
     methods: dict[str, Method]  # the methods specaudit models for this engine
     _paths: dict[str, TracedPath] = field(default_factory=dict, repr=False)
 
-    def path_for(self, method: str) -> TracedPath:
-        """The path of a method specaudit models: its roles of the path file, traced once."""
+    def path_for(self, method: str, launch: Launch | None = None) -> TracedPath:
+        """The path of a method specaudit models: its roles of the path file, traced once; for a launch, only the
+        roles of the model runner it takes (runner.py)."""
+        spec = load_path_spec(self.tree.engine.name)
+        if launch is not None and launch.target is not None and spec.runner is not None:
+            decision = runner_decision(self, spec.runner, launch, method)
+            key = f"{method}\0{decision.runner}\0{decision.reason}"
+            if key not in self._paths:
+                self._paths[key] = trace(self.index, self.resolver, for_launch(spec, decision), method=method)
+            return self._paths[key]
         if method == DEFAULT_METHOD:
             return self.path
         if method not in self._paths:
@@ -196,6 +206,27 @@ class Analysis:
 
     def judge(self, launch: Launch) -> LaunchJudge:
         return LaunchJudge(launch, self.resolver, self.registry, self.protocols)
+
+
+def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
+    """The model runner the launch takes, as the release's own choice decides it (runner.py), over the launch."""
+    judge = a.judge(launch)
+    target = launch.target
+    assert target is not None
+    options = launch.options if launch.engine == a.tree.engine.name else {}
+    evaluator = Evaluator(a.resolver, target, judge.target_class(), method, a.path, judge.target_class_problem(),
+                          options, a.registry)
+
+    def read_target(expression: str) -> tuple[bool, Any]:
+        value = evaluator.eval(ast.parse(expression, mode="eval").body, {}, "")
+        known = isinstance(value, (bool, int, float, str, type(None), list, tuple, dict))
+        return (True, value) if known else (False, str(getattr(value, "what", value)))
+
+    facts = LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative),
+                        config=target.config, text_config=target.text_config,
+                        draft_config=launch.drafter.config if launch.drafter else {}, platform=a.platform,
+                        target=read_target)
+    return decide_runner(choice, Source(_TreeCode(a.index).module_tree), facts)
 
 
 def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str, bytes] | None = None,
@@ -247,7 +278,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     if launch is not None and launch.target is not None:
         launch, stop, summary = _with_method(a, launch)
         method = launch.method or ""
-    path = a.path_for(method) if not stop else None
+    path = a.path_for(method, launch) if not stop else None
     # A method's rules are the ones that name it; where its path is not modeled, only the rules of every method.
     rules = [r for r in a.rules if applies(r.methods, method) and (path is not None or "*" in r.methods)]
     gate_rules = [r for r in rules if not KINDS[r.kind].siteless and r.kind != "candidate"]

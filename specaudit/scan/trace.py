@@ -35,6 +35,7 @@ from ..methods.catalog import applies
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
 from .resolve import External, Resolver
+from .runner import RunnerChoice, runner_choice
 
 # What an expression denotes, when it is a part of the target; each has a placeholder name in conditions.
 TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT = "target", "model_config", "config", "text_config", "output"
@@ -65,16 +66,6 @@ class Role:
     # A stage every launch runs (loading the model): only what it does because of speculative decoding,
     # under a condition on the method, is on the EAGLE-3 path.
     speculative_only: bool = False
-
-
-@dataclass(frozen=True)
-class RunnerChoice:
-    """How the engine picks its model runner: an environment variable, its default read from the engine."""
-
-    variable: str
-    defaults_file: str  # where the default is declared (a module of the tree)
-    when_set: str  # the runner used when the variable is truthy
-    otherwise: str
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,7 @@ def load_path_spec(engine: str) -> PathSpec:
             method=tuple(data.get("method") or ()),
             facts={str(k): str(v) for k, v in (data.get("facts") or {}).items()},
             depth=int(data.get("depth", 4)),
-            runner=RunnerChoice(**runner) if runner else None,
+            runner=runner_choice(runner),
             model_config={str(k): str(v) for k, v in (data.get("model_config") or {}).items()},
             external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
@@ -434,9 +425,13 @@ class Tracer:
         return self._lines[module.path]
 
     def _runner(self) -> tuple[str | None, str]:
+        """The runner whose roles are traced: the one decided for the launch (runner.py), else by the variable's
+        default, and both where that is unset."""
         choice = self.spec.runner
         if choice is None:
             return None, "this engine has one model runner"
+        if choice.decided is not None:
+            return choice.decided
         module = self.index.module(choice.defaults_file)
         default = _env_default(self._module_ast(module), choice.variable) if module else _UNSET
         if default is _UNSET:

@@ -9,7 +9,7 @@ import json
 import threading
 
 from ..results.outcome import Acceptance, Answer, Lossless
-from .metrics import ServingProfile, acceptance
+from .metrics import ServingProfile, acceptance, meta_acceptance
 from .session import Session
 from .watch import Watch
 
@@ -40,6 +40,16 @@ class Server:
 
     def complete(self, body: dict) -> tuple[int, str]:
         return self._http("/v1/completions", body, timeout=600)
+
+    def generate(self, prompt: str, max_tokens: int) -> dict | None:
+        """SGLang's native /generate, greedy: its meta_info (the request's own speculative figures), or None."""
+        status, text = self._http("/generate", {"text": prompt, "sampling_params": {
+            "max_new_tokens": max_tokens, "temperature": 0, "ignore_eos": True}}, timeout=600)
+        try:
+            meta = json.loads(text).get("meta_info") if status == 200 else None
+        except (ValueError, AttributeError):
+            return None
+        return meta if isinstance(meta, dict) else None
 
     def _http(self, path: str, body: dict | None, timeout: float) -> tuple[int, str]:
         """Status and body; status 0 when nothing answered (not listening yet, or the connection broke)."""
@@ -76,7 +86,14 @@ class Exercise:
         if not measure:
             return answers, None
         watch.check_alive()
-        figures = acceptance(before, self.server.metrics(), self.server.serving, self.method)
+        figures = None
+        if self.server.serving.engine == "sglang":  # its gauges read 0 once idle: each request's own figures
+            metas = [self.server.generate(p, self.session.options.max_tokens) for p in self.session.options.prompts]
+            watch.pump(0.0)
+            figures = meta_acceptance([m for m in metas if m], self.method, self.server.serving, before,
+                                      self.server.metrics())
+        if figures is None:
+            figures = acceptance(before, self.server.metrics(), self.server.serving, self.method)
         if figures.acceptance_rate is not None:
             self.session.note("metrics", f"acceptance rate {figures.acceptance_rate:.3f}, mean acceptance length "
                                          f"{figures.mean_acceptance_length or 0:.2f}")

@@ -122,3 +122,44 @@ def _flags(drafts: float | None, rate: float | None, per_position: list[float], 
         flags.append(f"acceptance collapses at position 0 ({per_position[0]:.3f} < {floors['position_0']:.2f}): "
                      "even the first drafted token is rejected")
     return flags
+
+
+# SGLang's per-request speculative figures, in each native /generate response's meta_info (seen from SGLang 0.5.17
+# on the H200, validation/gpu/logs/sglang/*.json: spec_verify_ct, spec_num_proposed_drafts, spec_num_correct_drafts,
+# spec_accept_histogram; sglang/srt/managers/scheduler_output_processor_mixin.py fills them). Its /metrics gauges
+# (sglang:spec_accept_rate, sglang:spec_accept_length) read 0.0 once the server is idle; its counter
+# sglang:spec_verify_calls_total survives.
+META_VERIFY, META_PROPOSED, META_CORRECT, META_HISTOGRAM = (
+    "spec_verify_ct", "spec_num_proposed_drafts", "spec_num_correct_drafts", "spec_accept_histogram")
+VERIFY_CALLS = "sglang:spec_verify_calls"
+
+
+def meta_acceptance(metas: list[dict], method: str, names: ServingProfile | None = None,
+                    before: str = "", after: str = "") -> Acceptance | None:
+    """The figures of SGLang requests from their meta_info: verify steps (drafts), draft tokens proposed and accepted,
+    and per position the share of steps that accepted at least that many drafts (from the accept histogram: entry k
+    counts the steps that accepted k). None when no response carries them. ``before``/``after``: /metrics around
+    the requests, whose verify-call counter is noted as a cross-check."""
+    usable = [m for m in metas if isinstance(m, dict) and META_VERIFY in m and META_PROPOSED in m]
+    if not usable:
+        return None
+    drafts = float(sum(m[META_VERIFY] for m in usable))
+    draft_tokens = float(sum(m[META_PROPOSED] for m in usable))
+    accepted = float(sum(m.get(META_CORRECT, 0) for m in usable))
+    histogram: list[float] = []
+    for m in usable:
+        for k, count in enumerate(m.get(META_HISTOGRAM) or []):
+            histogram += [0.0] * (k + 1 - len(histogram))
+            histogram[k] += count
+    steps = sum(histogram)
+    per_position = [sum(histogram[p + 1:]) / steps for p in range(len(histogram) - 1)] if steps else []
+    rate = accepted / draft_tokens if draft_tokens else None
+    length = 1 + accepted / drafts if drafts else None
+    floors = load_floors(method)
+    flags = _flags(drafts, rate, per_position, floors, names or ServingProfile("sglang", 30000, "/health"))
+    if before or after:
+        calls = (_sum(parse_prometheus(after), VERIFY_CALLS) or 0.0) - (_sum(parse_prometheus(before), VERIFY_CALLS)
+                                                                         or 0.0)
+        if calls and calls < drafts:
+            flags.append(f"the server counted {calls:.0f} verify calls for {drafts:.0f} verify steps in the answers")
+    return Acceptance(drafts, draft_tokens, accepted, rate, length, per_position, floors, flags)

@@ -1,0 +1,86 @@
+"""The cells of the GPU differential grid: one launch each, on vLLM 0.26.0 or SGLang 0.5.17 (validation/gpu/README.md).
+
+Shared by the device drivers (grid.py) and the report (report.py): a cell's name is its log's name under
+validation/gpu/logs/<engine>/. Standard library only (the device runs it with the image's python).
+"""
+
+from __future__ import annotations
+
+import json
+
+# name: architecture (what vLLM 0.26.0's registry maps)
+GRID_TARGETS = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "qwen3": "Qwen3ForCausalLM",
+    "qwen3moe": "Qwen3MoeForCausalLM",
+    "gpt2": "GPT2LMHeadModel",
+    "gemma": "GemmaForCausalLM",
+    "llava": "LlavaForConditionalGeneration",
+}
+DRAFTERS = {
+    "agree": "hidden and vocab of the target, no aux layer ids: vLLM's default (2, L//2, L-3)",
+    "aux-inside": "drafter-agree naming aux layers [1, 2, 3], inside every target",
+    "d2t-short": "d2t has 127 entries for a draft vocab of 128",
+    "fc-width": "fc built for three aux states of width 128 ([256, 384], config asks [256, 768])",
+    "aux-beyond": "eagle_aux_hidden_state_layer_ids [1, 4, 20]: layer 20 is beyond the target's layers",
+}
+
+NUM_SPEC = 3
+
+
+def vllm_spec(cell: dict, models: str) -> dict | None:
+    """The --speculative-config of a vLLM cell (None: no speculative decoding)."""
+    if cell["method"] == "eagle3":
+        return {"method": "eagle3", "model": f"{models}/{cell['drafter_dir']}", "num_speculative_tokens": NUM_SPEC}
+    if cell["method"] == "ngram":
+        return {"method": "ngram", "num_speculative_tokens": NUM_SPEC, "prompt_lookup_max": 3,
+                "prompt_lookup_min": 1}
+    if cell["method"] == "draft_model":  # no method: vLLM resolves a plain causal LM drafter as draft_model
+        return {"model": f"{models}/{cell['drafter_dir']}", "num_speculative_tokens": NUM_SPEC}
+    return None
+
+
+def _cell(engine: str, target: str, drafter: str, method: str = "eagle3", **extra) -> dict:
+    name = f"{target}--{drafter}" + (f"--{extra['variant']}" if extra.get("variant") else "")
+    drafter_dir = {"random": "drafter-random", "draft_model": "target-random", "ngram": None}.get(
+        drafter, f"drafter-{drafter}")
+    target_dir = "target-random" if drafter == "random" else f"target-{target}"
+    return dict(engine=engine, name=name, target=target, drafter=drafter, method=method, target_dir=target_dir,
+                drafter_dir=drafter_dir, eager=extra.get("variant") != "compiled", variant=extra.get("variant"))
+
+
+VLLM_CELLS = [_cell("vllm", t, d) for t in GRID_TARGETS for d in DRAFTERS] + [
+    _cell("vllm", "llama", "random"),
+    _cell("vllm", "llama", "ngram", "ngram"),
+    _cell("vllm", "llama", "draft_model", "draft_model"),
+    _cell("vllm", "llama", "agree", variant="compiled"),
+]
+
+SGLANG_CELLS = [_cell("sglang", "llama", "agree")] + [
+    _cell("sglang", t, d) for t, d in (
+        ("llama", "random"), ("llama", "d2t-short"), ("llama", "fc-width"), ("llama", "aux-beyond"),
+        ("llama", "aux-inside"), ("qwen2", "aux-inside"), ("qwen3", "agree"), ("qwen3moe", "aux-inside"),
+        ("gemma", "agree"), ("gpt2", "agree"), ("llava", "agree"))]
+
+
+def vllm_command(cell: dict, models: str, port: int, python: str = "python3") -> list[str]:
+    cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", f"{models}/{cell['target_dir']}",
+           "--host", "127.0.0.1", "--port", str(port), "--dtype", "bfloat16", "--max-model-len", "512",
+           "--gpu-memory-utilization", "0.05", "--kv-cache-memory-bytes", str(1 << 30)]
+    if cell["eager"]:
+        cmd.append("--enforce-eager")
+    spec = vllm_spec(cell, models)
+    if spec:
+        cmd += ["--speculative-config", json.dumps(spec)]
+    return cmd
+
+
+def sglang_command(cell: dict, models: str, port: int, python: str = "python3") -> list[str]:
+    return [python, "-m", "sglang.launch_server", "--model-path", f"{models}/{cell['target_dir']}",
+            "--dtype", "bfloat16", "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", f"{models}/{cell['drafter_dir']}", "--speculative-num-steps", "3",
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--attention-backend", "triton",
+            "--sampling-backend", "pytorch", "--context-length", "512", "--mem-fraction-static", "0.85",
+            "--max-total-tokens", "8192", "--max-running-requests", "8", "--enable-metrics", "--disable-cuda-graph",
+            "--host", "127.0.0.1", "--port", str(port)]
