@@ -57,6 +57,35 @@ def test_a_lone_exception_line_is_a_failed_launch(line, exception):
     assert explanation.crash.frames == () and explanation.crash.line_number == 2
 
 
+@pytest.mark.parametrize("line, text", [
+    # pasted as Markdown inline code
+    ("`AttributeError: 'EagleLlama4ForCausalLM' object has no attribute 'lm_head' `",
+     "AttributeError: 'EagleLlama4ForCausalLM' object has no attribute 'lm_head'"),
+    # a logger's repr(e) (vLLM's V0 engine.py: logger.exception(repr(e)))
+    ("ERROR 12-25 15:08:47 engine.py:135] IndexError('Error in model execution: tuple index out of range')",
+     "IndexError: Error in model execution: tuple index out of range"),
+])
+def test_markdown_code_and_an_exception_s_repr_are_exception_lines(line, text):
+    explanation, _ = explain([line])
+    assert explanation.crash.text == text and explanation.exit_code == 1
+
+
+def test_a_traceback_cut_off_before_its_exception_is_a_failure_but_not_before_a_whole_one():
+    header = "Traceback (most recent call last):"
+    frame = '  File "/x/vllm/v1/engine/core.py", line 502, in __init__'
+    explanation, root = explain([header, frame, "    super().__init__("])
+    assert explanation.exit_code == 1 and explanation.crash.exception == "Traceback"
+    assert "cut off before its exception line" in root.summary
+    # a later whole traceback is the root cause, not the cut-off one
+    explanation, _ = explain([header, frame, "```", header, frame, "ValueError: the real one"])
+    assert explanation.crash.text == "ValueError: the real one"
+    # a consequence line before it names the failure better than frames without an exception
+    explanation, root = explain(["(EngineCore_DP0 pid=1) ERROR 09-18 12:03:12 [core.py:712] EngineCore failed to start.",
+                                 "(EngineCore_DP0 pid=1) ERROR 09-18 12:03:12 [core.py:712] " + header,
+                                 "(EngineCore_DP0 pid=1) ERROR 09-18 12:03:12 [core.py:712] " + frame])
+    assert root.by == "signature" and root.signature.signature == "vllm-engine-core-failed"
+
+
 @pytest.mark.parametrize("line", [
     "Loading weights took 3.2 seconds",
     "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:44",
@@ -206,7 +235,7 @@ def test_a_known_failure_is_listed_beside_a_general_signature_of_its_line():
 def test_each_known_failure_has_its_thread_releases_and_examples(failure):
     repo = {"vllm": "https://github.com/vllm-project/vllm/", "sglang": "https://github.com/sgl-project/sglang/"}
     assert failure.thread.startswith(repo[failure.engine]) and failure.fix and failure.seen_in
-    assert str(failure.releases), "a specifier: an empty one would match every release"
+    assert str(failure.releases), "a PEP 440 specifier (it parses); an empty one would match every release"
     assert failure.examples and failure.counterexamples
     assert all(failure.pattern.search(line) for line in failure.examples)
     assert not any(failure.pattern.search(line) for line in failure.counterexamples)

@@ -11,17 +11,20 @@ launch; ``launch_features(engine, options)`` reads the features from a launch co
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
 
 from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
+
+if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class KnownFailure:
     engine: str
     title: str
     pattern: re.Pattern  # the error text it prints, searched in each log line
-    releases: SpecifierSet  # the releases it was seen in (and, where a fix is known, those before the fix)
+    specifier: str  # PEP 440: the releases it was seen in (and, where a fix is known, those before the fix)
     seen_in: tuple[str, ...]  # the releases the thread reports it on, as they were named there
     fixed_in: str | None  # the first release with the fix, where one is known
     features: tuple[str, ...]  # launch features that must all hold for it (launch_features names them)
@@ -39,6 +42,13 @@ class KnownFailure:
     fix: str  # the fix or the workaround
     examples: tuple[str, ...] = ()
     counterexamples: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def releases(self) -> SpecifierSet:
+        """``specifier`` parsed (packaging is imported only when a release is held against it: it costs 2 MB)."""
+        from packaging.specifiers import SpecifierSet
+
+        return SpecifierSet(self.specifier)
 
     @property
     def hint(self) -> str:
@@ -58,6 +68,8 @@ class KnownFailure:
             return False
         if version is None:
             return True
+        from packaging.version import InvalidVersion, Version
+
         try:
             return self.releases.contains(Version(version), prereleases=True)
         except InvalidVersion:
@@ -121,12 +133,12 @@ def load_known_failures(engines: Iterable[str] | None = None, directory: Path | 
             for entry in data["failures"]:
                 made.append(KnownFailure(
                     id=entry["id"], engine=data["engine"], title=entry["title"], pattern=re.compile(entry["pattern"]),
-                    releases=SpecifierSet(entry["releases"]), seen_in=tuple(str(v) for v in entry["seen_in"]),
+                    specifier=str(entry["releases"]), seen_in=tuple(str(v) for v in entry["seen_in"]),
                     fixed_in=str(entry["fixed_in"]) if entry.get("fixed_in") else None,
                     features=tuple(entry.get("features", ())), methods=tuple(entry.get("methods", ("*",))),
                     thread=entry["thread"], fix=" ".join(entry["fix"].split()),
                     examples=tuple(entry.get("examples", ())), counterexamples=tuple(entry.get("counterexamples", ()))))
-        except (KeyError, TypeError, re.error, InvalidSpecifier) as exc:
+        except (KeyError, TypeError, re.error) as exc:
             raise SpecauditError(f"{path}: not a valid known-failures file ({type(exc).__name__}: {exc})") from None
     return made
 

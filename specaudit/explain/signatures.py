@@ -25,7 +25,7 @@ from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
 from ..results.outcome import Crash, Explanation, SignatureMatch
 from .known import KNOWN_FAILURES, KnownFailure, load_known_failures
-from .tracebacks import TracebackReader
+from .tracebacks import CUT_OFF, TracebackReader
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
@@ -296,13 +296,14 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
         distinct.append(SignatureMatch(signature.id, title, signature.engine, number, line, fields,
                                        signature.gate, signature.gate_ids, signature.hint,
                                        signature.root and not quiet and not signature.warning, tuple(context)))
+    tracebacks.close()
     cause = next((m for m in distinct if m.root), None)
     crash = tracebacks.root(wrappers or [])
     framed = match_crash(crash, crashes or []) if crash is not None else None
     if framed is not None and crash is not None and (cause is None or _names(cause, crash)):
         cause = framed  # known by the code its traceback passes through: more than by the text of its line
         distinct.append(framed)
-    if cause is None and crash is None:
+    if cause is None and (crash is None or crash.exception == CUT_OFF):
         failing = {s.id for s in signatures if not s.warning}
         cause = next((m for m in distinct if m.signature in failing and "(in a warning" not in m.title), None)
     matched = known_matches(known or [], cause, crash, named)
@@ -341,7 +342,7 @@ def known_matches(known: list[KnownFailure], cause: SignatureMatch | None, crash
 
 def _fields_of(match: re.Match, failure: KnownFailure) -> dict[str, str]:
     fields = {k: v for k, v in match.groupdict().items() if v is not None}
-    return {**fields, "thread": failure.thread, "releases": str(failure.releases)}
+    return {**fields, "thread": failure.thread, "releases": failure.specifier}
 
 
 def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:

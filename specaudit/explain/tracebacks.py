@@ -12,7 +12,10 @@ What users paste is often less than a traceback, and each of these is read as on
   with no frames, unless a logger printed it as a WARNING, INFO or DEBUG line (the engine went on);
 - pydantic's form, ``ValidationError: 1 validation error for SpeculativeConfig`` and the ``Value error, ...`` line
   under it (read into the crash's message), or that second line alone;
-- a log whose lines a web page joined into one: split again where a process tag or a frame starts.
+- a log whose lines a web page joined into one: split again where a process tag or a frame starts;
+- a line pasted as Markdown code (`` `KeyError: 'x'` ``), an exception's repr as a logger prints it
+  (``IndexError('...')``), and a traceback cut off before its exception line (a crash of its own, the root cause
+  only where no other is).
 """
 
 from __future__ import annotations
@@ -38,6 +41,9 @@ _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 _NAME = (r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|[A-Z]\w*(?:Exit|Interrupt|Fault|Failure)"
          r"|StopIteration|GeneratorExit)")
 _LONE = re.compile(rf"^(?P<type>{_NAME})(?::\s?(?P<message>.*))?$")
+# an exception's repr, as a logger prints `repr(e)`: IndexError('Error in model execution: tuple index out of range')
+_REPR = re.compile(rf"^(?P<type>{_NAME})\((?P<quote>['\"])(?P<message>.*)(?P=quote)\)$")
+CUT_OFF = "Traceback"  # the exception of a traceback that ends before its exception line (cut off when pasted)
 # pydantic's form: "1 validation error for SpeculativeConfig", then the field's line and "  Value error, ... [type=".
 _VALIDATION = re.compile(r"^\d+ validation errors? for \w+$")
 _PYDANTIC_LINE = re.compile(r"^\s+(?P<message>\S.*?)\s*\[type=[^\]]*\]?.*$")
@@ -100,13 +106,28 @@ class TracebackReader:
             if found:
                 self._add(Crash(current.line_number, process, found["type"], found["message"] or "",
                                 tuple(current.frames)))
+            else:
+                self._cut_off(current, process)
+                self._lone(number, process, prefix.group("level"), content)
+
+    def _cut_off(self, current: _Open, process: str) -> None:
+        """A traceback with its header and no exception line: still a sign that something failed."""
+        if current.headed and current.frames:
+            self._add(Crash(current.line_number, process, CUT_OFF, "cut off before its exception line",
+                            tuple(current.frames)))
+
+    def close(self) -> None:
+        """The log ended: the tracebacks still open were cut off."""
+        for process, current in list(self._open.items()):
+            self._cut_off(current, process)
+        self._open.clear()
 
     def _lone(self, number: int, process: str, level: str | None, content: str) -> None:
         """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning."""
-        stripped = content.strip()
+        stripped = content.strip().strip("`").strip()  # a line pasted as Markdown code: `KeyError: 'x'`
         if level in _QUIET or not stripped[:1].isalpha():
             return
-        found = _LONE.match(stripped)
+        found = _LONE.match(stripped) or _REPR.match(stripped)
         if found:
             self._add(Crash(number, process, found["type"], found["message"] or "", ()))
             return
@@ -144,8 +165,9 @@ class TracebackReader:
         """The root cause: the first traceback in the log (the earliest failing process, and in a chain the
         exception that caused the others) that is not a wrapper saying that something below it failed; else the
         first wrapper (a launch that failed, whose cause is not in the log)."""
-        return next((c for c in self.crashes if not any(w.search(c.text) for w in wrappers)),
-                    self.crashes[0] if self.crashes else None)
+        whole = [c for c in self.crashes if c.exception != CUT_OFF]
+        return next((c for c in whole if not any(w.search(c.text) for w in wrappers)),
+                    whole[0] if whole else self.crashes[0] if self.crashes else None)
 
 
 def split_joined(line: str) -> list[str]:
