@@ -328,9 +328,9 @@ def known_matches(known: list[KnownFailure], cause: SignatureMatch | None, crash
     for failure in known:
         if named.get("engine") not in (None, failure.engine):
             continue
-        if "version" in named and not failure.applies(named["version"], failure.features):
-            continue  # the log's release is not one the thread reports it in
         hit = next(((n, text, ctx, m) for n, text, ctx in texts for m in [failure.pattern.search(text)] if m), None)
+        if hit and "version" in named and not failure.applies(named["version"], failure.features):
+            continue  # the log's release is not one the thread reports it in
         if hit:
             number, text, context, match = hit
             seen = f"{failure.engine} {', '.join(failure.seen_in)}"
