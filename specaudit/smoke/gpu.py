@@ -160,3 +160,45 @@ def parse_nvidia_smi(text: str) -> GpuState:
             processes.setdefault(pid, GpuProcess(pid, m["name"], int(m["mib"])))
     return GpuState(tuple(gpus), tuple(processes.values()), found["driver"] if found else "",
                     found["cuda"] if found else "")
+
+
+class GpuLines:
+    """The GPU facts of a live log, line by line, each once: (timeline phase, text) to note as it arrives. The
+    CUDA-graph capture is a phase of its own ("cuda graphs": its start, then its end with time and memory)."""
+
+    def __init__(self) -> None:
+        self.runner = ""
+        self.backends: list[str] = []
+        self.capturing = False
+        self.captured = False
+
+    def feed(self, line: str) -> list[tuple[str, str]]:
+        line = _ANSI.sub("", line)
+        notes = []
+        if not self.runner:
+            if _V2.search(line):
+                self.runner = "v2"
+                notes.append(("gpu", "Model Runner V2 (the log says 'Using V2 Model Runner')"))
+            elif found := _V1_FALLBACK.search(line):
+                self.runner = "v1"
+                notes.append(("gpu", f"Model Runner V1: {found.group(0)}"))
+        for found in _BACKEND.finditer(line):
+            if found["backend"] not in self.backends:
+                self.backends.append(found["backend"])
+                notes.append(("gpu", f"attention backend {found['backend']}"
+                              + (f" (of {found['options']})" if found["options"] else "")))
+        if not self.capturing and (mode := _CAPTURE.search(line)):
+            self.capturing = True
+            notes.append(("cuda graphs", f"capturing ({mode['mode']})"))
+        if not self.captured and (done := _CAPTURED.search(line)):
+            self.captured = True
+            notes.append(("cuda graphs", f"captured in {done['secs']} s, {done['gib']} GiB"))
+        ended = _SGLANG_CAPTURE.search(line)
+        if ended and ended["what"] == "begin" and not self.capturing:
+            self.capturing = True
+            notes.append(("cuda graphs", "capturing"))
+        elif ended and ended["what"] == "end" and not self.captured:
+            self.captured = True
+            notes.append(("cuda graphs", "captured" + (f" in {ended['secs']} s" if ended["secs"] else "")
+                          + (f", {ended['gib']} GB" if ended["gib"] else "")))
+        return notes

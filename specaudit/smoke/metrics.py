@@ -152,7 +152,9 @@ def meta_acceptance(metas: list[dict], method: str, names: ServingProfile | None
             histogram += [0.0] * (k + 1 - len(histogram))
             histogram[k] += count
     steps = sum(histogram)
-    per_position = [sum(histogram[p + 1:]) / steps for p in range(len(histogram) - 1)] if steps else []
+    # the draft positions of a step: the tokens proposed per verify step (3 for --speculative-num-draft-tokens 4)
+    positions = round(draft_tokens / drafts) if drafts else len(histogram) - 1
+    per_position = [sum(histogram[p + 1:]) / steps for p in range(positions)] if steps else []
     rate = accepted / draft_tokens if draft_tokens else None
     length = 1 + accepted / drafts if drafts else None
     floors = load_floors(method)

@@ -26,6 +26,7 @@ from ..explain.signatures import (
 from ..explain.tracebacks import TracebackReader
 from ..results.outcome import Explanation
 from ..results.scan import ScanResult
+from .gpu import GpuLines
 from .remote import Remote, SSHError, bash_command, quote_command, remote_script
 from .session import Session, SmokeView, Stop
 
@@ -54,6 +55,8 @@ class LogWatch:
         self.fatal_at: float | None = None  # when the first root-cause line arrived (monotonic)
         self.reached: list[str] = []  # milestones seen, in order
         self.ended = False  # the stream stopped: the connection dropped
+        self.gpu = GpuLines()  # the runner, attention backend and CUDA-graph capture the log names (smoke/gpu.py)
+        self.gpu_notes: list[tuple[str, str, float]] = []  # (phase, text, when), taken by pump
         self._queue: queue.Queue = queue.Queue()
         self._proc: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
@@ -82,7 +85,7 @@ class LogWatch:
                               if m.name not in self.reached and m.pattern.search(line)), None)
             if milestone:
                 self.reached.append(milestone)
-            arrived.put((line, milestone, time.monotonic()))
+            arrived.put((line, milestone, time.monotonic(), self.gpu.feed(line)))
         arrived.put(None)
 
     def pump(self, timeout: float, view: SmokeView) -> list[tuple[str, float]]:
@@ -95,10 +98,11 @@ class LogWatch:
                 if item is None:
                     self.ended = True
                 else:
-                    line, milestone, at = item
+                    line, milestone, at, gpu = item
                     view.line(line)
                     if milestone:
                         passed.append((milestone, at))
+                    self.gpu_notes += [(phase, text, at) for phase, text in gpu]
                 item = self._queue.get_nowait()
         except queue.Empty:
             pass
@@ -178,6 +182,14 @@ class Watch:
         """Show the lines that arrived, and put the milestones among them on the timeline."""
         for milestone, at in self.log.pump(timeout, self.session.view):
             self.session.note("engine", milestone, at)
+        notes, self.log.gpu_notes = self.log.gpu_notes, []
+        for phase, text, at in notes:
+            self.session.note(phase, text, at)
+            path = self.scan.path if self.scan is not None else None
+            if text.startswith("Model Runner") and path and path.runner in ("v1", "v2") \
+                    and self.log.gpu.runner != path.runner:
+                self.session.note("gpu", f"the engine took Model Runner {self.log.gpu.runner.upper()}, the scan "
+                                         f"decided {path.runner.upper()} ({path.runner_reason})", at)
 
     def _settle(self, until: float) -> None:
         """Take in the lines still on their way (the end of a traceback) until ``until`` (monotonic)."""

@@ -33,6 +33,9 @@ ONLY = sys.argv[5:]
 T0 = time.time()
 WAVE = int(os.environ.get("WAVE", "13"))
 CELL_LIMIT = float(os.environ.get("CELL_LIMIT", "240"))  # seconds a cell may take to come up or exit
+# transformers 5.12.1 + tokenizers 0.22.2 (stage1b.sh): the image's transformers 5.17 no longer has
+# PixtralRotaryEmbedding, which vLLM 0.26.0's pixtral.py (imported by llava.py) imports
+OVERLAY = os.environ.get("TF_OVERLAY", "/root/tf")
 
 
 def http(url: str, body: dict | None = None, timeout: float = 30.0) -> tuple[int, str]:
@@ -64,8 +67,13 @@ class Run:
         self.log = open(os.path.join(OUT, f"{cell['name']}.log"), "w")  # noqa: SIM115 (closed in stop())
         self.log.write("# " + " ".join(self.cmd) + "\n")
         self.log.flush()
+        env = dict(os.environ)
+        if cell["target"] == "llava" and os.path.isdir(OVERLAY):  # vLLM 0.26.0's pixtral.py needs transformers 5.12
+            env["PYTHONPATH"] = OVERLAY + os.pathsep + env.get("PYTHONPATH", "")
+            self.log.write(f"# PYTHONPATH={env['PYTHONPATH']}\n")
+            self.log.flush()
         self.p = subprocess.Popen(self.cmd, stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  start_new_session=True, cwd=MODELS)
+                                  start_new_session=True, cwd=MODELS, env=env)
         self.res: dict = {"cell": cell["name"], "engine": ENGINE, "command": self.cmd, "started": self.t0 - T0}
         self.done = False
 

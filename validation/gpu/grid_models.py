@@ -42,7 +42,9 @@ def target_config(name: str):
         "qwen3": lambda: tf.Qwen3Config(**common),
         "qwen3moe": lambda: tf.Qwen3MoeConfig(**common, num_experts_per_tok=2, moe_intermediate_size=128,
                                               num_experts=4),
-        "gemma": lambda: tf.GemmaConfig(**common),
+        # tied, as every Gemma checkpoint: vLLM 0.26.0's GemmaForCausalLM asserts config.tie_word_embeddings
+        # (vllm/model_executor/models/gemma.py), which the first GPU round's untied target met before any gate
+        "gemma": lambda: tf.GemmaConfig(**dict(common, tie_word_embeddings=True)),
         "gpt2": lambda: tf.GPT2Config(vocab_size=t3.VOCAB, n_positions=t3.MAX_POS, n_embd=t3.HIDDEN, n_layer=LAYERS,
                                       n_head=t3.HEADS, n_inner=t3.INTER, **ids),
     }[name]()

