@@ -157,6 +157,25 @@ def test_log_facts_of_the_compiled_launch():
     assert log_facts((GPU / "vllm/llama--agree.log").read_text()).capture is None  # --enforce-eager
 
 
+def test_sglang_cuda_graph_capture_from_its_own_lines():
+    # SGLang 0.5.17 without --disable-cuda-graph captured 4 graphs (target prefill 71.48 s / 0.18 GB, target verify
+    # 3.65 s / 0.04 GB, draft prefill 1.56 s / 0.13 GB, draft decode 11.10 s / 0.04 GB), then died importing
+    # deep_gemm (sglang/srt/layers/attention/dsa_backend.py, from eagle_worker_v2._capture_cuda_graphs): the trimmed
+    # install carries no deep_gemm.
+    text = (GPU / "sglang/llama--agree--compiled.log").read_text()
+    facts = log_facts(text)
+    assert facts.capture is not None
+    assert facts.capture.modes == ("target prefill", "target verify", "draft prefill", "draft decode")
+    assert facts.capture.seconds == pytest.approx(71.48 + 3.65 + 1.56 + 11.10)
+    assert facts.capture.gib == pytest.approx(0.18 + 0.04 + 0.13 + 0.04)
+    lines = GpuLines()
+    notes = [n for line in text.splitlines() for n in lines.feed(line) if n[0] == "cuda graphs"]
+    assert notes[:2] == [("cuda graphs", "capturing target prefill"),
+                         ("cuda graphs", "captured target prefill in 71.48 s, 0.18 GB")]
+    explanation = explain_file(str(GPU / "sglang/llama--agree--compiled.log"), ["sglang"])
+    assert explanation.crash is not None and "deep_gemm" in explanation.crash.text
+
+
 def test_the_runner_a_crashing_moe_launch_took_is_v1():
     # Qwen3-MoE on 0.26.0: V1 without a word (use_v2_model_runner returns False for a MoE model outside
     # DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES); the traceback runs through vllm/v1/worker/gpu_model_runner.py.

@@ -29,8 +29,11 @@ _BACKEND = re.compile(r"Using (?P<backend>[A-Z][A-Z0-9_]*) attention backend(?: 
 _SGLANG_BACKEND = re.compile(r"attention_backend='(?P<backend>[a-z0-9_]+)'")
 _CAPTURE = re.compile(r"Capturing CUDA graphs \((?P<mode>[A-Z_]+)\)")
 _CAPTURED = re.compile(r"Graph capturing finished in (?P<secs>[0-9.]+) secs?, took (?P<gib>[0-9.]+) GiB")
-_SGLANG_CAPTURE = re.compile(r"Capture cuda graph (?P<what>begin|end)[^\n]*?(?:Time elapsed: (?P<secs>[0-9.]+) s)?"
-                             r"(?:[^\n]*?mem usage=(?P<gib>[0-9.]+) GB)?")
+# SGLang 0.5.17 (the H200's llama--agree--compiled.log): "Capture target prefill CUDA graph begin. backend=breakable,
+# ..." then "Capture target prefill CUDA graph end. elapsed=71.48 s, mem usage=0.18 GB, avail mem=138.80 GB.", and
+# likewise target verify, draft prefill, draft decode (sglang/srt/model_executor/cuda_graph_runner.py)
+_SGLANG_CAPTURE = re.compile(r"Capture (?P<graph>[a-z ]+?) CUDA graph (?P<what>begin|end)\."
+                             r"(?: elapsed=(?P<secs>[0-9.]+) s, mem usage=(?P<gib>[0-9.]+) GB)?")
 _SGLANG_NO_GRAPH = re.compile(r"disable_cuda_graph=True")
 
 
@@ -104,10 +107,13 @@ def log_facts(text: str) -> GpuLogFacts:
             seconds, gib = float(captured["secs"]), float(captured["gib"])
             lines.setdefault("cuda_graph_captured", number)
         ended = _SGLANG_CAPTURE.search(line)
-        if ended and ended["what"] == "end":
-            seconds = float(ended["secs"]) if ended["secs"] else seconds
-            gib = float(ended["gib"]) if ended["gib"] else gib
-            lines.setdefault("cuda_graph_captured", number)
+        if ended and ended["what"] == "begin" and ended["graph"] not in modes:
+            modes.append(ended["graph"])
+            lines.setdefault("cuda_graph_capture", number)
+        elif ended and ended["what"] == "end" and ended["secs"]:
+            seconds = (seconds or 0.0) + float(ended["secs"])
+            gib = (gib or 0.0) + float(ended["gib"])
+            lines["cuda_graph_captured"] = number
     capture = GraphCapture(tuple(modes), seconds, gib) if modes or seconds is not None else None
     return GpuLogFacts(runner_seen(clean), tuple(backends), capture, bool(_SGLANG_NO_GRAPH.search(clean)), lines)
 
@@ -193,12 +199,11 @@ class GpuLines:
         if not self.captured and (done := _CAPTURED.search(line)):
             self.captured = True
             notes.append(("cuda graphs", f"captured in {done['secs']} s, {done['gib']} GiB"))
-        ended = _SGLANG_CAPTURE.search(line)
-        if ended and ended["what"] == "begin" and not self.capturing:
+        ended = _SGLANG_CAPTURE.search(line)  # SGLang captures several graphs, each a begin and an end
+        if ended and ended["what"] == "begin":
             self.capturing = True
-            notes.append(("cuda graphs", "capturing"))
-        elif ended and ended["what"] == "end" and not self.captured:
-            self.captured = True
-            notes.append(("cuda graphs", "captured" + (f" in {ended['secs']} s" if ended["secs"] else "")
-                          + (f", {ended['gib']} GB" if ended["gib"] else "")))
+            notes.append(("cuda graphs", f"capturing {ended['graph']}"))
+        elif ended and ended["what"] == "end":
+            notes.append(("cuda graphs", f"captured {ended['graph']}"
+                          + (f" in {ended['secs']} s, {ended['gib']} GB" if ended["secs"] else "")))
         return notes

@@ -61,7 +61,8 @@ SGLANG_CELLS = [_cell("sglang", "llama", "agree")] + [
     _cell("sglang", t, d) for t, d in (
         ("llama", "random"), ("llama", "d2t-short"), ("llama", "fc-width"), ("llama", "aux-beyond"),
         ("llama", "aux-inside"), ("qwen2", "aux-inside"), ("qwen3", "agree"), ("qwen3moe", "aux-inside"),
-        ("gemma", "agree"), ("gpt2", "agree"), ("llava", "agree"))]
+        ("gemma", "agree"), ("gpt2", "agree"), ("llava", "agree"))] + [
+    _cell("sglang", "llama", "agree", variant="compiled")]  # with CUDA graphs (run alone: CELLS=llama--agree--compiled)
 
 
 def vllm_command(cell: dict, models: str, port: int, python: str = "python3") -> list[str]:
@@ -82,5 +83,6 @@ def sglang_command(cell: dict, models: str, port: int, python: str = "python3") 
             "--speculative-draft-model-path", f"{models}/{cell['drafter_dir']}", "--speculative-num-steps", "3",
             "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4", "--attention-backend", "triton",
             "--sampling-backend", "pytorch", "--context-length", "512", "--mem-fraction-static", "0.85",
-            "--max-total-tokens", "8192", "--max-running-requests", "8", "--enable-metrics", "--disable-cuda-graph",
+            "--max-total-tokens", "8192", "--max-running-requests", "8", "--enable-metrics",
+            *(["--disable-cuda-graph"] if cell["eager"] else []),
             "--host", "127.0.0.1", "--port", str(port)]

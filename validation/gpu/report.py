@@ -159,6 +159,7 @@ EXPLAINED = {
     ("sglang", "qwen3--agree"): "SGLang's aux layer ids",
     ("sglang", "qwen3moe--aux-inside"): "SGLang's aux layer ids",
     ("sglang", "llava--agree"): "SGLang's Transformers fallback",
+    ("sglang", "llama--agree--compiled"): "the trimmed SGLang install",
 }
 WHY = {
     "V1's proposer roles traced on a V2 launch": (
@@ -198,6 +199,11 @@ WHY = {
         "SGLang 0.5.17 serves this LLaVA through its Transformers backend (`Using Transformers backend.`), which "
         "reads `get_input_embeddings().num_embeddings` of the vision tower's Conv2d (sglang/srt/models/"
         "transformers.py:631): a failure of the target's loading, before any EAGLE-3 gate."),
+    "the trimmed SGLang install": (
+        "With CUDA graphs SGLang captured its four graphs (target prefill, target verify, draft prefill, draft "
+        "decode: 87.8 s, 0.39 GB in all), then EAGLEWorkerV2._capture_cuda_graphs imported "
+        "sglang/srt/layers/attention/dsa_backend.py, which imports deep_gemm, not carried in the trimmed install "
+        "(prepare_sglang.sh): the environment, not a gate. A stock install has it."),
 }
 
 
