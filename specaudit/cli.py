@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .launch.command import LaunchCommand, parse_launch_command
     from .launch.hub import is_hub_id, read_checkpoint_anywhere
     from .launch.request import Launch, check_speculative, method_of, parse_speculative_config
-    from .launch.target import load_model, load_preset
+    from .launch.target import load_model, load_preset, presets
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .results.scan import Comparison
     from .scan.audit import scan as run_scan
@@ -91,7 +91,7 @@ def main() -> None:
 @click.option("--path", "path", type=click.Path(), help="An engine tree: site-packages, a source checkout, or the package dir.")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
               help="Engine of the tree (default: detected, or the launch command's).")
-@click.option("--target", "preset", help="A bundled target preset (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3), "
+@click.option("--target", "preset", help=f"A bundled target preset ({', '.join(presets())}), "
                                          "or its Hub id (moonshotai/Kimi-K2.5).")
 @click.option("--model", "model_dir", help="A checkpoint directory with config.json, or a Hub id (org/name).")
 @click.option("--revision", default=None, help="The Hub revision of --model (a commit, branch or tag).")
@@ -153,7 +153,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     if preset is not None and model_dir:
         raise SpecauditError("give --target or --model, not both")
     if preset is not None and not preset.strip():
-        raise SpecauditError("--target needs a preset name (kimi-k2.5, kimi-k2, deepseek-v3, llama3, qwen3)")
+        raise SpecauditError(f"--target needs a preset name ({', '.join(presets())})")
     if revision and not model_dir:
         raise SpecauditError("--revision is the revision of --model (a Hub id): name the model")
     target = load_preset(preset) if preset is not None else load_model(model_dir, revision) if model_dir else None
@@ -166,8 +166,16 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
         if command is not None or speculative or draft:
             raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
         return None
+    # A speculative launch naming no drafter may draft with the target's own layers (MTP): read their headers.
+    weights, problem = None, ""
+    if model_dir and speculative and not draft:
+        try:
+            weights = read_checkpoint_anywhere(model_dir, revision)
+        except SpecauditError as exc:
+            problem = str(exc)
     return Launch(target=target, method=method_of(speculative), engine=command.engine if command else None,
-                  draft=draft, drafter=drafter, speculative=speculative, options=options)
+                  draft=draft, drafter=drafter, speculative=speculative, options=options, target_weights=weights,
+                  target_weights_problem=problem)
 
 
 @main.command()
@@ -180,10 +188,13 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
 @click.option("--pre", is_flag=True, help="With --releases: pre-releases too.")
 @click.option("--platform", type=click.Choice(sorted(PLATFORMS)), default="cuda", show_default=True,
               help="The branch of the engine's platform dispatches to read.")
+@click.option("--speculative-config", "spec_json", default=None,
+              help="The launches' speculative config, as JSON (default: an EAGLE-3 launch), e.g. "
+                   "'{\"method\": \"mtp\", \"num_speculative_tokens\": 1}'.")
 @click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True, help="Also write the matrix.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None, release_range: str | None,
-           pre: bool, platform: str, formats: tuple[str, ...], out_dir: str) -> None:
+           pre: bool, platform: str, spec_json: str | None, formats: tuple[str, ...], out_dir: str) -> None:
     """Targets x engine TREES (vllm==X, sglang==X, a wheel, a directory): from which release each target works
     unpatched, and for each release where it is blocked, the bundle that opens it or the release to move to.
 
@@ -191,6 +202,8 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
     specaudit matrix --target kimi-k2.5 vllm==0.14.0 vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
     specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
     specaudit matrix --target kimi-k2.5 --engine vllm --releases '>=0.10,<0.34'
+    specaudit matrix --target deepseek-v3 --target glm-4.5 --speculative-config '{"method": "mtp",
+        "num_speculative_tokens": 1}' vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
     """
     from .matrix import build_matrix
     from .tree.locate import locate_all
@@ -203,8 +216,9 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
             raise SpecauditError("name the releases: TREES (vllm==0.17.0 ...) or --engine and --releases")
         if formats:
             check_out_dir(Path(out_dir))
+        speculative = parse_speculative_config(spec_json) if spec_json else None
         located = locate_all(list(trees), engine, release_range, prereleases=pre)
-        result = build_matrix(located, list(targets), platform=platform)
+        result = build_matrix(located, list(targets), platform=platform, speculative=speculative)
         _deliver(result, console, formats, out_dir)
     sys.exit(result.exit_code)
 

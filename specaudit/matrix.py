@@ -11,12 +11,13 @@ import functools
 import os
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass, replace
+from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
 from .core.errors import SpecauditError
 from .core.types import Verdict
-from .launch.request import DEFAULT_METHOD, Launch
+from .launch.request import DEFAULT_METHOD, Launch, method_of
 from .launch.target import Target, load_preset
 from .patch.bundles import Bundle, OutOfRange, load_bundles, plan, select_bundle
 from .results.matrix import Answer, Cell, Gate, Matrix
@@ -29,16 +30,21 @@ from .tree.locate import EngineTree
 MAX_WORKERS = 4
 
 
-def build_matrix(trees: Iterable[EngineTree], targets: list[str], platform: str = "cuda") -> Matrix:
-    """Every target on every tree. ``trees`` may still be arriving (locate_all yields each release as its fetch
-    ends): each is scanned as it comes, side by side with the others where there are cores for it."""
+def build_matrix(trees: Iterable[EngineTree], targets: list[str], platform: str = "cuda",
+                 speculative: dict[str, Any] | None = None) -> Matrix:
+    """Every target on every tree, each launched with ``speculative`` (the speculative config; none: an EAGLE-3
+    launch). ``trees`` may still be arriving (locate_all yields each release as its fetch ends): each is scanned
+    as it comes, side by side with the others where there are cores for it."""
     presets = [load_preset(name) for name in targets]
     names = [preset.name for preset in presets]
-    rows = sorted(_rows(trees, presets, platform), key=lambda row: (row.tree.engine.name, _version(row.tree.version)))
+    speculative = dict(speculative or {})
+    rows = sorted(_rows(trees, presets, platform, speculative),
+                  key=lambda row: (row.tree.engine.name, _version(row.tree.version)))
     ordered = [row.tree for row in rows]
     cells = [cell for row in rows for cell in row.cells]
     results = [result for row in rows for result in row.results]
-    return Matrix(names, [t.label for t in ordered], cells, [_answer(name, ordered, cells) for name in names], results)
+    return Matrix(names, [t.label for t in ordered], cells, [_answer(name, ordered, cells) for name in names], results,
+                  method_of(speculative) or "")
 
 
 @dataclass(frozen=True)
@@ -50,15 +56,16 @@ class _Row:
     results: tuple[ScanResult, ...]
 
 
-def _rows(trees: Iterable[EngineTree], targets: list[Target], platform: str) -> list[_Row]:
+def _rows(trees: Iterable[EngineTree], targets: list[Target], platform: str,
+          speculative: dict[str, Any]) -> list[_Row]:
     """Each tree's row, begun as the tree arrives: in worker processes, a tree each, where there are cores and
     trees for more than one; else here, one after another."""
     workers = min(os.cpu_count() or 1, MAX_WORKERS, len(trees) if isinstance(trees, Sized) else MAX_WORKERS)
     if workers < 2:
-        return [_row(tree, targets, platform) for tree in trees]
+        return [_row(tree, targets, platform, speculative) for tree in trees]
     with WorkerPool(workers, functools.partial(_worker_init, workers)) as pool:
         pool.start()  # before the first tree is asked for: the fetches that yield them are threads
-        futures = [pool.executor().submit(_row, tree, targets, platform) for tree in trees]
+        futures = [pool.executor().submit(_row, tree, targets, platform, speculative) for tree in trees]
         return [future.result() for future in futures]
 
 
@@ -67,16 +74,17 @@ def _worker_init(workers: int) -> None:
     share_parsing(workers)  # the trees are the unit of work: the other cores are the other workers'
 
 
-def _row(tree: EngineTree, targets: list[Target], platform: str) -> _Row:
+def _row(tree: EngineTree, targets: list[Target], platform: str, speculative: dict[str, Any]) -> _Row:
     """The tree analysed once and each target's launch judged against it; a blocked cell is tried with the
     bundle that covers it, each bundle planned (its edits analysed with it) once, whatever targets it covers."""
     analysis = analyze(tree, platform=platform)
     patched: dict[str, Analysis | str] = {}
     cells, results = [], []
     for target in targets:
-        result = audit(analysis, Launch(target))
+        launch = Launch(target, method=method_of(speculative), speculative=speculative)
+        result = audit(analysis, launch)
         results.append(result)
-        cells.append(_patched(analysis, target, _cell(target.name, tree, result), patched))
+        cells.append(_patched(analysis, launch, result, _cell(target.name, tree, result), patched))
     return _Row(tree, tuple(cells), tuple(results))
 
 
@@ -85,14 +93,16 @@ def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
                 tuple(Gate(f.rule_id, f.title, f.location) for f in result.blocking))
 
 
-def _patched(analysis: Analysis, target: Target, cell: Cell, patched: dict[str, Analysis | str]) -> Cell:
+def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
+             patched: dict[str, Analysis | str]) -> Cell:
     """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it.
     ``patched``: the tree with each bundle's edits analysed (or why the bundle cannot be planned), by bundle id."""
-    if cell.verdict != Verdict.BLOCKED:
+    if cell.verdict != Verdict.BLOCKED or launch.target is None:
         return cell
-    tree = analysis.tree
-    # The cells are EAGLE-3 launches (a matrix judges the default method): the bundles that open that method's gates.
-    bundles = [b for b in load_bundles(tree.engine.name) if target.name in b.presets and b.method == DEFAULT_METHOD]
+    tree, target = analysis.tree, launch.target
+    # The bundles that open the gates of the method the release runs for this launch.
+    method = result.method.method if result.method else DEFAULT_METHOD
+    bundles = [b for b in load_bundles(tree.engine.name) if target.name in b.presets and b.method == method]
     try:
         bundle = select_bundle(bundles, bundles[0].target, tree.version) if bundles else None
     except OutOfRange:
@@ -104,7 +114,7 @@ def _patched(analysis: Analysis, target: Target, cell: Cell, patched: dict[str, 
     after = patched[bundle.id]
     if isinstance(after, str):
         return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patch_problem=after)
-    verdict = audit(after, Launch(target)).verdict
+    verdict = audit(after, launch).verdict
     return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=verdict)
 
 

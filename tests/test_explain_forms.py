@@ -1,5 +1,5 @@
 """The forms a pasted failure takes, each read by explain as the failure it is (specaudit/explain/tracebacks.py), and
-the known-failures table (rules/signatures/known-*.yaml, specaudit/explain/known.py). The lines are the engines'
+the known-failures table (rules/signatures/known-*.yaml, specaudit/launch/known.py). The lines are the engines'
 own formats: vLLM's per-process logger prefix `(Worker_TP0 pid=N) ERROR MM-DD HH:MM:SS [file.py:N] ` (vllm/logger.py),
 SGLang's `[YYYY-MM-DD HH:MM:SS TP0] ` (sglang/srt/utils.py configure_logger), Python's traceback and chaining
 texts, pydantic-core's "N validation error for X" form, PyTorch's "CUDA error: ..." echo.
@@ -12,7 +12,6 @@ import re
 import pytest
 
 from specaudit.explain.diagnose import root_cause
-from specaudit.explain.known import known_failures, launch_features, load_known_failures
 from specaudit.explain.signatures import (
     classify,
     load_crash_signatures,
@@ -21,6 +20,7 @@ from specaudit.explain.signatures import (
     load_wrappers,
     needles_of,
 )
+from specaudit.launch.known import known_failures, launch_features, load_known_failures
 
 SIGNATURES = load_signatures()
 CRASHES = load_crash_signatures()
@@ -244,7 +244,7 @@ def test_each_known_failure_has_its_thread_releases_and_examples(failure):
 
 
 def _feature_names(engine: str) -> set[str]:
-    from specaudit.explain.known import load_features
+    from specaudit.launch.known import load_features
 
     return {feature.name for feature in load_features(engine)}
 
@@ -261,6 +261,31 @@ def test_known_failures_of_a_launch_cell():
         ["sglang-known-eagle3-dp-attention-idle-batch"]
     assert not known_failures("sglang", "0.5.23", {"dp_attention"}, "EAGLE3")
     assert not known_failures("sglang", "not-a-version", {"dp_attention"}, "EAGLE3")
+
+
+@pytest.mark.network
+def test_a_scan_warns_of_the_known_failures_of_its_launch_s_cell(tmp_path):
+    # The same cell as above (vllm#21177), read from a launch command: the warning stands beside the verdict, in
+    # the result every format renders.
+    import json
+
+    from specaudit.launch.command import parse_launch_command
+    from specaudit.launch.request import Launch
+    from specaudit.launch.target import load_preset
+    from specaudit.scan.audit import scan
+
+    from conftest import engine_tree
+
+    command = parse_launch_command(["python3", "-m", "vllm.entrypoints.openai.api_server", "--kv-cache-dtype", "fp8",
+                                    "--speculative-config", json.dumps({"method": "eagle3", "model": "org/d",
+                                                                        "num_speculative_tokens": 3})])
+    launch = Launch(load_preset("llama3"), method="eagle3", engine="vllm", draft="org/d",
+                    speculative=command.speculative, options=command.options)
+    result = scan(engine_tree("vllm==0.9.2"), launch)
+    assert [k.id for k in result.known_failures] == ["vllm-known-eagle3-fp8-kv-dtype"]
+    assert "https://github.com/vllm-project/vllm/issues/21177" in result.known_failures[0].hint
+    plain = scan(engine_tree("vllm==0.9.2"), Launch(load_preset("llama3")))
+    assert plain.known_failures == []
 
 
 def test_launch_features_from_a_command_s_options():

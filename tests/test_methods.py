@@ -20,7 +20,6 @@ Facts from the releases' source (read, not run):
 from __future__ import annotations
 
 import ast
-import functools
 import textwrap
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from specaudit.launch.command import parse_launch_command
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_preset
 from specaudit.methods.catalog import load_engine_methods, load_methods
-from specaudit.methods.interpret import Interpreter
+from specaudit.methods.interpret import Interpreter, LiteralScope
 from specaudit.methods.resolve import resolve
 from specaudit.scan.audit import Analysis, _TreeCode, analyze, audit
 
@@ -83,6 +82,8 @@ LLAMA_DRAFT = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "vo
     ("sglang==0.5.23", {"method": "EAGLE3", "model": "org/drafter"}, "eagle3"),
     ("sglang==0.5.23", {"method": "ngram"}, "ngram"),
     ("sglang==0.4.4", {"method": "nextn"}, "eagle"),
+    # 0.5.8: server_args.py's _handle_speculative_decoding, a method __post_init__ calls, rewrites NEXTN to EAGLE.
+    ("sglang==0.5.8", {"method": "nextn"}, "eagle"),
 ])
 def test_the_method_is_the_one_the_release_resolves(release, speculative, method):
     assert resolved(release, speculative).method == method
@@ -117,7 +118,6 @@ EAGLE3_RULES = {"vllm": "vllm-eagle3", "sglang": "sglang-eagle3"}
 
 
 @pytest.mark.parametrize("release, speculative", [
-    ("vllm==0.33.0", {"method": "mtp", "num_speculative_tokens": 1}),
     ("vllm==0.33.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}),
@@ -126,7 +126,6 @@ EAGLE3_RULES = {"vllm": "vllm-eagle3", "sglang": "sglang-eagle3"}
     ("vllm==0.33.0", {"method": "dspark", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"method": "extract_hidden_states", "num_speculative_tokens": 1}),
     ("vllm==0.33.0", {"model": "org/plain-draft", "num_speculative_tokens": 3}),
-    ("sglang==0.5.23", {"method": "nextn"}),
     ("sglang==0.5.23", {"method": "standalone", "model": "meta-llama/Llama-3.2-1B"}),
     ("sglang==0.5.23", {"method": "ngram"}),
     ("sglang==0.5.23", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16"}),
@@ -201,8 +200,7 @@ def test_sglang_names_its_algorithm_as_given_and_the_release_resolves_aliases():
 
 def outcomes(source: str, method, bindings: dict | None = None, literals: dict | None = None):
     function = ast.parse(textwrap.dedent(source)).body[0]
-    interpreter = Interpreter("self.method", bindings or {}, functools.partial(dict.get, literals or {}),
-                              ("self.model",))
+    interpreter = Interpreter("self.method", bindings or {}, LiteralScope(literals or {}), ("self.model",))
     return sorted({(o.method, o.raises is not None) for o in interpreter.run(function, method)}, key=str)
 
 
@@ -272,6 +270,61 @@ def test_nothing_of_the_engine_is_run():
     """
     assert outcomes(source, "eagle3") == [("eagle", False), ("eagle3", False)]
     assert not Path("/tmp/specaudit-ran").exists()
+
+
+REWRITE = """
+def hf_config_override(hf_config):
+    if hf_config.model_type in ("deepseek_v3", "deepseek_v32"):
+        hf_config.model_type = "deepseek_mtp"
+    if hf_config.model_type == "deepseek_mtp":
+        n_predict = getattr(hf_config, "num_nextn_predict_layers", None)
+        hf_config.update({"n_predict": n_predict, "architectures": ["DeepSeekMTPModel"]})
+    if (arch := hf_config.architectures[0]) in ("MiMoForCausalLM",):
+        hf_config.update({"architectures": [{"MiMoForCausalLM": "MiMoMTPModel"}[arch]]})
+    return hf_config
+"""
+CHECKS = """
+def __post_init__(self):
+    n_predict = getattr(self.draft_model_config.hf_config, "n_predict", None)
+    try:
+        int("x")
+    except ValueError:
+        pass
+    if n_predict is not None and self.num_speculative_tokens % n_predict != 0:
+        raise ValueError(f"num_speculative_tokens:{self.num_speculative_tokens} must be divisible by {n_predict=}")
+"""
+
+
+def test_the_interpreter_rewrites_a_config_object_as_the_engine_does():
+    # Code in, outcome out: a config is a dict, its attributes its keys, rewritten in place.
+    from specaudit.methods.interpret import call
+
+    function = ast.parse(textwrap.dedent(REWRITE)).body[0]
+    for config, expected in [
+        ({"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "num_nextn_predict_layers": 1},
+         {"model_type": "deepseek_mtp", "architectures": ["DeepSeekMTPModel"], "n_predict": 1}),
+        ({"model_type": "mimo", "architectures": ["MiMoForCausalLM"]}, {"architectures": ["MiMoMTPModel"]}),
+        ({"model_type": "llama", "architectures": ["LlamaForCausalLM"]}, {"architectures": ["LlamaForCausalLM"]}),
+    ]:
+        (outcome,), _ = call(function, LiteralScope(), [config], {})
+        assert expected.items() <= outcome.method.items()
+    (outcome,), _ = call(function, LiteralScope(), [{"model_type": "x", "architectures": []}], {})
+    assert outcome.error == "IndexError: list index out of range"  # as Python: architectures[0] of an empty list
+
+
+def test_arithmetic_that_fails_on_the_launch_s_values_is_a_raise_with_python_s_message():
+    function = ast.parse(textwrap.dedent(CHECKS)).body[0]
+
+    def run(n_predict, k):
+        interpreter = Interpreter("self.method", {"self.draft_model_config.hf_config": {"n_predict": n_predict},
+                                                  "self.num_speculative_tokens": k})
+        return [(o.raises is not None, o.error) for o in interpreter.run(function, "mtp")]
+
+    assert run(2, 4) == [(False, None)]
+    assert run(2, 3) == [(True, "ValueError: num_speculative_tokens:3 must be divisible by n_predict=2")]
+    assert run(0, 1) == [(True, "ZeroDivisionError: integer modulo by zero")]
+    assert run(None, 3) == [(False, None)]  # the caught ValueError of the try does not end the way
+    assert run(2, None) == [(True, "TypeError: unsupported operand type(s) for %: 'NoneType' and 'int'")]
 
 
 def test_every_declared_method_file_loads():

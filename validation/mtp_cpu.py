@@ -135,7 +135,9 @@ FINDINGS = [
     "A checkpoint whose MTP layer has its norms, eh_proj and shared_head but none of its block's linear weights "
     "(`ds-mtp-linears-missing`) is served without a word: DeepSeek's completeness check wants one tensor of the "
     "layer, the loader's strict check exempts the linear and MoE layers, and the draft runs on uninitialised "
-    "parameters: 0 of 15 drafts accepted where the built-in answer is 100%. `specaudit scan` says READY.",
+    "parameters: 0 of 15 drafts accepted where the built-in answer is 100%. `specaudit scan` first said READY; "
+    "its checkpoint check now wants some tensor of the layer's attention and of its MLP (`any_of` in "
+    "rules/vllm/mtp-checkpoint-weights.yaml) and says BLOCKED.",
     "num_nextn_predict_layers 0 is not refused by name: `n_predict` 0 reaches `num_speculative_tokens % n_predict` "
     "(speculative.py:1495), a ZeroDivisionError outside pydantic's wrapping (a plain traceback, not a "
     "ValidationError).",
@@ -485,6 +487,9 @@ def agreement(r: dict) -> str:
                    "a broken drafter the scan passed"
         return "agree" if served else "DISAGREE (scan READY, launch crashed)"
     if served:
+        rate = (r.get("acceptance") or {}).get("acceptance_rate")
+        if rate == 0 and p["verdict"] == "BLOCKED":  # served, but its drafter is broken: none of its drafts lands
+            return "agree (the launch served, and accepted none of its drafts where 100% was built in)"
         return f"DISAGREE (scan {p['verdict']}, launch served)"
     blocks = [f for f in p["findings"] if f["status"] == "blocks"]
     if not blocks:

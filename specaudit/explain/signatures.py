@@ -23,8 +23,8 @@ import yaml
 
 from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
+from ..launch.known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from ..results.outcome import Crash, Explanation, SignatureMatch
-from .known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from .tracebacks import CUT_OFF, TracebackReader
 
 # Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).

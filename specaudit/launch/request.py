@@ -27,6 +27,12 @@ class Launch:
     drafter: Checkpoint | None = None  # the drafter checkpoint, when it could be read here
     speculative: dict[str, Any] = field(default_factory=dict)  # the speculative config, as given
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
+    # The target's safetensors headers, where its checkpoint is here (a directory or a Hub id): a draft of the
+    # target's own layers (MTP) loads from them. Else why they were not read ("" for a preset, which has none).
+    target_weights: Checkpoint | None = None
+    target_weights_problem: str = ""
+    # The draft's config as the release's own code rewrites it (methods/resolve.py), once the method is resolved.
+    draft_config: dict[str, Any] | None = None
 
 
 def method_of(speculative: dict[str, Any]) -> str | None:

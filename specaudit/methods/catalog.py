@@ -3,7 +3,7 @@ methods specaudit models (``rules/methods/<engine>/<method>.yaml``). Format: rul
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,8 @@ from ..core.errors import SpecauditError
 
 # What a binding may stand for: the launch's own values, as methods/resolve.py computes them.
 LAUNCH_FACTS = ("method", "model", "num_speculative_tokens", "target_path", "draft_path", "draft_architectures",
-                "draft_model_type", "draft_config", "target_model_type", "target_text_model_type", "target_architectures",
-                "model_is_class_path")
+                "draft_model_type", "draft_config", "draft_hf_config", "target_model_config", "target_model_type",
+                "target_text_model_type", "target_architectures", "model_is_class_path")
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,16 @@ class Alias:
 
 
 @dataclass(frozen=True)
+class DraftRewrite:
+    """The engine's function that rewrites the draft's config (vLLM's ``hf_config_override``: a DeepSeek-V3 target's
+    config into its MTP draft's), played out on the drafter's (or the target's) config.json."""
+
+    functions: tuple[str, ...]  # "module:Class.method" or "module:function"; the first the release defines
+    config: str = "hf_config"  # the parameter, or the field of the method's object, that holds the config
+    fields: dict[str, Any] = field(default_factory=dict)  # the other fields of that object a draft's build fixes
+
+
+@dataclass(frozen=True)
 class EngineMethods:
     """How an engine resolves a launch's method."""
 
@@ -47,6 +57,7 @@ class EngineMethods:
     resolvers: tuple[Resolver, ...]
     bindings: dict[str, str]  # engine expression -> launch fact
     aliases: tuple[Alias, ...]
+    draft_config: DraftRewrite | None  # how the engine builds the draft's config from a checkpoint's
     stage: str  # where in a launch the method is resolved and checked, for the report
     error: str  # what the engine raises for a method it does not have
     source: str
@@ -82,6 +93,10 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
                             for r in data.get("resolvers") or ()),
             bindings=bindings,
             aliases=tuple(Alias(str(a["names"]), str(a["method"])) for a in data.get("aliases") or ()),
+            draft_config=DraftRewrite(tuple(_list(data["draft_config"]["function"])),
+                                      str(data["draft_config"].get("config", "hf_config")),
+                                      dict(data["draft_config"].get("fields") or {}))
+            if data.get("draft_config") else None,
             stage=str(data["stage"]),
             error=" ".join(str(data["error"]).split()),
             source=str(path),

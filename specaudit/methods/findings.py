@@ -8,6 +8,8 @@ from ..core.types import Finding, Phase, Status
 from .catalog import EngineMethods, Method
 from .resolve import Resolution
 
+REFUSED = "method-resolution-raises"  # the one of these that is a gate like the others, judged with the path's
+
 
 def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: EngineMethods) -> list[Finding]:
     """Nothing when the launch's method is one specaudit models and the release has it; else the one finding that
@@ -26,10 +28,10 @@ def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: En
             f"names {listed}; not {resolution.requested!r}",
             "Use one of the release's methods, or a release that has this one (specaudit matrix shows which).")]
     if resolution.stops is not None:
-        where, at, raised = resolution.stops
+        where, at, statement, error = resolution.stops
         return [Finding(
-            "method-resolution-raises", "The engine refuses the launch while resolving its method", phase,
-            Status.BLOCKS, where, at, raised, raised.removeprefix("raise ").strip(),
+            REFUSED, "The engine refuses the launch while resolving its method", phase,
+            Status.BLOCKS, where, at, statement, error,
             "every way through the engine's resolving code, with this launch's values, ends in this raise"
             + (f" (after {'; '.join(resolution.how)})" if resolution.how else ""),
             "Give the launch what the raise asks for (in the speculative config).")]
@@ -47,4 +49,12 @@ def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: En
             f"the engine runs {resolution.method!r}{how}; specaudit declares no path, gates or drafter checks for it "
             f"(it models {', '.join(sorted(modeled)) or 'none'}), so no verdict is given",
             "rules/README.md, 'Adding a method', says what to declare; until then, launch it with care.")]
+    method = modeled[resolution.method]
+    if method.drafter == "target" and resolution.separate_draft:
+        return [Finding(
+            "method-not-modeled", f"specaudit models {method.title} in {spec.engine} with the target's own layers as "
+            "its draft only", phase, Status.UNKNOWN, file if line else "", line, "", None,
+            f"the launch names a drafter of its own ({resolution.separate_draft}); specaudit declares the path and "
+            f"checks of {resolution.method!r} for a draft in the target's checkpoint ({method.source}), so no verdict "
+            "is given", "rules/README.md, 'Adding a method', says what to declare; until then, launch it with care.")]
     return []

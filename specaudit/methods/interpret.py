@@ -1,22 +1,30 @@
 """How a release's own code resolves the speculative method, played out on a launch without running it.
 
 The engines resolve the method in a few statements: ``if self.method is None: ... self.method = "draft_model"``,
-``elif "eagle3" in self.draft_model_config.model.lower(): self.method = "eagle3"``, ``return "EAGLE"``. This walks
-such a function's syntax tree statement by statement, with the variable that holds the method, the locals it
-assigns, and what the launch fixes (``bindings``: an expression of the engine's, as written, to a value of the
-launch). A condition it cannot evaluate is taken both ways; the outcomes of every way are kept.
+``elif "eagle3" in self.draft_model_config.model.lower(): self.method = "eagle3"``, ``return "EAGLE"``; and they
+build the draft's config by rewriting a config object (``hf_config.model_type = "deepseek_mtp"``,
+``hf_config.update({"n_predict": ...})``). This walks such a function's syntax tree statement by statement, with
+the variable that holds the method (or the object being rewritten), the locals it assigns, and what the launch fixes
+(``bindings``: an expression of the engine's, as written, to a value of the launch; a config is a dict, its
+attributes its keys). A condition it cannot evaluate is taken both ways where it sets the method; elsewhere what it
+assigns is no longer known. The outcomes of every way are kept, with the raise that ends one (a ``raise``, a failed
+``assert``, or arithmetic that fails on the launch's values: ``n % 0``) and the warnings the engine logs on it.
 
 Nothing of the engine is executed or imported: expressions are evaluated by the small evaluator here, over
-constants, names, attributes, comparisons, ``and``/``or``/``not``, ``str.lower``/``upper``, ``getattr``,
-``any``/``all`` over a known sequence, and ``get_args`` of the release's Literal aliases. Anything else is unknown.
+constants, names, attributes, subscripts, arithmetic, comparisons, ``and``/``or``/``not``, conditional expressions,
+dict literals and their ``get``/``update``, ``str.lower``/``upper``, ``getattr``/``hasattr``/``len``/``int``,
+``copy.deepcopy``, ``any``/``all`` over a known sequence, ``get_args`` of the release's Literal aliases, module
+constants, and the release's own functions (followed into, a few calls deep). Anything else is unknown.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import operator
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from ..core.values import COMPARISONS
 
@@ -25,9 +33,53 @@ class _Unknown:
     def __repr__(self) -> str:
         return "<unknown>"
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Unknown:
+        return self
+
 
 UNKNOWN: Any = _Unknown()  # a value the launch does not fix
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that resolves a method
+MAX_CALLS = 3  # how deep the release's own functions are followed
+
+_ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv, ast.BitOr: operator.or_,
+}
+_WARNINGS = {"warning", "warning_once", "warn"}  # logger.warning(...), warnings.warn(...)
+_BUILTINS: dict[str, Callable[[Any], Any]] = {"len": len, "int": int, "bool": bool}
+
+
+class Scope(Protocol):
+    """What the code of one module of the release gives the interpreter."""
+
+    def literals(self, name: str) -> set[str] | None:
+        """The strings a module-level Literal alias, Enum or set of strings declares."""
+
+    def value(self, name: str) -> Any:
+        """A module-level constant (or one the module imports from the release; "module:name" for another
+        module's), or UNKNOWN."""
+
+    def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
+        """A function of the release by the name this module calls it (``f``, ``Class.static``, ``self.method`` of
+        the class played out; "module:name" for another module's), and the scope of its module."""
+
+
+@dataclass(frozen=True)
+class LiteralScope:
+    """A scope of module-level names only (the Literal aliases and constants given): for code read on its own."""
+
+    names: dict[str, Any] = field(default_factory=dict)
+
+    def literals(self, name: str) -> set[str] | None:
+        found = self.names.get(name)
+        return set(found) if isinstance(found, (set, frozenset, tuple, list)) else None
+
+    def value(self, name: str) -> Any:
+        found = self.names.get(name, UNKNOWN)
+        return UNKNOWN if isinstance(found, (set, frozenset)) else found
+
+    def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -45,11 +97,29 @@ class Step:
 
 @dataclass(frozen=True)
 class Outcome:
-    """One way through the function: the method it leaves, or the raise that ends it."""
+    """One way through the function: the method it leaves (or the value it returns), or the raise that ends it."""
 
     method: Any
     steps: tuple[Step, ...] = ()
-    raises: str | None = None  # "N: raise ...", when this way ends in a raise
+    raises: str | None = None  # "N: code" of the statement that raises, when this way ends in a raise
+    error: str | None = None  # what it raises: the raise's own text, or the error the arithmetic meets
+    env: dict[str, Any] = field(default_factory=dict, compare=False)  # what the way leaves assigned
+    warnings: tuple[str, ...] = ()  # "N: message" of each warning the engine logs on the way
+
+
+@dataclass(frozen=True)
+class _Imported:
+    """A name a function imports from another module of the release, for what it is not a constant: a function."""
+
+    name: str  # "module:name"
+
+
+class _Raised(Exception):
+    """An expression that fails on the launch's values (a modulo by zero, an index past the end)."""
+
+    def __init__(self, error: str):
+        super().__init__(error)
+        self.error = error
 
 
 @dataclass
@@ -57,31 +127,40 @@ class _Way:
     env: dict[str, Any]
     conditions: tuple[str, ...] = ()
     steps: tuple[Step, ...] = ()
+    warnings: tuple[str, ...] = ()
     done: Outcome | None = None
 
     def fork(self, condition: str) -> _Way:
-        return _Way(dict(self.env), self.conditions + (condition,), self.steps)
+        # Deep: the objects a way rewrites (a config) are its own from here on.
+        return _Way(copy.deepcopy(self.env), self.conditions + (condition,), self.steps, self.warnings)
+
+    def end(self, method: Any, raises: str | None = None, error: str | None = None) -> None:
+        self.done = Outcome(method, self.steps, raises, error, self.env, self.warnings)
 
 
 @dataclass
 class Interpreter:
     """``variable``: the expression that holds the method in the function (``self.method``, a parameter's name);
-    ``bindings``: expression -> value; ``literals``: a module-level name -> the strings its Literal (or a frozenset
-    of strings, or a string constant) declares, and ``constant`` whether it is a plain string constant; ``tracked``:
-    other expressions the function assigns and later reads (``self.model``)."""
+    ``bindings``: expression -> value; ``scope``: the module's names; ``tracked``: other expressions the function
+    assigns and later reads (``self.model``)."""
 
     variable: str
     bindings: dict[str, Any]
-    literals: Callable[[str], set[str] | None]
+    scope: Scope = field(default_factory=LiteralScope)
     tracked: tuple[str, ...] = ()
     returns: bool = False  # the function returns the method (else it sets ``variable``, and returns anything)
-    constant: Callable[[str], bool] = lambda name: False  # whether a module-level name is a plain string constant
+    depth: int = 0  # calls followed to get here
 
-    def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any) -> list[Outcome]:
-        """Every way through ``function`` for a launch whose method is ``method`` on entry."""
-        start = _Way({self.variable: method})
+    def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any,
+            env: dict[str, Any] | None = None) -> list[Outcome]:
+        """Every way through ``function`` for a launch whose method is ``method`` on entry; ``env``: what an earlier
+        function left assigned (the tracked expressions)."""
+        start = _Way({**copy.deepcopy(self.bindings), **copy.deepcopy(env or {}), self.variable: method})
         ways = self._block(function.body, [start])
-        return [w.done or Outcome(w.env.get(self.variable, UNKNOWN), w.steps) for w in ways]
+        for way in ways:
+            if way.done is None:
+                way.end(way.env.get(self.variable, UNKNOWN))
+        return [w.done for w in ways if w.done is not None]
 
     # -- statements ----------------------------------------------------------------------------------------------
 
@@ -90,19 +169,25 @@ class Interpreter:
             live = [w for w in ways if w.done is None]
             if not live:
                 break
-            ways = [w for w in ways if w.done is not None] + [out for w in live for out in self._statement(stmt, w)]
+            ways = [w for w in ways if w.done is not None] + [out for w in live for out in self._guarded(stmt, w)]
             if len(ways) > MAX_WAYS:
                 raise ValueError(f"more than {MAX_WAYS} ways through the function")
         return ways
+
+    def _guarded(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
+        try:
+            return self._statement(stmt, way)
+        except _Raised as raised:  # the engine's own code fails here on the launch's values
+            way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error)
+            return [way]
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if isinstance(stmt, ast.If):
             value = self.evaluate(stmt.test, way.env)
             if value is UNKNOWN and not self._sets_method(stmt):
-                # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but the
-                # locals it may assign are no longer known.
-                for assigned in _assigned_names(stmt):
-                    way.env[assigned] = UNKNOWN
+                # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
+                # it may assign is no longer known.
+                self._forget(stmt, way.env)
                 return [way]
             test = ast.unparse(stmt.test)
             ways = []
@@ -111,20 +196,31 @@ class Interpreter:
             if value is UNKNOWN or not _truth(value):
                 ways += self._block(stmt.orelse, [way.fork(f"not ({test})") if value is UNKNOWN else way])
             return ways
-        if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             if stmt.value is None:
                 return [way]
             value = self.evaluate(stmt.value, way.env)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
-                name = _dotted(target)
-                if name == self.variable:
-                    way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
-                if name is not None and (name == self.variable or name in self.tracked or isinstance(target, ast.Name)):
-                    way.env[name] = value
+                if isinstance(stmt, ast.AugAssign):
+                    value = self._arithmetic(stmt.op, self.evaluate(target, way.env), value)
+                self._assign(target, value, stmt, way)
+            return [way]
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Call) and _called_name(stmt.value) in _WARNINGS:
+                way.warnings += (f"{stmt.lineno}: {self._message(stmt.value, way.env)}",)
+            else:
+                self.evaluate(stmt.value, way.env)  # for what it changes: `hf_config.update({...})`
             return [way]
         if isinstance(stmt, ast.Raise):
-            way.done = Outcome(way.env.get(self.variable, UNKNOWN), way.steps, f"{stmt.lineno}: {self._code(stmt)}")
+            code = self._code(stmt)
+            way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {code}", self._raised(stmt, way.env))
+            return [way]
+        if isinstance(stmt, ast.Assert):
+            holds = self.evaluate(stmt.test, way.env)
+            if holds is not UNKNOWN and not _truth(holds):
+                way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}",
+                        f"AssertionError: {ast.unparse(stmt.test)}")
             return [way]
         if isinstance(stmt, ast.Return):
             method = way.env.get(self.variable, UNKNOWN)
@@ -132,14 +228,45 @@ class Interpreter:
                 method = self.evaluate(stmt.value, way.env) if stmt.value is not None else None
                 if _dotted(stmt.value) != self.variable:
                     way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
-            way.done = Outcome(method, way.steps)
+            way.end(method)
+            return [way]
+        if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            for alias in stmt.names:  # `from vllm...mimo_v2_mtp import _MIMO_V2_PRO_NUM_MTP_LAYERS`, in the function
+                name = f"{stmt.module}:{alias.name}"
+                value = self.scope.value(name)
+                way.env[alias.asname or alias.name] = _Imported(name) if value is UNKNOWN else value
             return [way]
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             return self._block(stmt.body, [way])
         if isinstance(stmt, ast.Try):
-            return self._block(stmt.body + stmt.orelse + stmt.finalbody, [way])
-        # Loops, nested definitions, calls for their effects: they set no method in the shapes engines use.
+            ways = self._block(stmt.body + stmt.orelse, [way])
+            if stmt.handlers:  # a raise in the body may be caught: the way goes on, what the try assigned unknown
+                for caught in [w for w in ways if w.done is not None and w.done.raises is not None]:
+                    caught.done = None
+                    self._forget(stmt, caught.env)
+            return self._block(stmt.finalbody, ways)
+        # Loops, nested definitions: they set no method in the shapes engines use; what they assign is not known.
+        self._forget(stmt, way.env)
         return [way]
+
+    def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt, way: _Way) -> None:
+        name = _dotted(target)
+        if name == self.variable:
+            way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
+        if name is not None and (name == self.variable or name in self.tracked or name in way.env
+                                 or isinstance(target, ast.Name)):
+            way.env[name] = value
+        elif isinstance(target, ast.Attribute):
+            owner = self.evaluate(target.value, way.env)
+            if isinstance(owner, dict):  # a config object rewritten in place: `hf_config.model_type = "..."`
+                owner[target.attr] = value
+        elif isinstance(target, ast.Subscript):
+            owner, key = self.evaluate(target.value, way.env), self.evaluate(target.slice, way.env)
+            if (isinstance(owner, dict) and key is not UNKNOWN) or \
+                    (isinstance(owner, list) and isinstance(key, int) and -len(owner) <= key < len(owner)):
+                owner[key] = value
+        elif isinstance(target, ast.NamedExpr | ast.Tuple):
+            self._forget(stmt, way.env)
 
     def _sets_method(self, stmt: ast.stmt) -> bool:
         """Whether a statement can change the method, or end the function with one."""
@@ -150,11 +277,62 @@ class Interpreter:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if any(_dotted(t) in (self.variable, *self.tracked) for t in targets):
                     return True
+            if self.returns and _mutates(node, self.variable):
+                return True  # the object being rewritten (the function's result) is
         return False
+
+    def _forget(self, stmt: ast.stmt, env: dict[str, Any]) -> None:
+        """What a statement not played out may have assigned is no longer known: names, and the keys of the
+        objects it rewrites."""
+        for node in ast.walk(stmt):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) else []
+            for target in targets:
+                name = _dotted(target)
+                if name is not None and (name in env or isinstance(target, ast.Name) or name in self.tracked):
+                    env[name] = UNKNOWN
+                if isinstance(target, ast.Attribute):
+                    owner = self._quiet(target.value, env)
+                    if isinstance(owner, dict):
+                        owner[target.attr] = UNKNOWN
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
+                owner = self._quiet(node.func.value, env)
+                keys = self._quiet(node.args[0], env) if node.args else {}
+                if isinstance(owner, dict):
+                    for key in (keys if isinstance(keys, dict) else owner):
+                        owner[key] = UNKNOWN
+
+    def _quiet(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        try:
+            return self.evaluate(node, env)
+        except _Raised:
+            return UNKNOWN
 
     def _code(self, stmt: ast.stmt) -> str:
         text = ast.unparse(stmt).splitlines()[0]
         return text if len(text) <= 120 else text[:117] + "..."
+
+    def _raised(self, stmt: ast.Raise, env: dict[str, Any]) -> str:
+        """What a raise raises, as Python prints it where its message is known: ``ValueError: k must be ...``."""
+        exc = stmt.exc
+        if isinstance(exc, ast.Call) and _dotted(exc.func) and len(exc.args) == 1:
+            message = self._quiet(exc.args[0], env)
+            if isinstance(message, str):
+                return f"{_dotted(exc.func)}: {message}"
+        return self._code(stmt).removeprefix("raise ").strip()
+
+    def _message(self, call: ast.Call, env: dict[str, Any]) -> str:
+        """A logged warning's text, its %-arguments filled in where they are known."""
+        if not call.args:
+            return ast.unparse(call)
+        template = self._quiet(call.args[0], env)
+        if not isinstance(template, str):
+            return ast.unparse(call.args[0])
+        values = [self._quiet(a, env) for a in call.args[1:]]
+        try:
+            return template % tuple("?" if v is UNKNOWN else v for v in values) if values else template
+        except (TypeError, ValueError):
+            return template
 
     # -- expressions ---------------------------------------------------------------------------------------------
 
@@ -162,29 +340,102 @@ class Interpreter:
         name = _dotted(node)
         if name is not None and name in env:
             return env[name]
-        if name is not None and name in self.bindings:
-            return self.bindings[name]
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
-            names = self.literals(node.id)  # a module-level string constant: `_ARCH = "Qwen3OmniDSparkModel"`
-            return next(iter(names)) if names is not None and len(names) == 1 and self.constant(node.id) else UNKNOWN
+            return self.scope.value(node.id)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.evaluate(e, env) for e in node.elts]
-            return UNKNOWN if any(i is UNKNOWN for i in items) else tuple(items)
+            if any(i is UNKNOWN for i in items):
+                return UNKNOWN
+            return frozenset(items) if isinstance(node, ast.Set) else list(items) if isinstance(node, ast.List) \
+                else tuple(items)
+        if isinstance(node, ast.Dict):
+            return self._dict(node, env)
+        if isinstance(node, ast.JoinedStr):
+            return self._fstring(node, env)
         if isinstance(node, ast.BoolOp):
             return self._boolean(node, env)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        if isinstance(node, ast.UnaryOp):
             value = self.evaluate(node.operand, env)
-            return UNKNOWN if value is UNKNOWN else not _truth(value)
+            if value is UNKNOWN:
+                return UNKNOWN
+            if isinstance(node.op, ast.Not):
+                return not _truth(value)
+            return -value if isinstance(node.op, ast.USub) and isinstance(value, (int, float)) else UNKNOWN
+        if isinstance(node, ast.BinOp):
+            return self._arithmetic(node.op, self.evaluate(node.left, env), self.evaluate(node.right, env))
         if isinstance(node, ast.Compare):
             return self._compare(node, env)
+        if isinstance(node, ast.IfExp):
+            test = self.evaluate(node.test, env)
+            return UNKNOWN if test is UNKNOWN else self.evaluate(node.body if _truth(test) else node.orelse, env)
+        if isinstance(node, ast.NamedExpr):
+            env[node.target.id] = value = self.evaluate(node.value, env)
+            return value
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, ast.Subscript):
+            return self._subscript(node, env)
         if isinstance(node, ast.Attribute):
             owner = self.evaluate(node.value, env)
             if isinstance(owner, dict):
                 return owner.get(node.attr, UNKNOWN)
+        return UNKNOWN
+
+    def _fstring(self, node: ast.JoinedStr, env: dict[str, Any]) -> Any:
+        """An f-string's text, where every value in it is known (``{n_predict=}`` and ``!r`` included)."""
+        text = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                text.append(str(part.value))
+                continue
+            if not isinstance(part, ast.FormattedValue) or part.format_spec is not None:
+                return UNKNOWN
+            value = self.evaluate(part.value, env)
+            if value is UNKNOWN:
+                return UNKNOWN
+            text.append(repr(value) if part.conversion == ord("r") else ascii(value) if part.conversion == ord("a")
+                        else str(value))
+        return "".join(text)
+
+    def _dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
+        result: dict[Any, Any] = {}
+        for key, value in zip(node.keys, node.values):
+            if key is None:  # `**other`
+                spread = self.evaluate(value, env)
+                if not isinstance(spread, dict):
+                    return UNKNOWN
+                result.update(spread)
+                continue
+            k = self.evaluate(key, env)
+            if k is UNKNOWN:
+                return UNKNOWN
+            result[k] = self.evaluate(value, env)
+        return result
+
+    def _arithmetic(self, op: ast.operator, left: Any, right: Any) -> Any:
+        if left is UNKNOWN or right is UNKNOWN or type(op) not in _ARITHMETIC:
+            return UNKNOWN
+        try:
+            return _ARITHMETIC[type(op)](left, right)
+        except ZeroDivisionError as exc:
+            raise _Raised(f"ZeroDivisionError: {exc}") from None
+        except TypeError as exc:
+            if None in (left, right):  # `None % 2`: Python refuses it, as the engine will
+                raise _Raised(f"TypeError: {exc}") from None
+            return UNKNOWN
+
+    def _subscript(self, node: ast.Subscript, env: dict[str, Any]) -> Any:
+        owner, key = self.evaluate(node.value, env), self.evaluate(node.slice, env)
+        if owner is UNKNOWN or key is UNKNOWN:
+            return UNKNOWN
+        if isinstance(owner, dict):  # a key it lacks may be a default of the engine's object: not known
+            return owner.get(key, UNKNOWN)
+        if isinstance(owner, (list, tuple)) and isinstance(key, int):
+            if not -len(owner) <= key < len(owner):
+                raise _Raised(f"IndexError: {type(owner).__name__} index out of range")
+            return owner[key]
         return UNKNOWN
 
     def _boolean(self, node: ast.BoolOp, env: dict[str, Any]) -> Any:
@@ -194,7 +445,7 @@ class Interpreter:
         for operand in node.values:
             value = self.evaluate(operand, env)
             if value is UNKNOWN:
-                rest = [self.evaluate(o, env) for o in node.values[node.values.index(operand) + 1:]]
+                rest = [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
                 if any(v is not UNKNOWN and _truth(v) == deciding for v in rest):
                     return deciding  # a later operand decides the whole, whatever the unknown one is
                 return UNKNOWN
@@ -210,7 +461,11 @@ class Interpreter:
                 return UNKNOWN
             try:
                 holds = COMPARISONS[type(op)](left, right)
-            except (TypeError, KeyError):
+            except TypeError as exc:
+                if None in (left, right) and isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
+                    raise _Raised(f"TypeError: {exc}") from None  # `None > 1`: Python refuses it, as the engine will
+                return UNKNOWN
+            except KeyError:
                 return UNKNOWN
             if not holds:
                 return False
@@ -219,34 +474,131 @@ class Interpreter:
 
     def _call(self, node: ast.Call, env: dict[str, Any]) -> Any:
         func = _dotted(node.func)
-        if func is not None and f"{func}()" in self.bindings:
-            return self.bindings[f"{func}()"]
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("lower", "upper") and not node.args:
-            value = self.evaluate(node.func.value, env)
-            return getattr(value, node.func.attr)() if isinstance(value, str) else UNKNOWN
-        if func == "get_args" and len(node.args) == 1 and isinstance(node.args[0], ast.Name):
-            names = self.literals(node.args[0].id)
+        if func is not None and f"{func}()" in env:
+            return env[f"{func}()"]
+        args = node.args
+        if isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            owner = self.evaluate(node.func.value, env)
+            if isinstance(owner, str) and method in ("lower", "upper") and not args:
+                return getattr(owner, method)()
+            if isinstance(owner, dict) and method == "get" and 1 <= len(args) <= 2:
+                key = self.evaluate(args[0], env)
+                default = self.evaluate(args[1], env) if len(args) == 2 else None
+                return UNKNOWN if key is UNKNOWN else owner.get(key, default)
+            if isinstance(owner, dict) and method == "update" and len(args) == 1 and not node.keywords:
+                other = self.evaluate(args[0], env)
+                if isinstance(other, dict):
+                    owner.update(other)
+                    return None
+                for key in list(owner):  # updated from what is not known: none of its keys is
+                    owner[key] = UNKNOWN
+                return None
+            if isinstance(owner, (set, frozenset)) and method == "intersection" and len(args) == 1:
+                other = self.evaluate(args[0], env)
+                return UNKNOWN if other is UNKNOWN else frozenset(owner).intersection(other)
+        if func in ("copy.deepcopy", "copy.copy", "deepcopy") and len(args) == 1:
+            return copy.deepcopy(self.evaluate(args[0], env))
+        if func == "get_args" and len(args) == 1 and isinstance(args[0], ast.Name):
+            names = self.scope.literals(args[0].id)
             return UNKNOWN if names is None else tuple(sorted(names))
-        if func == "getattr" and len(node.args) in (2, 3) and isinstance(node.args[1], ast.Constant):
-            owner = self.evaluate(node.args[0], env)
-            default = self.evaluate(node.args[2], env) if len(node.args) == 3 else UNKNOWN
-            return owner.get(node.args[1].value, default) if isinstance(owner, dict) else UNKNOWN
-        if func in ("any", "all") and len(node.args) == 1 and isinstance(node.args[0], ast.GeneratorExp):
-            return self._quantified(func, node.args[0], env)
+        if func in ("getattr", "hasattr") and len(args) in (2, 3) and isinstance(args[1], ast.Constant):
+            owner = self.evaluate(args[0], env)
+            if not isinstance(owner, dict):
+                return UNKNOWN
+            if func == "hasattr":
+                return args[1].value in owner
+            default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
+            return owner.get(args[1].value, default)
+        if func in _BUILTINS and len(args) == 1:
+            value = self.evaluate(args[0], env)
+            try:
+                return UNKNOWN if value is UNKNOWN else _BUILTINS[func](value)
+            except (TypeError, ValueError):
+                return UNKNOWN
+        if func in ("any", "all") and len(args) == 1 and isinstance(args[0], ast.GeneratorExp):
+            return self._quantified(func, args[0], env)
+        if func is not None:
+            return self._follow(func, node, env)
         return UNKNOWN
+
+    def _follow(self, func: str, node: ast.Call, env: dict[str, Any]) -> Any:
+        """A call of the release's own function, played out on the values of its arguments: what it returns. The
+        objects passed are rewritten as it rewrites them, where it takes one way."""
+        head, _, rest = func.partition(".")
+        imported = env.get(head)
+        if isinstance(imported, _Imported):  # imported in the function itself
+            func = ".".join(filter(None, (imported.name, rest)))
+        found = self.scope.function(func) if self.depth < MAX_CALLS else None
+        if found is None or any(isinstance(a, ast.Starred) for a in node.args):
+            return UNKNOWN
+        function, scope = found
+        passed = [self.evaluate(a, env) for a in node.args]
+        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        # A method of the object played out (`self.use_dspark()`) reads its fields as they stand, and they stand as
+        # it leaves them.
+        fields = copy.deepcopy({k: v for k, v in env.items() if k.startswith("self.")}) \
+            if func.startswith("self.") else None
+        try:
+            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields)
+        except (ValueError, RecursionError):
+            return UNKNOWN
+        running = [o for o in outcomes if o.raises is None]
+        if not running:
+            raise _Raised(outcomes[0].error or "an exception")
+        if fields is not None:  # what a method of the object assigns to its fields, the caller reads back
+            for key in {k for o in running for k in o.env if k.startswith("self.")}:
+                values = [o.env.get(key, UNKNOWN) for o in running]
+                env[key] = values[0] if all(v == values[0] for v in values) else UNKNOWN
+        if ways > 1:
+            for value in passed + list(named.values()):
+                if isinstance(value, dict):  # rewritten one way or another: not known any more
+                    for key in value:
+                        value[key] = UNKNOWN
+        values = [o.method for o in running]
+        return values[0] if all(v == values[0] for v in values) else UNKNOWN
 
     def _quantified(self, func: str, gen: ast.GeneratorExp, env: dict[str, Any]) -> Any:
         if len(gen.generators) != 1 or gen.generators[0].ifs or not isinstance(gen.generators[0].target, ast.Name):
             return UNKNOWN
         loop = gen.generators[0]
         items = self.evaluate(loop.iter, env)
-        if items is UNKNOWN or not isinstance(items, (tuple, list)):
+        if items is UNKNOWN or not isinstance(items, (tuple, list, frozenset)):
             return UNKNOWN
         assert isinstance(loop.target, ast.Name)
         values = [self.evaluate(gen.elt, {**env, loop.target.id: item}) for item in items]
         if func == "any":
             return True if any(v is not UNKNOWN and _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else False
         return False if any(v is not UNKNOWN and not _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else True
+
+
+def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
+         depth: int = 0, fields: dict[str, Any] | None = None) -> tuple[list[Outcome], int]:
+    """Every way through a function of the release called with these values (its parameters' defaults for the rest):
+    what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
+    entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known."""
+    params = [a.arg for a in function.args.posonlyargs + function.args.args]
+    static = any(_dotted(d) == "staticmethod" for d in function.decorator_list)
+    if params[:1] in (["self"], ["cls"]) and not static:
+        if fields is None or params[0] != "self":
+            return [Outcome(UNKNOWN)], 1  # a method of an object it does not model
+        params = params[1:]
+    defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
+    defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
+    interpreter = Interpreter("__return__", {}, scope, (), True, depth)
+    frame: dict[str, Any] = dict(fields or {})
+    for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
+        if position < len(params) and position < len(passed):
+            frame[param] = passed[position]
+        elif param in named:
+            frame[param] = named[param]
+        else:
+            frame[param] = interpreter.evaluate(defaults[param], {}) if param in defaults else UNKNOWN
+    ways = interpreter._block(function.body, [_Way(frame)])
+    for way in ways:
+        if way.done is None:
+            way.end(None)  # it falls off its end: it returns None
+    return [w.done for w in ways if w.done is not None], len(ways)
 
 
 def _truth(value: Any) -> bool:
@@ -264,10 +616,17 @@ def _dotted(node: ast.expr | None) -> str | None:
     return None
 
 
-def _assigned_names(stmt: ast.stmt) -> set[str]:
-    return {name for node in ast.walk(stmt) if isinstance(node, (ast.Assign, ast.AnnAssign))
-            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
-            if (name := _dotted(target)) is not None}
+def _called_name(call: ast.Call) -> str | None:
+    return call.func.attr if isinstance(call.func, ast.Attribute) else None
+
+
+def _mutates(node: ast.AST, variable: str) -> bool:
+    """Whether a node rewrites the object ``variable`` names: an attribute of it assigned, or its ``update``."""
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return any(isinstance(t, ast.Attribute) and (_dotted(t) or "").startswith(variable + ".") for t in targets)
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+        and _dotted(node.func.value) == variable
 
 
 def methods_named(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str) -> set[str]:

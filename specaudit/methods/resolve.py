@@ -4,13 +4,13 @@ out), and the release's own list of methods."""
 from __future__ import annotations
 
 import ast
-import functools
+import copy
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
 from .catalog import EngineMethods
-from .interpret import UNKNOWN, Interpreter, Outcome, methods_named
+from .interpret import UNKNOWN, Interpreter, Outcome, call, methods_named
 
 
 class ReleaseCode(Protocol):
@@ -29,8 +29,12 @@ class Resolution:
     listed: bool  # True: the release declares the list; False: it is what its resolving code compares with
     problem: str = ""  # why the method cannot be told, when it cannot
     checked: str = "requested"  # which the engine looks up in its list: the method as named, or as resolved
-    # Where every way through the resolving code ends in a raise for this launch: (file, line, the raise's code).
-    stops: tuple[str, int, str] | None = None
+    # Where every way through the resolving code ends in a raise for this launch: (file, line, the statement's code,
+    # what it raises).
+    stops: tuple[str, int, str, str] | None = None
+    warnings: tuple[str, ...] = ()  # "file:line: message" of what the engine logs as a warning on the way
+    draft_config: dict[str, Any] | None = None  # the draft's config as the engine rewrites it, where it is known
+    separate_draft: str = ""  # the drafter the launch names, where it is not the target's own checkpoint
 
     @property
     def in_release(self) -> bool | None:
@@ -41,23 +45,33 @@ class Resolution:
         return looked_up in self.release_methods
 
 
-def launch_facts(launch: Launch) -> dict[str, Any]:
-    """The launch's own values that the engines' resolving code reads (catalog.LAUNCH_FACTS)."""
+def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
+    """The launch's own values that the engines' resolving code reads (catalog.LAUNCH_FACTS); ``draft_config``: the
+    draft's config as the engine rewrites it (draft_config_of), where it is known."""
     spec = launch.speculative
     model = spec.get("model") or launch.draft  # --draft names the speculative config's model
     target = launch.target
     drafter = launch.drafter.config if launch.drafter is not None else None
     own = model is None  # no drafter named: the draft is the target's own checkpoint (MTP), or none at all
+    rewritten = isinstance(draft_config, dict)
     return {
         "method": launch.method,
         "model": model,
-        "num_speculative_tokens": spec.get("num_speculative_tokens"),
+        # A scan given no speculative config imagines a launch of the method: its token count is not one it fixed.
+        "num_speculative_tokens": spec.get("num_speculative_tokens") if spec else UNKNOWN,
         "target_path": target.name if target else UNKNOWN,
         "draft_path": model if model is not None else (target.name if target else UNKNOWN),
-        "draft_architectures": list(drafter.get("architectures") or []) if drafter is not None
+        "draft_architectures": list(draft_config.get("architectures") or []) if rewritten
+        else list(drafter.get("architectures") or []) if drafter is not None
         else (target.architectures if own and target else UNKNOWN),
-        "draft_model_type": drafter.get("model_type", UNKNOWN) if drafter is not None else UNKNOWN,
+        "draft_model_type": draft_config.get("model_type", UNKNOWN) if rewritten
+        else drafter.get("model_type", UNKNOWN) if drafter is not None else UNKNOWN,
         "draft_config": drafter if drafter is not None else (None if own else UNKNOWN),
+        "draft_hf_config": draft_config,
+        # The engine's model config of the target, as an object: its fields the resolving code reads.
+        "target_model_config": {"model": target.name, "model_weights": target.name, "hf_config": target.config,
+                                "hf_text_config": target.text_config, "architectures": target.architectures}
+        if target else UNKNOWN,
         "target_model_type": target.model_type if target else UNKNOWN,
         "target_text_model_type": target.text_model_type if target else UNKNOWN,
         "target_architectures": target.architectures if target else UNKNOWN,
@@ -69,47 +83,98 @@ def launch_facts(launch: Launch) -> dict[str, Any]:
 
 def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
     """The method the release runs for ``launch``: each of the engine's resolving functions that the release defines
-    played out in turn on the launch's values, then its lookup's aliases; with the release's own list of methods."""
+    played out in turn on the launch's values (and on the draft's config as the engine rewrites it), then its
+    lookup's aliases; with the release's own list of methods."""
     requested = launch.method.lower() if launch.method else None
     spell = str.upper if spec.case == "upper" else str.lower
-    facts = launch_facts(launch)
+    draft, rewrite_stop = draft_config_of(launch, code, spec)
+    facts = launch_facts(launch, draft)
     bindings = {expression: facts[fact] for expression, fact in spec.bindings.items()}
     current: Any = spell(requested) if requested else None
     how: list[str] = []
+    warnings: list[str] = []
     named: set[str] = set()
     functions: list[str] = []
+    carried: dict[str, Any] = {}  # what one resolving function leaves for the next (the tracked expressions)
+
+    def resolution(method: str | None, problem: str, stops: tuple[str, int, str, str] | None = None) -> Resolution:
+        found = _resolution(requested, method, how, code, spec, named, functions, problem)
+        return replace(found, stops=stops, warnings=tuple(warnings), draft_config=draft if isinstance(draft, dict)
+                       else None, separate_draft=separate)
+
+    model = launch.speculative.get("model") or launch.draft
+    own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
+                                         and launch.drafter.config == launch.target.config)
+    separate = str(model) if model is not None and not own else ""
+
+    if rewrite_stop is not None:
+        return resolution(requested, "", rewrite_stop)
     for resolver in spec.resolvers:
         found = _function(code, resolver.functions)
         if found is None:
             continue
-        function, module, relpath = found
+        function, scope, relpath = found
         functions.append(f"{relpath}:{function.lineno} {function.name}")
         named |= methods_named(function, resolver.variable)
-        interpreter = Interpreter(resolver.variable, bindings, functools.partial(_declared, module), resolver.tracked,
-                                  resolver.returns, functools.partial(_is_constant, module))
+        interpreter = Interpreter(resolver.variable, bindings, scope, resolver.tracked, resolver.returns)
         try:
-            outcomes = interpreter.run(function, current)
+            outcomes = interpreter.run(function, current, carried)
         except (ValueError, RecursionError) as exc:
-            return _resolution(requested, None, how, code, spec, named, functions,
-                               f"{relpath}:{function.lineno}: {exc}")
+            return resolution(None, f"{relpath}:{function.lineno}: {exc}")
         chosen, problem = _choose(outcomes)
         if problem:
-            return _resolution(requested, None, how, code, spec, named, functions, f"{relpath}: {problem}")
+            return resolution(None, f"{relpath}: {problem}")
         how += [f"{relpath}:{step}" for outcome in chosen[:1] for step in outcome.steps]
+        warnings += [f"{relpath}:{w}" for w in chosen[0].warnings if all(w in o.warnings for o in chosen)]
         current = chosen[0].method
+        carried = {name: value for name, value in chosen[0].env.items() if name in resolver.tracked
+                   and all(o.env.get(name, UNKNOWN) == value for o in chosen)}
         if chosen[0].raises:  # the engine refuses the launch while resolving its method: nothing after it runs
-            line, _, raised = chosen[0].raises.partition(": ")
+            line, _, statement = chosen[0].raises.partition(": ")
             method = current.lower() if isinstance(current, str) else None
-            return replace(_resolution(requested, method, how, code, spec, named, functions, ""),
-                           stops=(relpath, int(line), raised))
+            return resolution(method, "", (relpath, int(line), statement, chosen[0].error or statement))
     for alias in spec.aliases:
         names = _declared_at(code, alias.names)
         if names and isinstance(current, str) and current in names:
             how.append(f"{alias.names}: {current} is an alias of {alias.method}")
             current = alias.method
     method = current.lower() if isinstance(current, str) else None
-    problem = "" if method else "the resolving code leaves no method"
-    return _resolution(requested, method, how, code, spec, named, functions, problem)
+    return resolution(method, "" if method else "the resolving code leaves no method")
+
+
+def draft_config_of(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> tuple[Any, tuple[str, int, str, str] | None]:
+    """The draft's config as the engine builds it: its rewrite (``draft_config`` of the methods file) played out on
+    the drafter's config.json, or on the target's where the draft is the target's own checkpoint; UNKNOWN where
+    that config is not here or the rewrite's ways disagree. And where the rewrite itself raises on every way."""
+    target = launch.target
+    model = launch.speculative.get("model") or launch.draft
+    if launch.drafter is not None:
+        config: Any = launch.drafter.config
+    elif target is not None and (model is None or model == target.name):
+        config = target.config
+    else:
+        return UNKNOWN, None
+    if spec.draft_config is None:
+        return copy.deepcopy(config), None
+    found = _function(code, spec.draft_config.functions)
+    if found is None:
+        return copy.deepcopy(config), None
+    function, scope, relpath = found
+    rewrite = spec.draft_config
+    config = copy.deepcopy(config)
+    on_self = rewrite.config.startswith("self.")  # a method that rewrites its object's field (SGLang's ModelConfig)
+    fields = {**copy.deepcopy(rewrite.fields), rewrite.config: config} if on_self else None
+    try:
+        outcomes, _ = call(function, scope, [], {} if on_self else {rewrite.config: config}, 0, fields)
+    except (ValueError, RecursionError):
+        return UNKNOWN, None
+    running = [o.env.get(rewrite.config, UNKNOWN) if on_self else o.method for o in outcomes if o.raises is None]
+    if not running:
+        line, _, statement = (outcomes[0].raises or "0: ").partition(": ")
+        return UNKNOWN, (relpath, int(line), statement, outcomes[0].error or statement)
+    if not isinstance(running[0], dict) or any(r != running[0] for r in running):
+        return UNKNOWN, None
+    return running[0], None
 
 
 def _choose(outcomes: list[Outcome]) -> tuple[list[Outcome], str]:
@@ -153,7 +218,8 @@ def _lower(names: set[str]) -> tuple[str, ...]:
     return tuple(sorted({n.lower() for n in names}))
 
 
-def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.FunctionDef, ast.Module, str] | None:
+def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.FunctionDef, ModuleScope, str] | None:
+    """The first of the candidates the release defines, with the scope of its module (and of its class)."""
     for candidate in candidates:
         module_name, _, qualname = candidate.partition(":")
         found = code.module_tree(module_name)
@@ -161,23 +227,83 @@ def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.Funct
             continue
         tree, relpath = found
         node: ast.AST | None = tree
+        owner: ast.ClassDef | None = None
         for part in qualname.split("."):
+            owner = node if isinstance(node, ast.ClassDef) else owner
             body = getattr(node, "body", [])
             node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part), None)
         if isinstance(node, ast.FunctionDef):
-            return node, tree, relpath
+            return node, ModuleScope(code, tree, owner=owner), relpath
     return None
+
+
+class ModuleScope:
+    """A module of the release as the interpreter sees it (interpret.Scope): its Literal aliases, its constants and
+    the functions it defines or imports, following its imports within the release."""
+
+    def __init__(self, code: ReleaseCode, tree: ast.Module, seen: frozenset[int] = frozenset(),
+                 owner: ast.ClassDef | None = None):
+        self.code = code
+        self.tree = tree
+        self.seen = seen | {id(tree)}
+        self.owner = owner  # the class whose method is played out: `self.use_dspark()` is one of its own
+
+    def literals(self, name: str) -> set[str] | None:
+        return _declared(self.tree, name)
+
+    def value(self, name: str) -> Any:
+        module_name, _, local = name.rpartition(":")
+        if module_name:
+            other = self._module(module_name)
+            return other.value(local) if other is not None else UNKNOWN
+        for stmt in self.tree.body:
+            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and name in _assigned(stmt) and stmt.value is not None:
+                try:
+                    return ast.literal_eval(stmt.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    return UNKNOWN
+        imported = self._imported(name)
+        return imported[0].value(imported[1]) if imported else UNKNOWN
+
+    def function(self, name: str) -> tuple[ast.FunctionDef, ModuleScope] | None:
+        module_name, _, name = name.rpartition(":")
+        if module_name:
+            other = self._module(module_name)
+            return other.function(name) if other is not None else None
+        head, _, member = name.partition(".")
+        if head == "self":
+            method = next((n for n in self.owner.body if isinstance(n, ast.FunctionDef) and n.name == member), None) \
+                if self.owner is not None and "." not in member else None
+            return (method, self) if method is not None else None
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.FunctionDef) and stmt.name == head and not member:
+                return stmt, self
+            if isinstance(stmt, ast.ClassDef) and stmt.name == head and member and "." not in member:
+                method = next((n for n in stmt.body if isinstance(n, ast.FunctionDef) and n.name == member), None)
+                return (method, self) if method is not None else None
+        imported = self._imported(head)
+        return imported[0].function(".".join(filter(None, (imported[1], member)))) if imported else None
+
+    def _imported(self, name: str) -> tuple[ModuleScope, str] | None:
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                for alias in stmt.names:
+                    if (alias.asname or alias.name) == name:
+                        other = self._module(stmt.module)
+                        return (other, alias.name) if other is not None else None
+        return None
+
+    def _module(self, name: str) -> ModuleScope | None:
+        found = self.code.module_tree(name)
+        if found is None or id(found[0]) in self.seen:
+            return None
+        return ModuleScope(self.code, found[0], self.seen)
 
 
 def _declared_at(code: ReleaseCode, spec: str) -> set[str] | None:
     module_name, _, name = spec.partition(":")
     found = code.module_tree(module_name)
     return _declared(found[0], name) if found else None
-
-
-def _is_constant(tree: ast.Module, name: str) -> bool:
-    return any(isinstance(s, ast.Assign) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
-               and name in _assigned(s) for s in tree.body)
 
 
 def _declared(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:

@@ -74,7 +74,14 @@ def method_line(result: ScanResult) -> str:
     if m.method is None:
         return f"method: cannot be told before launch ({named}{how})"
     modeled = "" if m.modeled else "; not modeled by specaudit"
-    return f"method {m.method} ({named}{how}{modeled})"
+    draft = f"; the draft: {m.draft}" if m.draft else ""
+    warns = f"; the engine warns: {'; '.join(m.warnings)}" if m.warnings else ""
+    return f"method {m.method} ({named}{how}{draft}{modeled}{warns})"
+
+
+def known_lines(result: ScanResult) -> list[str]:
+    """The known runtime failures of the launch's cell, one line each: not gates, crashes a thread reports."""
+    return [f"known failure {k.id}: {k.title}. {k.hint}" for k in result.known_failures]
 
 
 def other_gates(result: ScanResult) -> list[Finding]:
@@ -177,6 +184,11 @@ def cell_line(cell: Cell) -> str:
         more = f" +{len(cell.blocking) - 1}" if len(cell.blocking) > 1 else ""
         text += f": {cell.blocking[0].title}{more}"
     return text + (f"; patched: {cell.patched}" if cell.patched else "")
+
+
+def launches_line(matrix: Matrix) -> str:
+    """Which launches the cells are: the method they name."""
+    return f"launches of method {matrix.method}" if matrix.method else "launches naming no method (the engine infers it)"
 
 
 def answer_lines(matrix: Matrix) -> list[str]:

@@ -14,6 +14,8 @@ from .lines import (
     cell_line,
     gate_lines,
     indexed_line,
+    known_lines,
+    launches_line,
     method_line,
     no_signature,
     num,
@@ -122,7 +124,7 @@ class Markdown(Renderer[str]):
         return _text(out + _provenance(result.provenance))
 
     def matrix(self, matrix: Matrix) -> str:
-        out = [f"# specaudit matrix: {', '.join(matrix.targets)}", "", *_answers(matrix), ""]
+        out = [f"# specaudit matrix: {', '.join(matrix.targets)}", "", launches_line(matrix), "", *_answers(matrix), ""]
         out += ["| release | " + " | ".join(matrix.targets) + " |", "|---|" + "---|" * len(matrix.targets)]
         out += [f"| {release} | " + " | ".join(_cell(cell_line(matrix.cell(t, release))) for t in matrix.targets) + " |"
                 for release in matrix.releases]
@@ -165,6 +167,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[str]:
            f"text model type `{launch.text_model_type}`" + (f"; drafter `{launch.draft}`" if launch.draft else ""),
            f"- {method_line(result)}",
            *[f"- note: {note}" for note in launch.notes],
+           *[f"- {line}" for line in known_lines(result)],
            "", f"## Verdict: {result.verdict}", "", summary(result), ""]
     for number, finding in enumerate(result.blocking, 1):
         out += _blocking(result, finding, number)

@@ -21,6 +21,8 @@ from .lines import (
     cell_line,
     gate_lines,
     indexed_line,
+    known_lines,
+    launches_line,
     method_line,
     no_signature,
     other_gates,
@@ -118,7 +120,8 @@ class Terminal(Renderer[Group]):
 
     def matrix(self, matrix: Matrix) -> Group:
         out: list[RenderableType] = [
-            f"[bold]specaudit matrix[/]  {len(matrix.targets)} target(s) x {len(matrix.releases)} release(s)"]
+            f"[bold]specaudit matrix[/]  {len(matrix.targets)} target(s) x {len(matrix.releases)} release(s), "
+            f"{_m(launches_line(matrix))}"]
         out += [Text(line, style="" if line.startswith(" ") else "bold") for line in answer_lines(matrix)]
         table = _table(["release", *[_m(t) for t in matrix.targets]], show_lines=True)
         for release in matrix.releases:
@@ -142,6 +145,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[RenderableType]:
         + (f", drafter {_m(launch.draft)}" if launch.draft else ""),
         Text(method_line(result)),
         *[Text(f"note: {note}", style="yellow") for note in launch.notes],
+        *[Text(line, style="yellow") for line in known_lines(result)],
         Text(f"\n{result.verdict}", style=STYLE[result.verdict]) + Text(f"  {summary(result)}"),
         *[_finding_panel(finding, number) for number, finding in enumerate(result.blocking, 1)]]
     others = other_gates(result)

@@ -46,6 +46,7 @@ class Matrix:
     cells: list[Cell]
     answers: list[Answer]
     results: list[ScanResult] = field(repr=False, default_factory=list)  # every cell's scan, for SARIF
+    method: str = "eagle3"  # the speculative method the launches name ("": none, the engine infers it)
 
     def cell(self, target: str, release: str) -> Cell:
         return next(c for c in self.cells if c.target == target and c.release == release)
@@ -57,5 +58,6 @@ class Matrix:
             ExitCode.UNKNOWN if Verdict.UNKNOWN in verdicts else ExitCode.READY
 
     def to_dict(self) -> dict[str, Any]:
-        return {"targets": self.targets, "releases": self.releases, "cells": [asdict(c) for c in self.cells],
+        return {"method": self.method, "targets": self.targets, "releases": self.releases,
+                "cells": [asdict(c) for c in self.cells],
                 "answers": [asdict(a) for a in self.answers], "exit_code": self.exit_code}

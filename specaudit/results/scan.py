@@ -66,6 +66,18 @@ class MethodSummary:
     how: tuple[str, ...]  # the engine's own steps that resolved it, "file:line: code (where ...)"
     release_methods: tuple[str, ...]  # the methods the release has
     listed_at: str  # where the release lists them
+    draft: str = ""  # the draft the engine builds from the draft's (or the target's own) config, where it rewrites it
+    warnings: tuple[str, ...] = ()  # what the engine logs as a warning while resolving it, "file:line: message"
+
+
+@dataclass(frozen=True)
+class KnownRisk:
+    """A known runtime failure whose cell the launch is in (rules/signatures/known-<engine>.yaml): the release,
+    the launch's features and its method match a crash a public thread reports."""
+
+    id: str
+    title: str
+    hint: str  # the fix or workaround, where it was seen, and the thread
 
 
 @dataclass(frozen=True)
@@ -159,6 +171,7 @@ class ScanResult:
     gates: list[GateSite] = field(default_factory=list)  # every gate site on the path, decided or not
     provenance: Provenance | None = None
     method: MethodSummary | None = None  # None for a landscape scan
+    known_failures: list[KnownRisk] = field(default_factory=list)  # the known crashes of the launch's cell
 
     @property
     def exit_code(self) -> ExitCode:

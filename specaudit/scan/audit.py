@@ -17,13 +17,15 @@ from typing import Any
 
 from ..core.types import PHASES, Finding, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
+from ..launch.known import known_failures, launch_features
 from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
 from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
-from ..methods.findings import method_findings
+from ..methods.findings import REFUSED, method_findings
 from ..methods.resolve import resolve
 from ..results.scan import (
     GateSite,
+    KnownRisk,
     LaunchSummary,
     MethodSummary,
     PathEntry,
@@ -275,9 +277,12 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     summary: MethodSummary | None = None
     stop: list[Finding] = []  # the method's own gates: it is not in the release, not modeled, or not told
     method = DEFAULT_METHOD  # a landscape scan shows the default method's
+    refused: Finding | None = None  # where the engine's resolving code refuses this launch: a gate like the others
     if launch is not None and launch.target is not None:
         launch, stop, summary = _with_method(a, launch)
         method = launch.method or ""
+        refused = next((f for f in stop if f.rule_id == REFUSED and method in a.methods), None)
+        stop = [f for f in stop if f is not refused]
     path = a.path_for(method, launch) if not stop else None
     # A method's rules are the ones that name it; where its path is not modeled, only the rules of every method.
     rules = [r for r in a.rules if applies(r.methods, method) and (path is not None or "*" in r.methods)]
@@ -297,11 +302,13 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
         if path is not None:
             options = launch.options if launch.engine == a.tree.engine.name else {}
             evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), method, path,
-                                  judge.target_class_problem(), options, a.registry)
+                                  judge.target_class_problem(), options, a.registry, launch.speculative)
             decisions = decide(path, evaluator)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
         findings = stop + (_with_path(findings, decisions, sites, path) if path is not None else _in_order(findings))
+        if refused is not None:
+            findings = _with_refusal(findings, refused, sites)
     # A candidate on lines a rule already claims is that rule's gate, not an unclassified one.
     claimed = {(s.file, line) for rule in gate_rules for s in sites[rule.id] for line in range(s.line, s.end_line + 1)}
     for rule in rules:
@@ -330,7 +337,16 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
         provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
                               a.overlay),
         method=summary,
+        known_failures=_known(a, launch, method) if launch is not None and launch.target is not None else [],
     )
+
+
+def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
+    """The known runtime failures of the launch's cell: its release, the features its command sets, its method."""
+    engine = a.tree.engine.name
+    options = launch.options if launch.engine == engine else {}
+    return [KnownRisk(f.id, f.title, f.hint)
+            for f in known_failures(engine, a.tree.version, launch_features(engine, options), method or None)]
 
 
 def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary]:
@@ -339,8 +355,21 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
     resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)
     summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
-                            resolution.release_methods, resolution.listed_at)
+                            resolution.release_methods, resolution.listed_at, _draft_text(resolution.draft_config,
+                                                                                          launch),
+                            resolution.warnings)
+    launch = replace(launch, draft_config=resolution.draft_config)
     return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary
+
+
+def _draft_text(draft: dict | None, launch: Launch) -> str:
+    """The draft the engine builds, where its rewrite made it another model than the checkpoint's config says."""
+    source = launch.drafter.config if launch.drafter is not None else launch.target.config if launch.target else {}
+    if not draft or draft.get("architectures") == source.get("architectures"):
+        return ""
+    n_predict = draft.get("n_predict")
+    layers = f", {n_predict} MTP layer(s) (n_predict)" if isinstance(n_predict, int) else ""
+    return f"{', '.join(map(str, draft.get('architectures') or []))} (model type {draft.get('model_type')}{layers})"
 
 
 class _TreeCode:
@@ -430,6 +459,23 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
                                          f"traced path: {rule_finding.why})", error=decision.error or rule_finding.error)
     placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
     return _in_order(placed + path_findings(unclaimed) + entry_findings(path))
+
+
+def _with_refusal(findings: list[Finding], refused: Finding, sites: dict[str, list]) -> list[Finding]:
+    """The raise the engine's resolving code meets on every way, among the other gates: a rule whose site holds it
+    is that gate, and blocks; the traced path's own reading of that raise gives way to the played-out one."""
+    spans = {(f.rule_id, s.file, s.line): s.end_line for f in findings for s in sites.get(f.rule_id, ())}
+    kept, claimed = [], False
+    for f in findings:
+        if f.file == refused.file and f.line <= refused.line <= spans.get((f.rule_id, f.file, f.line), f.line):
+            if f.rule_id.startswith("path-"):
+                continue
+            claimed = True
+            if f.status != Status.BLOCKS:
+                f = replace(f, status=Status.BLOCKS, error=f.error or refused.error,
+                            why=f"{refused.why} (decided by playing out the engine's resolving code: {f.why})")
+        kept.append(f)
+    return kept if claimed else _in_order(kept + [refused])
 
 
 def _in_order(findings: list[Finding]) -> list[Finding]:

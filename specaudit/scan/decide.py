@@ -33,6 +33,7 @@ from .trace import (
     MODEL_CONFIG,
     OPTIONS,
     OUTPUT,
+    SPECULATIVE,
     TARGET,
     TEXT_CONFIG,
     Condition,
@@ -152,7 +153,7 @@ class Evaluator:
 
     def __init__(self, resolver: Resolver, target: Target, target_class: ClassInfo | None, method: str,
                  path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None,
-                 registry: Registry | None = None):
+                 registry: Registry | None = None, speculative: dict[str, Any] | None = None):
         self.resolver = resolver
         self.registry = registry
         self.parts = path.target_parts
@@ -167,6 +168,7 @@ class Evaluator:
         self.env: dict[str, Any] = {
             placeholder(METHOD): method,
             placeholder(OPTIONS): dict(options or {}),
+            placeholder(SPECULATIVE): dict(speculative or {}),
             placeholder(CONFIG): Config(target.config, config_class, complete, "config"),
             placeholder(TEXT_CONFIG): Config(target.text_config, config_class if target.text_config is target.config
                                              else "PretrainedConfig", complete, "text config"),
@@ -824,8 +826,8 @@ _MEMBER_CHECKS = {"call": _has_member, "attribute": _has_member, "config": _conf
 # -- findings -----------------------------------------------------------------------------------------
 
 _TITLES = {
-    "raise": "{exception} raised on the EAGLE-3 path ({function})",
-    "assert": "Assertion on the EAGLE-3 path ({function})",
+    "raise": "{exception} raised on the path ({function})",
+    "assert": "Assertion on the path ({function})",
     "call": "Target model class lacks {member}(), which the path calls",
     "attribute": "Target model has no attribute {member}, which the path reads",
     "config": "Target config lacks {member}, which the path reads",
@@ -886,14 +888,14 @@ def entry_findings(path: TracedPath) -> list[Finding]:
     found = []
     for entry in path.entries:
         if entry.function is None and entry.required and runs(entry.runner, path.runner):
-            found.append(Finding("path-entry", f"EAGLE-3 path entry point not found: {entry.role}", Phase(entry.phase),
+            found.append(Finding("path-entry", f"Path entry point not found: {entry.role}", Phase(entry.phase),
                                  Status.UNKNOWN, entry.tried[0].partition(":")[0].replace(".", "/") + ".py", 0, "",
                                  None, f"none of the declared entry points is in this tree: {entry.problem}",
                                  "The engine moved or renamed this stage: declare where it now starts in "
                                  "rules/paths/<engine>.yaml (entries are tried in order)."))
     for unparsed in path.unparsed:
         file, _, why = unparsed.partition(": ")
-        found.append(Finding("path-unparsed", "A file on the EAGLE-3 path could not be parsed", Phase.MODEL_CONFIG,
+        found.append(Finding("path-unparsed", "A file on the path could not be parsed", Phase.MODEL_CONFIG,
                              Status.UNKNOWN, file, 0, "", None, f"{why}: the gates in it cannot be read",
                              "Check the installation: this file is not valid Python for specaudit's parser."))
     return found

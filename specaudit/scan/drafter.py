@@ -14,6 +14,7 @@ it one hidden state per distinct aux layer id inside its layers; ``lm_head`` has
 
 from __future__ import annotations
 
+import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ DEFAULT_AUX_LAYERS = "(2, L // 2, L - 3)"
 class DraftContext:
     launch: Launch
     draft: Checkpoint
+    weights: bool = True  # False: a draft of the target's own layers whose checkpoint is not here (a preset)
 
     @property
     def target_text(self) -> dict:
@@ -75,13 +77,17 @@ class DraftContext:
 
 Check = Callable[[Rule, DraftContext], Finding | None]
 CHECKS: dict[str, Check] = {}  # what a rule's params.check names: filled by @check below
+OWN_LAYERS: set[str] = set()  # the checks whose draft is layers of the target's own checkpoint (MTP)
 
 
-def check(name: str) -> Callable[[Check], Check]:
-    """Register a check under the name rules give it."""
+def check(name: str, own_layers: bool = False) -> Callable[[Check], Check]:
+    """Register a check under the name rules give it; ``own_layers``: it reads the target's checkpoint as the
+    draft's (the draft of MTP is the target's extra layers)."""
 
     def register(function: Check) -> Check:
         CHECKS[name] = function
+        if own_layers:
+            OWN_LAYERS.add(name)
         return function
 
     return register
@@ -252,3 +258,87 @@ def check_draft_tensor_parallel(rule: Rule, ctx: DraftContext) -> Finding | None
                         error=f"ValueError: speculative_draft_tensor_parallel_size={draft_tp} cannot be other value "
                               "than 1 or target model tensor_parallel_size")
     return _finding(rule, ctx, Status.PASSES, "the draft TP size is 1 or the target's", evidence)
+
+
+@check("mtp_layer_weights", own_layers=True)
+def check_mtp_layer_weights(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The MTP layers the draft loads, against the target checkpoint's tensors: the engine rewrites the target's
+    config into the draft's (its architecture and ``n_predict``, launch.draft_config), and the draft class loads
+    layer i from the names the rule's ``params.layers`` gives for that architecture. A re-upload without them fails
+    the draft's weight load (vLLM's DefaultModelLoader: "Following weights were not initialized from checkpoint")."""
+    draft = ctx.launch.draft_config or {}
+    architectures = draft.get("architectures") or []
+    if not architectures:
+        return None
+    layout = (rule.params.get("layers") or {}).get(architectures[0])
+    if layout is None:
+        return _finding(rule, ctx, Status.UNKNOWN, f"the rule does not say where {architectures[0]} keeps its MTP "
+                        "layers in a checkpoint, so their weights are not checked", f"draft {architectures[0]}")
+    text = ctx.target_text
+    hidden, layers = text.get("hidden_size"), text.get("num_hidden_layers")
+    count = draft.get("n_predict")
+    count = count if isinstance(count, int) else layout.get("default_layers", 1)
+    key = layout.get("layers_key")  # the draft class reads its number of layers from this key, and refuses some
+    if key:
+        if key not in draft and layout.get("missing_key_error"):
+            return _finding(rule, ctx, Status.BLOCKS, f"the target's config has no {key}, which the draft class reads",
+                            f"draft {architectures[0]}", error=str(layout["missing_key_error"]))
+        count = draft.get(key, count)
+        allowed = layout.get("layers_allowed")
+        if allowed and count not in allowed:
+            return _finding(rule, ctx, Status.BLOCKS, f"the target's config has {key} = {count}; the draft class "
+                            f"loads {' or '.join(map(str, allowed))}", f"draft {architectures[0]}",
+                            error=str(layout.get("layers_error") or ""))
+    if not ctx.weights:
+        return None  # no checkpoint here to hold the layers against
+    if not isinstance(hidden, int) or not isinstance(layers, int):
+        return _finding(rule, ctx, Status.UNKNOWN, "the target config lacks hidden_size or num_hidden_layers",
+                        f"draft {architectures[0]}")
+    missing, wrong, found = [], [], 0
+    expected_tensors = dict(layout.get("shared") or {})  # once, whatever the number of layers
+    whole_layers = []  # the layers none of whose tensors is there
+    unloaded = []  # the groups of a layer (its attention, its MLP) with no tensor at all: loaded without a word
+    for i in range(count):
+        prefix = str(layout["prefix"]).format(i=i, layer=layers + i)
+        names = {prefix + name: shape for name, shape in (layout.get("tensors") or {}).items()}
+        if not any(name in ctx.draft.tensors for name in names):
+            whole_layers.append(layers + i)
+        expected_tensors |= names
+        unloaded += [prefix + group for group in layout.get("any_of") or ()
+                     if not any(fnmatch.fnmatchcase(name, prefix + group) for name in ctx.draft.tensors)]
+    for name, shape in expected_tensors.items():
+        tensor = ctx.draft.tensors.get(name)
+        if tensor is None:
+            missing.append(name)
+            continue
+        found += 1
+        expected = [_dimension(d, hidden) for d in shape] if shape else None
+        if expected and list(tensor.shape) != expected:
+            wrong.append(f"{tensor.describe()}, the draft builds {expected}")
+    evidence = f"{architectures[0]}: {count} MTP layer(s) of hidden size {hidden} after the target's {layers}; " \
+               f"{found} of {found + len(missing)} of their tensors in the checkpoint"
+    if missing:
+        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        error = f"ValueError: Following weights were not initialized from checkpoint: " \
+                f"{{{', '.join(repr(m) for m in missing[:4])}...}}"
+        if whole_layers and layout.get("missing_layer_error"):
+            error = " ".join(str(layout["missing_layer_error"]).split()).format(layer=whole_layers[0])
+        return _finding(rule, ctx, Status.BLOCKS, f"the checkpoint lacks the MTP layer tensors the draft loads: {shown}",
+                        evidence, error=error)
+    if wrong:
+        return _finding(rule, ctx, Status.BLOCKS, "; ".join(wrong), evidence,
+                        error="AssertionError: Attempted to load weight into a parameter of another shape")
+    if unloaded:
+        return _finding(rule, ctx, Status.BLOCKS,
+                        f"no tensor in the checkpoint matches {', '.join(unloaded)}: the engine's checks of the layer "
+                        "pass on its norms and projections, and the draft runs on uninitialised weights (no error; "
+                        "acceptance near zero)", evidence)
+    return _finding(rule, ctx, Status.PASSES, f"the {count} MTP layer(s) the draft loads are in the checkpoint",
+                    evidence)
+
+
+def _dimension(text: object, hidden: int) -> int:
+    """A dimension as a rule writes it: a number, ``hidden``, or ``N * hidden``."""
+    factor, _, name = str(text).replace(" ", "").rpartition("*")
+    value = hidden if name == "hidden" else int(name)
+    return value * int(factor) if factor else value

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..core.types import Finding, Judge, Rule, Site, Status
 from ..core.values import COMPARISONS
-from .drafter import CHECKS, DraftContext
+from ..launch.checkpoint import Checkpoint
+from .drafter import CHECKS, OWN_LAYERS, DraftContext
 
 if TYPE_CHECKING:
-    from ..launch.checkpoint import Checkpoint
     from ..launch.request import Launch
 
 
@@ -79,7 +79,8 @@ class Kind:
             return f"params.{unknown[0]} is not a parameter of kind {self.name} (it takes {', '.join(known)})"
         for key, value in rule.params.items():
             if not isinstance(value, known[key]) or (isinstance(value, list) and not all(isinstance(v, str) for v in value)):
-                return f"params.{key} must be a {'list of strings' if known[key] is list else 'string'}"
+                kind = "list of strings" if known[key] is list else "mapping" if known[key] is dict else "string"
+                return f"params.{key} must be a {kind}"
         return None
 
     @staticmethod
@@ -433,16 +434,26 @@ class DrafterContract(Kind):
 
     name = "drafter_contract"
     required = {"check": str}
+    optional = {"layers": dict}  # where a draft of the target's own layers keeps them, by draft architecture
     siteless = True
 
     def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
-        drafter = judge.drafter
-        if drafter is None:
-            return None
         # The checks read the whole launch (its options, its speculative config, the drafter's tensors), which
         # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a launch.Launch.
-        launch = cast("Launch", getattr(judge, "launch"))  # noqa: B009
-        return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast("Checkpoint", drafter)))
+        launch = cast("Launch", getattr(judge, "launch", None))
+        drafter = judge.drafter
+        if rule.params["check"] in OWN_LAYERS and launch is not None and launch.target is not None:
+            # The draft is layers of the target's own checkpoint (MTP): its headers where they were read; for a
+            # preset, its config alone.
+            if launch.target_weights is None and launch.target_weights_problem:
+                return Finding(rule.id, rule.title, rule.phase, Status.UNKNOWN, launch.target.name, 0, "", None,
+                               f"the target's weights could not be read: {launch.target_weights_problem}", rule.hint)
+            weights = launch.target_weights
+            own = weights or Checkpoint(launch.target.name, launch.target.config, {})
+            return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None))
+        if drafter is None:
+            return None  # no drafter checkpoint here
+        return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast(Checkpoint, drafter)))
 
     def validate(self, rule: Rule) -> str | None:
         problem = super().validate(rule)

@@ -42,6 +42,7 @@ TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT = "target", "model_config", "c
 DENOTATIONS = (TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT)
 METHOD = "method"  # the launch's speculative method
 OPTIONS = "options"  # the engine arguments the launch command sets (a dict), for facts that depend on them
+SPECULATIVE = "speculative"  # the launch's speculative config as given (a dict): a field it leaves out is unset
 
 
 def placeholder(denotation: str) -> str:
