@@ -346,3 +346,84 @@ def test_a_launch_the_resolving_code_refuses_on_every_way_is_blocked_there(specu
     (first,) = result.blocking
     assert first.rule_id == "method-resolution-raises" and message in first.code
     assert first.file == "vllm/config/speculative.py" and first.line > 0
+
+
+# -- the launch's own values are facts ------------------------------------------------------------------------------
+# vllm/config/speculative.py (0.20.0, 0.33.0): `num_speculative_tokens: int = Field(default=None, gt=0)`,
+# `prompt_lookup_max: int | None = Field(default=None, ge=1)` (pydantic validates them before __post_init__);
+# __post_init__: `if self.prompt_lookup_min > self.prompt_lookup_max: raise ValueError(f"prompt_lookup_min=...
+# must be <= prompt_lookup_max=...")`; _verify_args: `if self.num_speculative_tokens is None: raise ...`.
+# 0.8.5 (vllm/config.py) declares no constraints and checks in code: "Expected num_speculative_tokens to be greater
+# than zero", "prompt_lookup_min=0 must be > 0".
+
+@pytest.mark.parametrize("release, speculative, error", [
+    ("vllm==0.33.0", {"method": "eagle3", "model": "org/d", "num_speculative_tokens": -3},
+     "num_speculative_tokens: Input should be greater than 0 (given -3)"),
+    ("vllm==0.20.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0},
+     "prompt_lookup_max: Input should be greater than or equal to 1 (given 0)"),
+    ("vllm==0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5, "prompt_lookup_max": 2},
+     "ValueError: prompt_lookup_min=5 must be <= prompt_lookup_max=2"),
+    ("vllm==0.20.0", {"method": "ngram", "prompt_lookup_max": 4}, "ValueError: num_speculative_tokens must be provided"),
+    ("vllm==0.8.5", {"method": "eagle", "model": "org/EAGLE-d", "num_speculative_tokens": -3},  # no eagle3 in 0.8.5
+     "ValueError: Expected num_speculative_tokens to be greater than zero (-3)."),
+    ("vllm==0.8.5", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0},
+     "ValueError: prompt_lookup_min=0 must be > 0"),
+])
+def test_a_launch_value_the_engine_refuses_is_blocked_with_its_words(release, speculative, error):
+    result = audit(analysis(release), launch(speculative))
+    assert result.verdict == Verdict.BLOCKED
+    assert error in result.blocking[0].error
+
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+def test_launch_values_the_engine_takes_are_not_refused(release):
+    for speculative in ({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},
+                        {"method": "eagle3", "model": "org/d", "num_speculative_tokens": 3}):
+        assert resolved(release, speculative).stops is None, speculative
+
+
+SPEC = "vllm/config/speculative.py"
+FIELD = "    num_speculative_tokens: int = Field(default=None, gt=0)  # type: ignore[assignment]\n"
+VERIFY = """        if self.num_speculative_tokens <= 0:
+            raise ValueError(
+                "Expected num_speculative_tokens to be greater "
+                f"than zero ({self.num_speculative_tokens})."
+            )
+"""
+CHECK_REFACTORS = {
+    # The constraint dropped: _verify_args' own `if ...: raise` still refuses it.
+    "no pydantic constraint": [(SPEC, FIELD, "    num_speculative_tokens: int = None  # type: ignore\n")],
+    "the check as an assert, no constraint": [
+        (SPEC, FIELD, "    num_speculative_tokens: int = None  # type: ignore\n"),
+        (SPEC, VERIFY, "        assert self.num_speculative_tokens > 0, \"num_speculative_tokens must be > 0\"\n")],
+    "the check in a method of its own, no constraint": [
+        (SPEC, FIELD, "    num_speculative_tokens: int = None  # type: ignore\n"),
+        (SPEC, VERIFY, "        self._check_token_count()\n"),
+        (SPEC, "    @model_validator(mode=\"after\")\n    def _verify_args(self) -> Self:\n",
+         "    def _check_token_count(self):\n"
+         "        if not self.num_speculative_tokens > 0:\n"
+         "            raise ValueError(\"num_speculative_tokens must be > 0\")\n\n"
+         "    @model_validator(mode=\"after\")\n    def _verify_args(self) -> Self:\n")],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECK_REFACTORS))
+def test_a_launch_value_check_written_otherwise_keeps_the_verdict(name):
+    from test_path_metamorphic import _overlay
+
+    from specaudit.scan.audit import scan
+
+    overlay = _overlay("vllm==0.33.0", CHECK_REFACTORS[name])
+    tree = engine_tree("vllm==0.33.0")
+    refused = scan(tree, launch({"method": "eagle3", "model": "org/d", "num_speculative_tokens": -3}), overlay=overlay)
+    assert refused.verdict == Verdict.BLOCKED, [(f.rule_id, f.error) for f in refused.findings]
+    taken = scan(tree, launch({"method": "eagle3", "model": "org/d", "num_speculative_tokens": 3}), overlay=overlay)
+    assert not any(f.rule_id == "method-resolution-raises" for f in taken.findings)
+
+
+def test_a_function_that_may_return_early_is_taken_both_ways():
+    # SGLang 0.5.17 server_args.py: __post_init__ calls _handle_dwdp, which starts `if self.dwdp_size <= 1:
+    # return` and then asserts `self.speculative_algorithm is None`; dwdp_size is not a launch fact. Going on past
+    # the early return as if it were not there refused every EAGLE-3 launch.
+    resolution = resolved("sglang==0.5.17", {"method": "EAGLE3", "model": "org/drafter"})
+    assert resolution.method == "eagle3" and resolution.stops is None

@@ -58,6 +58,7 @@ class EngineMethods:
     bindings: dict[str, str]  # engine expression -> launch fact
     aliases: tuple[Alias, ...]
     draft_config: DraftRewrite | None  # how the engine builds the draft's config from a checkpoint's
+    fields: tuple[str, ...]  # "module:Class" whose declared fields the launch's speculative config sets
     stage: str  # where in a launch the method is resolved and checked, for the report
     error: str  # what the engine raises for a method it does not have
     source: str
@@ -97,6 +98,7 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
                                       str(data["draft_config"].get("config", "hf_config")),
                                       dict(data["draft_config"].get("fields") or {}))
             if data.get("draft_config") else None,
+            fields=tuple(_list(data["fields"])) if data.get("fields") else (),
             stage=str(data["stage"]),
             error=" ".join(str(data["error"]).split()),
             source=str(path),

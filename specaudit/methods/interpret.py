@@ -269,10 +269,10 @@ class Interpreter:
             self._forget(stmt, way.env)
 
     def _sets_method(self, stmt: ast.stmt) -> bool:
-        """Whether a statement can change the method, or end the function with one."""
+        """Whether a statement can change the method, or end the function (with one, or early)."""
         for node in ast.walk(stmt):
-            if self.returns and isinstance(node, ast.Return) and node.value is not None:
-                return True
+            if isinstance(node, ast.Return):
+                return True  # it may end the function here: what follows may not run
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if any(_dotted(t) in (self.variable, *self.tracked) for t in targets):

@@ -89,7 +89,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     spell = str.upper if spec.case == "upper" else str.lower
     draft, rewrite_stop = draft_config_of(launch, code, spec)
     facts = launch_facts(launch, draft)
-    bindings = {expression: facts[fact] for expression, fact in spec.bindings.items()}
+    declared, refused = speculative_fields(launch, code, spec)
+    bindings = declared | {expression: facts[fact] for expression, fact in spec.bindings.items()}
     current: Any = spell(requested) if requested else None
     how: list[str] = []
     warnings: list[str] = []
@@ -107,6 +108,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
                                          and launch.drafter.config == launch.target.config)
     separate = str(model) if model is not None and not own else ""
 
+    if refused is not None:  # pydantic refuses the config before any of the engine's own code runs
+        return resolution(requested, "", refused)
     if rewrite_stop is not None:
         return resolution(requested, "", rewrite_stop)
     for resolver in spec.resolvers:
@@ -140,6 +143,73 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
             current = alias.method
     method = current.lower() if isinstance(current, str) else None
     return resolution(method, "" if method else "the resolving code leaves no method")
+
+
+# pydantic's own words for a number a Field(...) constraint refuses.
+_CONSTRAINTS = {"gt": (lambda v, b: v > b, "greater than"), "ge": (lambda v, b: v >= b, "greater than or equal to"),
+                "lt": (lambda v, b: v < b, "less than"), "le": (lambda v, b: v <= b, "less than or equal to")}
+
+
+def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
+                       ) -> tuple[dict[str, Any], tuple[str, int, str, str] | None]:
+    """The fields of the engine's speculative config (``fields`` of the methods file) as this launch sets them:
+    ``self.<field>`` bound to the launch's value, or to the default the class declares for one it leaves out
+    (none where the default is not a constant, or the field is injected by the engine, not validated). And the
+    first value a ``Field(gt=..., ge=..., lt=..., le=...)`` constraint refuses: pydantic's ValidationError."""
+    found = next((f for f in (_class(code, name) for name in spec.fields) if f is not None), None)
+    if found is None:
+        return {}, None
+    cls, relpath = found
+    given = {k: v for k, v in launch.speculative.items() if launch.speculative}
+    bound: dict[str, Any] = {}
+    for stmt in cls.body:
+        if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name) or stmt.value is None:
+            continue
+        name = stmt.target.id
+        if "SkipValidation" in ast.unparse(stmt.annotation):
+            continue  # set by the engine (target_model_config...), not by the launch
+        default, constraints = _declared_default(stmt.value)
+        if name in given:
+            value = given[name]
+            for key, bound_value in constraints.items():
+                holds, words = _CONSTRAINTS[key]
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and not holds(value, bound_value):
+                    return bound, (relpath, stmt.lineno, ast.unparse(stmt),
+                                   f"pydantic ValidationError: 1 validation error for {cls.name}: {name}: Input "
+                                   f"should be {words} {bound_value} (given {value})")
+            bound[f"self.{name}"] = value
+        elif default is not UNKNOWN and launch.speculative:
+            bound[f"self.{name}"] = default  # a scan given no speculative config imagines one: nothing is fixed
+    return bound, None
+
+
+def _declared_default(value: ast.expr) -> tuple[Any, dict[str, Any]]:
+    """A field's declared default (``= 5``, ``= Field(default=None, ge=1)``), UNKNOWN where it is not a constant,
+    and the numeric constraints of its ``Field``/``field``."""
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("Field", "field"):
+        keywords = {k.arg: k.value for k in value.keywords if k.arg}
+        constraints = {k: v.value for k, v in keywords.items() if k in _CONSTRAINTS and isinstance(v, ast.Constant)
+                       and isinstance(v.value, (int, float))}
+        default = keywords.get("default", value.args[0] if value.args else None)
+        return (_literal(default) if default is not None else UNKNOWN), constraints
+    return _literal(value), {}
+
+
+def _literal(node: ast.expr) -> Any:
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return UNKNOWN
+
+
+def _class(code: ReleaseCode, candidate: str) -> tuple[ast.ClassDef, str] | None:
+    module_name, _, name = candidate.partition(":")
+    found = code.module_tree(module_name)
+    if found is None:
+        return None
+    tree, relpath = found
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+    return (cls, relpath) if cls is not None else None
 
 
 def draft_config_of(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> tuple[Any, tuple[str, int, str, str] | None]:

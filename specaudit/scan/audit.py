@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.types import PHASES, Finding, Rule, Site, Status, Verdict
+from ..core.types import PHASES, Finding, Phase, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
 from ..launch.known import known_failures, launch_features
 from ..launch.request import DEFAULT_METHOD, Launch
@@ -295,8 +295,11 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
             if KINDS[rule.kind].siteless:
                 finding = KINDS[rule.kind].judge_launch(rule, judge)
                 # Placed where the path meets its landmark; with none, after the rest of its phase.
+                # the phase of the role it is met in: a runner loads its draft in a phase of its own.
                 step = path.landmarks.get(rule.at or "", 0) if path else 0
-                findings += [replace(finding, step=step)] if finding else []
+                phase = path.landmark_phases.get(rule.at or "") if path else None
+                findings += [replace(finding, step=step, phase=Phase(phase) if phase else finding.phase)] \
+                    if finding else []
         findings = _merge_repeats(findings, a.rules)
         decisions = []
         if path is not None:

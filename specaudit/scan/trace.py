@@ -75,7 +75,7 @@ class Landmark:
     first call, in the role, of a function with one of these names (the last part of the called name)."""
 
     name: str
-    role: str
+    roles: tuple[str, ...]  # the first of them the path meets it in (a runner's each)
     calls: tuple[str, ...]
 
 
@@ -124,7 +124,7 @@ def load_path_spec(engine: str) -> PathSpec:
             external_members={str(k): tuple(v) for k, v in (data.get("external_members") or {}).items()},
             source=str(path),
             target_parts=TargetParts(**{k: tuple(v) for k, v in (data.get("target_parts") or {}).items()}),
-            landmarks=tuple(Landmark(str(name), str(v["role"]), tuple(v["calls"]))
+            landmarks=tuple(Landmark(str(name), tuple(_as_list(v["role"])), tuple(v["calls"]))
                             for name, v in (data.get("landmarks") or {}).items()),
         )
     except (KeyError, TypeError, ValueError) as exc:
@@ -227,6 +227,7 @@ class TracedPath:
     external_members: dict[str, tuple[str, ...]]  # what base classes outside the tree give the target
     target_parts: TargetParts = TargetParts()
     landmarks: dict[str, int] = field(default_factory=dict)  # landmark name -> its step, where the path met it
+    landmark_phases: dict[str, str] = field(default_factory=dict)  # landmark name -> the phase of the role it is in
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -303,6 +304,7 @@ class Tracer:
         self._method = {_normal(k) for k in spec.method}
         self._step = 0
         self.landmarks: dict[str, int] = {}
+        self.landmark_phases: dict[str, str] = {}
 
     # ---- reading the tree ----
 
@@ -406,7 +408,7 @@ class Tracer:
                           dict(self.functions), tuple(self.traced),
                           tuple(f"{k}: {v}" for k, v in sorted(self.unparsed.items())), dict(self.spec.model_config),
                           dict(self.spec.external_members), self.spec.target_parts,
-                          dict(self.landmarks))
+                          dict(self.landmarks), dict(self.landmark_phases))
 
     def _validators(self, function: _Function) -> list[_Function]:
         """Constructing a pydantic config runs its ``model_validator`` methods after ``__post_init__``."""
@@ -464,9 +466,10 @@ class Tracer:
         the path stays so."""
         name = (dotted_name(call.func) or "").rpartition(".")[2]
         for landmark in self.spec.landmarks:
-            if landmark.role == role.name and name in landmark.calls and landmark.name not in self.landmarks:
+            if role.name in landmark.roles and name in landmark.calls and landmark.name not in self.landmarks:
                 self._step += 1
                 self.landmarks[landmark.name] = self._step
+                self.landmark_phases[landmark.name] = role.phase
 
     def summarize(self, function: _Function) -> str | None:
         """The placeholder name for a function a condition calls, keeping its summary; None when it is too

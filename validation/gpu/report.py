@@ -144,13 +144,6 @@ def log_runner(log: Path) -> str:
 
 # Why each cell that does not agree does not, read in its log and in the release's code (cell names: fnmatch).
 EXPLAINED = {
-    ("vllm", "gpt2--agree"): "V1's proposer roles traced on a V2 launch",
-    ("vllm", "gpt2--aux-inside"): "V1's proposer roles traced on a V2 launch",
-    ("vllm", "gpt2--aux-beyond"): "V1's proposer roles traced on a V2 launch",
-    ("vllm", "gpt2--d2t-short"): "V2 sets the target's aux layers before it loads the drafter",
-    ("vllm", "gpt2--fc-width"): "V2 sets the target's aux layers before it loads the drafter",
-    ("vllm", "gemma--d2t-short"): "V2 sets the target's aux layers before it loads the drafter",
-    ("vllm", "gemma--fc-width"): "V2 sets the target's aux layers before it loads the drafter",
     ("vllm", "llama--ngram"): "method not modeled",
     ("vllm", "llama--draft_model"): "method not modeled",
     ("sglang", "llama--d2t-short"): "no SGLang drafter check",
@@ -162,23 +155,8 @@ EXPLAINED = {
     ("sglang", "llama--agree--compiled"): "the trimmed SGLang install",
 }
 WHY = {
-    "V1's proposer roles traced on a V2 launch": (
-        "The runner is decided right (V2; the log says `Using V2 Model Runner`), and the launch stopped at V2's "
-        "`set_eagle3_aux_hidden_state_layers` (vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py:19, called by "
-        "vllm/v1/worker/gpu/model_runner.py GPUModelRunner.load_model right after the target loads). The scan named "
-        "V1's proposer first: `_maybe_share_embeddings` (vllm/v1/spec_decode/llm_base_proposer.py:1431), because "
-        "rules/paths/vllm.yaml's roles `proposer construction` and `proposer loading` (EagleProposer) carry no "
-        "`runner: v1`, so every launch traces them, while V2 drafts with EagleSpeculator "
-        "(vllm/v1/worker/gpu/spec_decode/eagle/speculator.py), which has no role. Open: the roles' owner tags "
-        "those roles v1 and adds V2's speculator loading after V2's runner loading."),
-    "V2 sets the target's aux layers before it loads the drafter": (
-        "The scan named the drafter's weight check first (placed at the `drafter weights load` landmark of V1's "
-        "`proposer loading` role, phase drafter_load, which comes before model_runner), but on V2 "
-        "GPUModelRunner.load_model sets the target's EAGLE-3 aux layers (eagle3_utils.py:19, the target lacks "
-        "SupportsEagle3) before the speculator loads the drafter's weights. The same role fix, with the landmark "
-        "in V2's speculator role, orders them as V2 does."),
     "method not modeled": (
-        "UNKNOWN by design: specaudit models EAGLE-3 only (rules/methods/). Both came up on V1: the runner decision "
+        "UNKNOWN by design: specaudit does not model these methods yet (rules/methods/). Both came up on V1: the runner decision "
         "(V1: `Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding`, resp. `speculative method "
         "'draft_model'`, vllm/config/vllm.py _get_v2_model_runner_unsupported_features) matches the log."),
     "no SGLang drafter check": (
