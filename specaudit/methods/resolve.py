@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import copy
+import operator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -146,8 +148,9 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
 
 
 # pydantic's own words for a number a Field(...) constraint refuses.
-_CONSTRAINTS = {"gt": (lambda v, b: v > b, "greater than"), "ge": (lambda v, b: v >= b, "greater than or equal to"),
-                "lt": (lambda v, b: v < b, "less than"), "le": (lambda v, b: v <= b, "less than or equal to")}
+_CONSTRAINTS: dict[str, tuple[Callable[[Any, Any], bool], str]] = {
+    "gt": (operator.gt, "greater than"), "ge": (operator.ge, "greater than or equal to"),
+    "lt": (operator.lt, "less than"), "le": (operator.le, "less than or equal to")}
 
 
 def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
