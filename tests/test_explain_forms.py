@@ -106,6 +106,10 @@ def test_a_log_of_warnings_only_exits_0_and_says_so():
     assert explanation.exit_code == 0 and root is None and explanation.crash is None
     assert explanation.matches[0].signature == "log-warning" and "not a failure" in explanation.matches[0].title
     assert all(not m.root for m in explanation.matches)
+    from specaudit.report.lines import no_signature
+
+    assert no_signature(explanation) == ("No sign of a failed launch or request in this log; the known lines below "
+                                         "are not failures")
 
 
 def test_pydantic_form_reads_the_value_error_into_the_message():

@@ -8,7 +8,7 @@ import re
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..core.types import Finding, Status, Verdict
+from ..core.types import ExitCode, Finding, Status, Verdict
 from ..explain.tracebacks import package_path
 from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Preflight, RootCause, SmokeResult
 from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
@@ -228,6 +228,9 @@ def root_lines(root: RootCause) -> list[str]:
 
 
 def no_signature(explanation: Explanation) -> str:
+    if explanation.exit_code == ExitCode.READY:  # neither a failure line nor a traceback: say so, not "no match"
+        return "No sign of a failed launch or request in this log" + (
+            "; the known lines below are not failures" if explanation.matches else "")
     return "No text signature matches a line of this log" + ("; the root cause above is read from its traceback"
                                                              if explanation.root else "")
 
