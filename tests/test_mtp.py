@@ -344,3 +344,11 @@ def test_where_model_runner_v2_runs_mtp_its_speculator_is_on_the_path():
     assert any(e.function == "vllm.v1.worker.gpu.spec_decode.mtp.speculator:MTPSpeculator.load_draft_model"
                for e in result.path.entries)
     assert not any(f.rule_id == "path-entry" for f in audit(analysis("vllm==0.20.0"), mtp("mimo")).findings)
+
+
+def test_the_report_says_mtp_has_no_target_class_landscape():
+    # rules/methods/vllm/mtp.yaml declares no contract: its drafts are rewritten from the target's config.
+    from specaudit.report.lines import no_contract
+
+    assert "no target-class contract for mtp" in no_contract(audit(analysis("vllm==0.33.0"), mtp("deepseek-v3")).landscape)
+    assert no_contract(audit(analysis("vllm==0.33.0"), Launch(load_preset("llama3"))).landscape) == ""

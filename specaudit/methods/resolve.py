@@ -163,7 +163,7 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
     if found is None:
         return {}, None
     cls, relpath = found
-    given = {k: v for k, v in launch.speculative.items() if launch.speculative}
+    given = launch.speculative
     bound: dict[str, Any] = {}
     for stmt in cls.body:
         if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name) or stmt.value is None:

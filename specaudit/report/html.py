@@ -50,7 +50,7 @@ def _environment() -> Environment:
         registered=lines.registered, gate_lines=lines.gate_lines, path_line=lines.path_line,
         platform_line=lines.platform_line, indexed_line=lines.indexed_line, source_link=lines.source_link,
         provenance_line=lines.provenance_line, release_provenance=lines.release_provenance, cell_line=lines.cell_line,
-        launches_line=lines.launches_line, known_lines=lines.known_lines,
+        launches_line=lines.launches_line, known_lines=lines.known_lines, no_contract=lines.no_contract,
         root_lines=lines.root_lines, no_signature=lines.no_signature, smoke_rows=lines.smoke_rows,
         timeline_spans=lines.timeline_spans)
     return env

@@ -94,6 +94,15 @@ def absent_rules(result: ScanResult) -> list[RuleStatus]:
     return [r for r in result.rules if r.sites == 0 and r.phase != "candidate"]
 
 
+def no_contract(landscape: Landscape) -> str:
+    """Why a method's landscape has nothing to count, where its file declares no target contract (MTP: the draft is
+    the target's own layers, rewritten from its config); "" where it has one."""
+    if landscape.contract or landscape.contract_members:
+        return ""
+    return (f"{landscape.method} landscape: specaudit declares no target-class contract for {landscape.method} "
+            "(rules/methods/): no class of the tree is held against one")
+
+
 def registered(landscape: Landscape) -> list[ArchitectureRow]:
     """The registered architectures that satisfy the method's target contract."""
     return [a for a in landscape.architectures if a.conforms]

@@ -17,6 +17,7 @@ from .lines import (
     known_lines,
     launches_line,
     method_line,
+    no_contract,
     no_signature,
     num,
     other_gates,
@@ -207,6 +208,8 @@ def _candidates(result: ScanResult) -> list[str]:
 
 def _landscape(land: Landscape, folded: bool) -> list[str]:
     """The method's landscape: with a launch it is background, folded, so that the report pastes into an issue."""
+    if no_contract(land):
+        return [f"## {land.method} landscape", "", no_contract(land), ""]
     rows = registered(land)
     out = [f"## {land.method} landscape", "",
            f"{land.contract} in this release: {', '.join(f'`{m}`' for m in land.contract_members) or '-'}", "",

@@ -24,6 +24,7 @@ from .lines import (
     known_lines,
     launches_line,
     method_line,
+    no_contract,
     no_signature,
     other_gates,
     path_line,
@@ -188,6 +189,8 @@ def _candidates(result: ScanResult) -> list[RenderableType]:
 
 def _landscape(land: Landscape, full: bool) -> list[RenderableType]:
     """The method's landscape in two lines; in full (a table of what satisfies the contract) without a launch."""
+    if no_contract(land):
+        return [Text(f"\n{no_contract(land)}")]
     rows = registered(land)
     out: list[RenderableType] = [
         f"\n[bold]{_m(land.method)} landscape[/]: {_m(land.contract)} in this release: "
