@@ -550,11 +550,12 @@ class Interpreter:
             for key in {k for o in running for k in o.env if k.startswith("self.")}:
                 values = [o.env.get(key, UNKNOWN) for o in running]
                 env[key] = values[0] if all(v == values[0] for v in values) else UNKNOWN
-        if ways > 1:
-            for value in passed + list(named.values()):
-                if isinstance(value, dict):  # rewritten one way or another: not known any more
-                    for key in value:
-                        value[key] = UNKNOWN
+        if ways > 1:  # each way rewrote its own copy of an object passed: what they agree on, the object holds
+            params = [a.arg for a in function.args.posonlyargs + function.args.args]
+            params = params[1:] if fields is not None else params
+            for param, value in [*zip(params, passed), *named.items()]:
+                if isinstance(value, dict):
+                    _join(value, [o.env.get(param, UNKNOWN) for o in running])
         values = [o.method for o in running]
         return values[0] if all(v == values[0] for v in values) else UNKNOWN
 
@@ -599,6 +600,17 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None
     return [w.done for w in ways if w.done is not None], len(ways)
+
+
+def _join(target: dict[Any, Any], versions: list[Any]) -> None:
+    """``target`` as the ways through a call left their copies of it: a key they agree on keeps their value, any
+    other is not known."""
+    if any(not isinstance(v, dict) for v in versions):  # a way rebound the parameter: its object is not followed
+        target.update({key: UNKNOWN for key in target})
+        return
+    for key in {k for v in versions for k in v} | set(target):
+        values = [v.get(key, UNKNOWN) for v in versions]
+        target[key] = values[0] if all(x == values[0] for x in values) else UNKNOWN
 
 
 def _truth(value: Any) -> bool:

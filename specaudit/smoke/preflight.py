@@ -92,7 +92,11 @@ class RemoteEngine:
         launch = Launch(target=target, method=method_of(self.command.speculative),
                         engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
                         options=self.command.options)
-        return run_scan(tree, launch)
+        # The platform branch the engine takes there: CUDA where nvidia-smi lists a GPU, else its CPU build (the
+        # model runner, the attention backends and the gates differ between them). Other accelerators are not probed.
+        platform = "cuda" if self.record is not None and self.record.gpus else "cpu"
+        self.session.note("scan", f"platform {platform} (the node's GPUs as nvidia-smi lists them)")
+        return run_scan(tree, launch, platform=platform)
 
     def _target(self, checkpoints: dict) -> Target | None:
         """The target's config as the node has it; a Hub id the node has not cached, as the Hub has it."""
