@@ -165,13 +165,7 @@ def build_checkpoints(out: Path, targets: list[str]) -> None:
 
     agree = t3.drafter_tensors(agree_token, True, t3.SEED + 2)
     t3.save_drafter(agree, str(out / "drafter-agree"))
-    t3.save_drafter(dict(agree, **{"d2t": agree["d2t"][:-1].clone()}), str(out / "drafter-d2t-short"))
-    narrow = t3.normal(t3.SEED + 12, False)(t3.HIDDEN, 3 * 64).contiguous()
-    t3.save_drafter(dict(agree, **{"fc.weight": narrow}), str(out / "drafter-fc-width"))
-    for name, layers in (("aux-beyond", [1, 4, 20]), ("aux-inside", [1, 2, 3])):
-        t3.save_drafter(agree, str(out / f"drafter-{name}"))
-        config = dict(t3.drafter_config(), eagle_aux_hidden_state_layer_ids=layers)
-        (out / f"drafter-{name}/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    t3.save_broken_drafters(agree, out)
 
 
 def ensure_overlay(python: Path) -> None:

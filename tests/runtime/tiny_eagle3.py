@@ -41,7 +41,8 @@ OUT_DIR/target-gpt2     GPT2LMHeadModel (random): vLLM registers it, but its bod
 OUT_DIR/target-gemma    GemmaForCausalLM (random): has `model.embed_tokens`, but
                         does not implement SupportsEagle3.
 OUT_DIR/drafter-fc-width  drafter-agree with fc built for three aux states of
-                        width 64: [128, 192] where the config asks [128, 384].
+                        width 64: [128, 192] where the config asks [128, 384]
+                        (half the hidden size, whatever the profile).
 OUT_DIR/drafter-aux-layers  drafter-agree whose config names aux layer 20 of the
                         8-layer target (eagle_aux_hidden_state_layer_ids).
 (The last four make the crashes of validation/crash_logs.py.)
@@ -60,16 +61,23 @@ from __future__ import annotations
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 from safetensors.torch import save_file
 
+# The sizes the docstring names; TINY_EAGLE3_PROFILE=gpu gives the H200 grid's (validation/gpu/tiny_eagle3_gpu.py):
+# heads of 64 (a FlashAttention 3 head size), twice the width, bfloat16 configs.
+PROFILES = {"cpu": {"hidden": 128, "head_dim": 32, "inter": 256, "dtype": "float32"},
+            "gpu": {"hidden": 256, "head_dim": 64, "inter": 512, "dtype": "bfloat16"}}
+PROFILE = PROFILES[os.environ.get("TINY_EAGLE3_PROFILE", "cpu")]
 VOCAB = 512
-HIDDEN = 128
+HIDDEN = PROFILE["hidden"]
 HEADS = 4
 KV_HEADS = 2
-HEAD_DIM = 32
-INTER = 256
+HEAD_DIM = PROFILE["head_dim"]
+INTER = PROFILE["inter"]
+DTYPE = PROFILE["dtype"]
 LAYERS = 8
 MAX_POS = 2048
 DRAFT_VOCAB = 128
@@ -167,7 +175,7 @@ def save_target(tensors: dict[str, torch.Tensor], tok, path: str) -> None:
     with open(os.path.join(path, "config.json")) as f:
         d = json.load(f)
     d.pop("torch_dtype", None)
-    d["dtype"] = "float32"
+    d["dtype"] = DTYPE
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(d, f, indent=2, sort_keys=True)
     GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD).save_pretrained(path)
@@ -250,7 +258,7 @@ def drafter_config() -> dict:
         "tie_word_embeddings": False,
         "vocab_size": VOCAB,
         "draft_vocab_size": DRAFT_VOCAB,
-        "dtype": "float32",
+        "dtype": DTYPE,
     }
 
 
@@ -298,6 +306,19 @@ def save_drafter(tensors: dict[str, torch.Tensor], path: str) -> None:
         json.dump(drafter_config(), f, indent=2, sort_keys=True)
 
 
+def save_broken_drafters(agree: dict[str, torch.Tensor], out: Path) -> None:
+    """The differential grids' broken variants of the agreeing drafter (validation/differential.py, validation/gpu/):
+    d2t one entry short, fc built for three aux states of half the hidden width, and aux layer ids past the
+    target's layers (aux-beyond) or inside them (aux-inside)."""
+    save_drafter(dict(agree, d2t=agree["d2t"][:-1].clone()), str(out / "drafter-d2t-short"))
+    narrow = normal(SEED + 12, False)(HIDDEN, 3 * (HIDDEN // 2)).contiguous()
+    save_drafter(dict(agree, **{"fc.weight": narrow}), str(out / "drafter-fc-width"))
+    for name, layers in (("aux-beyond", [1, 4, 20]), ("aux-inside", [1, 2, 3])):
+        save_drafter(agree, str(out / f"drafter-{name}"))
+        config = dict(drafter_config(), eagle_aux_hidden_state_layer_ids=layers)
+        (out / f"drafter-{name}/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
 def save_crash_cases(out: str, tok, drafter: dict[str, torch.Tensor]) -> None:
     """Targets and drafters that fail an EAGLE-3 launch of vLLM 0.32.0, each at another place."""
     from transformers import GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel
@@ -315,7 +336,7 @@ def save_crash_cases(out: str, tok, drafter: dict[str, torch.Tensor]) -> None:
     GemmaForCausalLM(gemma).float().save_pretrained(os.path.join(out, "target-gemma"), safe_serialization=True)
     save_tokenizer(tok, os.path.join(out, "target-gemma"))
     narrow = dict(drafter)
-    narrow["fc.weight"] = normal(SEED + 12, False)(HIDDEN, 3 * 64).contiguous()
+    narrow["fc.weight"] = normal(SEED + 12, False)(HIDDEN, 3 * (HIDDEN // 2)).contiguous()
     save_drafter(narrow, os.path.join(out, "drafter-fc-width"))
     path = os.path.join(out, "drafter-aux-layers")
     save_drafter(drafter, path)

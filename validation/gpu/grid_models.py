@@ -53,7 +53,7 @@ def target_config(name: str):
 def build_llava(path: Path, tok, seed: int) -> None:
     """LLaVA (LlavaForConditionalGeneration) over a Llama text model of the grid's shapes, in llava-hf's key layout,
     with validation/multimodal_targets.py's processor: "<image>" is token 511."""
-    sys.modules["tiny_eagle3"] = t3  # multimodal_targets builds on tiny_eagle3's shapes: here the GPU ones
+    # multimodal_targets builds on tiny_eagle3's shapes: imported by tiny_eagle3_gpu, the GPU ones
     sys.path.insert(0, str(HERE.parent))
     import multimodal_targets as mm
 
@@ -129,13 +129,7 @@ def main() -> int:
     agree = t3.drafter_tensors(agree_token, True, t3.SEED + 2)
     t3.save_drafter(agree, str(out / "drafter-agree"))
     t3.save_drafter(t3.drafter_tensors(agree_token, False, t3.SEED + 3), str(out / "drafter-random"))
-    t3.save_drafter(dict(agree, d2t=agree["d2t"][:-1].clone()), str(out / "drafter-d2t-short"))
-    narrow = t3.normal(t3.SEED + 12, False)(t3.HIDDEN, 3 * 128).contiguous()
-    t3.save_drafter(dict(agree, **{"fc.weight": narrow}), str(out / "drafter-fc-width"))
-    for name, layers in (("aux-beyond", [1, 4, 20]), ("aux-inside", [1, 2, 3])):
-        t3.save_drafter(agree, str(out / f"drafter-{name}"))
-        config = dict(t3.drafter_config(), eagle_aux_hidden_state_layer_ids=layers)
-        (out / f"drafter-{name}/config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+    t3.save_broken_drafters(agree, out)
     wrote += ["drafter-agree", "drafter-random"] + [f"drafter-{d}" for d in DRAFTERS if d != "agree"]
     print(json.dumps({"out": str(out), "transformers": tf.__version__, "torch": torch.__version__,
                       "agree_token_id": agree_token, "wrote": wrote, "failed": failed}))
