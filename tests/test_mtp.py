@@ -352,3 +352,16 @@ def test_the_report_says_mtp_has_no_target_class_landscape():
 
     assert "no target-class contract for mtp" in no_contract(audit(analysis("vllm==0.33.0"), mtp("deepseek-v3")).landscape)
     assert no_contract(audit(analysis("vllm==0.33.0"), Launch(load_preset("llama3"))).landscape) == ""
+
+
+
+def test_a_draft_whose_rewrite_is_not_understood_is_unknown_never_ready():
+    # The rewrite's result is where the MTP layers come from: without it the checkpoint check says so.
+    launch = replace(mtp("deepseek-v3"), draft_config=None)
+    from specaudit.scan.drafter import CHECKS, DraftContext
+    from specaudit.scan.ruleset import load_rules
+
+    rule = next(r for r in load_rules("vllm") if r.id == "vllm-mtp-checkpoint-weights")
+    found = CHECKS["mtp_layer_weights"](rule, DraftContext(launch, launch.target_weights or
+                                                           Checkpoint("deepseek-v3", launch.target.config, {}), False))
+    assert found.status == Status.UNKNOWN and "could not be played out" in found.why

@@ -268,8 +268,9 @@ def check_mtp_layer_weights(rule: Rule, ctx: DraftContext) -> Finding | None:
     the draft's weight load (vLLM's DefaultModelLoader: "Following weights were not initialized from checkpoint")."""
     draft = ctx.launch.draft_config or {}
     architectures = draft.get("architectures") or []
-    if not architectures:
-        return None
+    if not architectures:  # never a silent pass: which layers the draft loads is not known
+        return _finding(rule, ctx, Status.UNKNOWN, "the engine's rewrite of the target's config into its draft's "
+                        "could not be played out: the draft's class and its layers are not known", "draft unknown")
     layout = (rule.params.get("layers") or {}).get(architectures[0])
     if layout is None:
         return _finding(rule, ctx, Status.UNKNOWN, f"the rule does not say where {architectures[0]} keeps its MTP "
