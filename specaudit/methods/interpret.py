@@ -547,9 +547,9 @@ class Interpreter:
         if not running:
             raise _Raised(outcomes[0].error or "an exception")
         if fields is not None:  # what a method of the object assigns to its fields, the caller reads back
-            for key in {k for o in running for k in o.env if k.startswith("self.")}:
-                values = [o.env.get(key, UNKNOWN) for o in running]
-                env[key] = values[0] if all(v == values[0] for v in values) else UNKNOWN
+            joined: dict[str, Any] = {}
+            _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
+            env.update(joined)
         if ways > 1:  # each way rewrote its own copy of an object passed: what they agree on, the object holds
             params = [a.arg for a in function.args.posonlyargs + function.args.args]
             params = params[1:] if fields is not None else params
