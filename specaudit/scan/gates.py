@@ -345,10 +345,16 @@ class ArgumentGate(Kind):
     Arguments are the launch command's, else the defaults the engine declares (class attributes in
     ``params.defaults_files``), with the algorithm taken from the launch's method. Conditions that read
     anything else (environment, hardware, the model config) cannot be decided before launch.
+
+    ``params.facts`` maps an expression as the engine writes it (``attn_dp_enabled_of(view)``) to what it is over the
+    arguments (``view.attn_dp_size > 1``): a helper the checks call, or a value the handler sets before them.
+    ``params.resolved`` names arguments the engine fills in before these checks where the launch leaves them unset
+    (``device``: auto-detected): their declared ``None`` is not their value.
     """
 
     name = "argument_gate"
     required = {"functions": list, "objects": list, "arguments": list, "defaults_files": list}
+    optional = {"facts": dict, "resolved": list, "dedicated": list}
 
     @dataclass(frozen=True)
     class Details:
@@ -358,10 +364,13 @@ class ArgumentGate(Kind):
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         values = judge.argument_values(rule.params["defaults_files"])
+        resolved = [k for k in rule.params.get("resolved", ()) if values.get(k) is None]
+        values = {k: v for k, v in values.items() if k not in resolved} if resolved else values
         outcome: Any = True
         objects, constants = set(rule.params["objects"]), site.details.constants
+        facts = _facts(rule)
         for condition in site.details.conditions:
-            value = evaluate_condition(condition, values, objects, constants)
+            value = evaluate_condition(condition, values, objects, constants, facts)
             if value is False:
                 return self.finding(rule, site, Status.PASSES, f"not triggered: {condition} is false for this launch")
             if value is UNKNOWN:
@@ -370,7 +379,7 @@ class ArgumentGate(Kind):
         error = f"{site.exception}: {error}" if error else site.exception
         if outcome is UNKNOWN:
             unknown = [c for c in site.details.conditions
-                       if evaluate_condition(c, values, objects, constants) is UNKNOWN]
+                       if evaluate_condition(c, values, objects, constants, facts) is UNKNOWN]
             return self.finding(rule, site, Status.UNDECIDED,
                                 f"depends on what the launch does not fix: {'; '.join(unknown)}", error)
         return self.finding(rule, site, Status.BLOCKS,
@@ -379,38 +388,53 @@ class ArgumentGate(Kind):
 
 
 UNKNOWN = object()  # a value specaudit cannot know before launch
+_STRING_TESTS = ("startswith", "endswith")
+
+
+def _facts(rule: Rule) -> dict[str, ast.expr]:
+    """A rule's ``params.facts``, keyed by the expression as ``ast.unparse`` writes it."""
+    try:
+        return {ast.unparse(ast.parse(str(k), mode="eval").body): ast.parse(str(v), mode="eval").body
+                for k, v in (rule.params.get("facts") or {}).items()}
+    except SyntaxError:
+        return {}
 
 
 def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
-                       constants: dict[str, Any] | None = None) -> Any:
+                       constants: dict[str, Any] | None = None, facts: dict[str, ast.expr] | None = None) -> Any:
     """Evaluate a condition over launch arguments in three values: a Python value, or UNKNOWN when it reads
-    anything but ``<object>.<argument>``, named constants, literals, comparisons and boolean operators."""
+    anything but ``<object>.<argument>``, named constants, literals, comparisons, boolean operators and
+    ``a if c else b``. An expression ``facts`` names is what it maps to (itself over the arguments, read as
+    written: a fact does not expand another)."""
     constants = constants or {}
 
-    def ev(node: ast.AST) -> Any:
+    def ev(node: ast.AST, facts: dict[str, ast.expr]) -> Any:
+        fact = facts.get(ast.unparse(node)) if facts and isinstance(node, ast.expr) else None
+        if fact is not None:
+            return ev(fact, {})
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
             return constants.get(node.id, UNKNOWN)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = [ev(e) for e in node.elts]
+            items = [ev(e, facts) for e in node.elts]
             return UNKNOWN if any(i is UNKNOWN for i in items) else items
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
             return values.get(node.attr, UNKNOWN)
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            operand = ev(node.operand)
+            operand = ev(node.operand, facts)
             return UNKNOWN if operand is UNKNOWN else not operand
         if isinstance(node, ast.BoolOp):
-            results = [ev(v) for v in node.values]
+            results = [ev(v, facts) for v in node.values]
             # A known False decides an `and`, a known True an `or`, whatever the unknowns beside it.
             deciding = not isinstance(node.op, ast.And)
             if any(r is not UNKNOWN and bool(r) is deciding for r in results):
                 return isinstance(node.op, ast.Or)
             return UNKNOWN if any(r is UNKNOWN for r in results) else isinstance(node.op, ast.And)
         if isinstance(node, ast.Compare):
-            left = ev(node.left)
+            left = ev(node.left, facts)
             for op, right_node in zip(node.ops, node.comparators):
-                right = ev(right_node)
+                right = ev(right_node, facts)
                 if left is UNKNOWN or right is UNKNOWN:
                     return UNKNOWN
                 try:
@@ -421,10 +445,27 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
                     return False
                 left = right
             return True
+        if isinstance(node, ast.IfExp):
+            test = ev(node.test, facts)
+            return UNKNOWN if test is UNKNOWN else ev(node.body, facts) if test else ev(node.orelse, facts)
+        if isinstance(node, ast.Call) and not node.keywords:
+            # int(x), and a string's own tests (`cfg.device.startswith("cuda")`), on known values: nothing else is run.
+            args = [ev(a, facts) for a in node.args]
+            if any(a is UNKNOWN for a in args):
+                return UNKNOWN
+            if isinstance(node.func, ast.Name) and node.func.id == "int" and len(args) == 1:
+                try:
+                    return int(args[0])
+                except (TypeError, ValueError):
+                    return UNKNOWN
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _STRING_TESTS:
+                receiver = ev(node.func.value, facts)
+                if isinstance(receiver, str) and all(isinstance(a, (str, list)) for a in args):
+                    return getattr(receiver, node.func.attr)(*(tuple(a) if isinstance(a, list) else a for a in args))
         return UNKNOWN
 
     try:
-        return ev(ast.parse(source.strip(), mode="eval").body)
+        return ev(ast.parse(source.strip(), mode="eval").body, facts or {})
     except SyntaxError:
         return UNKNOWN
 

@@ -631,7 +631,8 @@ class ArgumentGateShape(Shape):
     params: ``functions`` (the engine's argument handlers that every launch with speculative decoding
     runs: only raises inside them are read, as a raise in a helper is reached only when its caller calls
     it), ``objects`` (names the arguments are read from: ``self``, ``cfg``, ``server_args``), ``arguments``
-    (at least one must be read on the way: the speculative ones), ``defaults_files`` (where the declared
+    (at least one must be read on the way: the speculative ones), ``dedicated`` (handlers that run only for the
+    rule's methods: every raise in them is a gate, whatever it reads), ``defaults_files`` (where the declared
     defaults live; used when judging).
     """
 
@@ -639,7 +640,7 @@ class ArgumentGateShape(Shape):
     whole_functions = True
 
     def needles(self, rule):
-        return list(rule.params["arguments"])
+        return list(rule.params["arguments"]) + list(rule.params.get("dedicated", ()))
 
     def find(self, rule, segment):
         objects, wanted = set(rule.params["objects"]), set(rule.params["arguments"])
@@ -651,7 +652,7 @@ class ArgumentGateShape(Shape):
             return {a.attr.value for a in attributes if dotted(a.value) in objects}
 
         def record(node, conditions, exception, message, read):
-            if read & wanted:
+            if read & wanted or dedicated:
                 names = {n.value for c in conditions for n in m.findall(cst.parse_expression(c), m.Name())}
                 sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
                                   segment.excerpt(node), exception, message,
@@ -684,9 +685,11 @@ class ArgumentGateShape(Shape):
 
         outermost = m.findall(segment.module, m.FunctionDef())[:1]  # a segment is one function; nested ones are in it
         handlers = set(rule.params["functions"])
+        dedicated = False
         for function in outermost:
             if function.name.value not in handlers:
                 continue
+            dedicated = function.name.value in rule.params.get("dedicated", ())
             # Names a condition may test against: string lists bound in the function or the module.
             constants = {k: list(v) for k, v in segment.info.literals.items()
                          if isinstance(v, (list, tuple, set)) and all(isinstance(x, str) for x in v)}
