@@ -89,8 +89,8 @@ def _row(tree: EngineTree, targets: list[Target], platform: str, speculative: di
 
 
 def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
-    return Cell(target, tree.label, result.verdict,
-                tuple(Gate(f.rule_id, f.title, f.location) for f in result.blocking))
+    shown = result.degrading if result.verdict == Verdict.DEGRADED else result.blocking
+    return Cell(target, tree.label, result.verdict, tuple(Gate(f.rule_id, f.title, f.location) for f in shown))
 
 
 def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
@@ -150,6 +150,9 @@ def _remedy(cell: Cell, later: list[Cell]) -> str:
         f"bundle {cell.bundle} does not apply: {cell.patch_problem}" if cell.bundle else "no bundle covers it"
     if upgrade:
         return f"upgrade to {upgrade} ({bundle})"
+    if cell.verdict == Verdict.DEGRADED:
+        return f"runs, and the drafter will not help: {', '.join(g.title for g in cell.blocking)} (fix the drafter's " \
+               "files or the launch as the scan says)"
     if cell.verdict == Verdict.UNKNOWN:
         return f"undecided: {', '.join(g.title for g in cell.blocking) or 'see the scan'} ({bundle})"
     return f"no release of the range works ({bundle})"

@@ -5,7 +5,7 @@ no import cycle can pass through it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import Any, Protocol
@@ -30,6 +30,7 @@ class ExitCode(IntEnum):
     LOCKED = 6  # another patch run holds the tree
     SSH = 7  # the remote cannot be reached, refuses the key, or its host key changed
     FLAGGED = 8  # smoke: the launch runs, and the drafter silently does not help (or is not lossless)
+    DEGRADED = 8  # scan: the launch will run, and the drafter will not help (the same code as smoke's FLAGGED)
     INTERRUPTED = 130  # Ctrl-C, as a shell reports SIGINT
 
 
@@ -42,6 +43,7 @@ class Status(_Word):
     NOT_APPLICABLE = "not applicable"
     UNCLASSIFIED = "unclassified"
     UNDECIDED = "undecided"  # depends on what cannot be known before launch; not part of the verdict
+    DEGRADES = "degrades"  # the launch runs, and the drafter silently does not help (or helps less than it should)
 
 
 class Verdict(_Word):
@@ -50,11 +52,23 @@ class Verdict(_Word):
     READY = "READY"
     BLOCKED = "BLOCKED"
     UNKNOWN = "UNKNOWN"
+    DEGRADED = "DEGRADED"  # it will run, and the drafter will not help: a finding that degrades, none that blocks
     LANDSCAPE = "LANDSCAPE"  # no target: the engine's EAGLE-3 landscape only
 
     @property
     def exit_code(self) -> ExitCode:
-        return {Verdict.BLOCKED: ExitCode.BLOCKED, Verdict.UNKNOWN: ExitCode.UNKNOWN}.get(self, ExitCode.READY)
+        return {Verdict.BLOCKED: ExitCode.BLOCKED, Verdict.UNKNOWN: ExitCode.UNKNOWN,
+                Verdict.DEGRADED: ExitCode.DEGRADED}.get(self, ExitCode.READY)
+
+
+# The worst first: what a report of several verdicts (releases side by side, a matrix) exits with. A launch known
+# not to help outranks one whose gates could not all be decided: its fix is owed whatever they turn out to be.
+WORST_FIRST: tuple[ExitCode, ...] = (ExitCode.BLOCKED, ExitCode.DEGRADED, ExitCode.UNKNOWN)
+
+
+def worst(codes: Collection[ExitCode]) -> ExitCode:
+    """The exit code of several verdicts: the worst of them (WORST_FIRST), else READY."""
+    return next((code for code in WORST_FIRST if code in codes), ExitCode.READY)
 
 
 class SmokeVerdict(_Word):
@@ -142,6 +156,17 @@ class Finding:
     def location(self) -> str:
         """file:line in the engine, or the checkpoint file a finding about a drafter comes from."""
         return f"{self.file}:{self.line}" if self.line else self.file
+
+
+@dataclass(frozen=True)
+class EngineFunction:
+    """A function of the release as a check reads it: where it is, and its syntax tree (an ``ast.FunctionDef``)."""
+
+    file: str
+    line: int
+    name: str
+    node: Any = field(compare=False, hash=False)
+    on_path: bool = False  # the launch's traced path follows it, or calls it from a function it follows
 
 
 # -- what a gate kind may ask of the launch and the tree ------------------------------------------------------------
@@ -233,3 +258,12 @@ class Judge(Protocol):
     def argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]: ...
 
     def token_attributes(self) -> list[str]: ...
+
+    def engine_functions(self, names: Sequence[str], files: Sequence[str] = ()) -> list[EngineFunction]:
+        """The release's functions (module functions or methods) of these names: those the launch's traced path
+        follows or calls first, else those in the files the globs name."""
+        ...
+
+    def target_method(self, name: str) -> EngineFunction | None:
+        """The target class's method of that name, its own or the nearest base's (None: not found)."""
+        ...

@@ -43,8 +43,9 @@ def _clean(value: Any) -> Any:
 
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
-        Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~"}
-_SEVERITY = (Status.BLOCKS, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Status.NOT_APPLICABLE, Status.UNCLASSIFIED)
+        Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~", Status.DEGRADES: "↓"}
+_SEVERITY = (Status.BLOCKS, Status.DEGRADES, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Status.NOT_APPLICABLE,
+             Status.UNCLASSIFIED)
 
 
 # -- a scan ------------------------------------------------------------------------------------------------------
@@ -53,6 +54,10 @@ _SEVERITY = (Status.BLOCKS, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Sta
 def summary(result: ScanResult) -> str:
     if result.verdict == Verdict.BLOCKED:
         return f"{len(result.blocking)} gate(s) would stop this launch, in the order it meets them"
+    if result.verdict == Verdict.DEGRADED:
+        undecided = sum(f.status == Status.UNKNOWN for f in result.findings)
+        return (f"the launch will run, and the drafter will not help: {len(result.degrading)} finding(s) say why, with "
+                "the fix" + (f" ({undecided} gate(s) could not be decided besides)" if undecided else ""))
     if result.verdict == Verdict.UNKNOWN:
         if result.method is not None and not result.method.modeled:
             return "no verdict for this method: specaudit does not model it, or cannot tell which the engine runs"
@@ -84,9 +89,14 @@ def known_lines(result: ScanResult) -> list[str]:
     return [f"known failure {k.id}: {k.title}. {k.hint}" for k in result.known_failures]
 
 
+def shown_first(result: ScanResult) -> list[Finding]:
+    """What each report shows in full, with its code and fix: the gates that block, then what degrades the drafter."""
+    return result.blocking + result.degrading
+
+
 def other_gates(result: ScanResult) -> list[Finding]:
-    """The gates on the path that do not block: shown after the blocking ones, in a table."""
-    return [f for f in result.findings if f.status != Status.BLOCKS]
+    """The gates on the path that neither block nor degrade: shown after those, in a table."""
+    return [f for f in result.findings if f.status not in (Status.BLOCKS, Status.DEGRADES)]
 
 
 def absent_rules(result: ScanResult) -> list[RuleStatus]:

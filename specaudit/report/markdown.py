@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..core.types import Finding, SmokeVerdict
+from ..core.types import Finding, SmokeVerdict, Status
 from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
@@ -21,6 +21,7 @@ from .lines import (
     no_signature,
     num,
     other_gates,
+    shown_first,
     path_line,
     platform_line,
     provenance_line,
@@ -170,7 +171,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[str]:
            *[f"- note: {note}" for note in launch.notes],
            *[f"- {line}" for line in known_lines(result)],
            "", f"## Verdict: {result.verdict}", "", summary(result), ""]
-    for number, finding in enumerate(result.blocking, 1):
+    for number, finding in enumerate(shown_first(result), 1):
         out += _blocking(result, finding, number)
     others = other_gates(result)
     if others:
@@ -182,7 +183,8 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[str]:
 
 def _blocking(result: ScanResult, f: Finding, number: int) -> list[str]:
     link = source_link(result, f)
-    return [f"### {number}. {f.title} (`{f.rule_id}`)", "",
+    degrades = " (runs; the drafter will not help)" if f.status == Status.DEGRADES else ""
+    return [f"### {number}. {f.title} (`{f.rule_id}`){degrades}", "",
             "- where: " + (f"[`{f.location}`]({link})" if link else f"`{f.location}`")
             + f" ({f.phase.replace('_', ' ')})"
             + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),

@@ -11,7 +11,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from ..core.types import Finding, SmokeVerdict, Verdict
+from ..core.types import Finding, SmokeVerdict, Status, Verdict
 from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
@@ -27,6 +27,7 @@ from .lines import (
     no_contract,
     no_signature,
     other_gates,
+    shown_first,
     path_line,
     platform_line,
     provenance_line,
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ..results.matrix import Matrix
 
 STYLE: dict[str, str] = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
+         Verdict.DEGRADED: "bold magenta",
          Verdict.LANDSCAPE: "bold cyan", SmokeVerdict.PASSED: "bold green", SmokeVerdict.FLAGGED: "bold yellow",
          SmokeVerdict.FAILED: "bold red", SmokeVerdict.UNREACHABLE: "bold red", SmokeVerdict.INTERRUPTED: "bold yellow"}
 LANDSCAPE_ROWS = 60  # the terminal lists this many EAGLE-3 architectures; files list them all
@@ -148,7 +150,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[RenderableType]:
         *[Text(f"note: {note}", style="yellow") for note in launch.notes],
         *[Text(line, style="yellow") for line in known_lines(result)],
         Text(f"\n{result.verdict}", style=STYLE[result.verdict]) + Text(f"  {summary(result)}"),
-        *[_finding_panel(finding, number) for number, finding in enumerate(result.blocking, 1)]]
+        *[_finding_panel(finding, number) for number, finding in enumerate(shown_first(result), 1)]]
     others = other_gates(result)
     if others:
         table = _table(["", "gate", "where", "why"], title="other gates on the path", show_lines=False)
@@ -169,7 +171,13 @@ def _finding_panel(f: Finding, number: int) -> Panel:
         Text.assemble(("why    ", "bold"), f.why),
         Text.assemble(("hint   ", "bold"), (f.hint, "green")),
     )
-    return Panel(body, title=f"[bold red]{number}. {_m(f.title)}[/]  [dim]{_m(f.rule_id)}[/]", title_align="left")
+    color = "magenta" if f.status == Status.DEGRADES else "red"
+    return Panel(body, title=f"[bold {color}]{number}. {_m(f.title)}[/]  [dim]{_m(f.rule_id)}{_degrades(f)}[/]",
+                 title_align="left")
+
+
+def _degrades(f: Finding) -> str:
+    return " (runs; the drafter will not help)" if f.status == Status.DEGRADES else ""
 
 
 def _rules_absent(result: ScanResult) -> list[RenderableType]:

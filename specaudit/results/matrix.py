@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.types import ExitCode, Verdict
+from ..core.types import Verdict, worst
 from .scan import ScanResult
 
 
@@ -22,7 +22,7 @@ class Cell:
     target: str
     release: str  # "vllm 0.17.0"
     verdict: str
-    blocking: tuple[Gate, ...]  # in the order the launch meets them
+    blocking: tuple[Gate, ...]  # in the order the launch meets them (a DEGRADED cell: what degrades it)
     bundle: str | None = None  # the bundle that covers this release for this target, when it is blocked
     bundle_target: str | None = None  # the name `specaudit patch --target` takes for it (kimi_k2)
     patched: str | None = None  # the verdict with the bundle's edits; None: no bundle, or it could not apply
@@ -53,9 +53,7 @@ class Matrix:
 
     @property
     def exit_code(self) -> int:
-        verdicts = {c.verdict for c in self.cells}
-        return ExitCode.BLOCKED if Verdict.BLOCKED in verdicts else \
-            ExitCode.UNKNOWN if Verdict.UNKNOWN in verdicts else ExitCode.READY
+        return worst({Verdict(c.verdict).exit_code for c in self.cells})
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "targets": self.targets, "releases": self.releases,

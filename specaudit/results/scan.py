@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.types import PHASES, ExitCode, Finding, Status, Verdict
+from ..core.types import PHASES, ExitCode, Finding, Status, Verdict, worst
 from ..launch.request import Launch
 
 
@@ -181,6 +181,11 @@ class ScanResult:
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if f.status == Status.BLOCKS]
 
+    @property
+    def degrading(self) -> list[Finding]:
+        """What makes the launch run without the drafter helping (the findings that degrade)."""
+        return [f for f in self.findings if f.status == Status.DEGRADES]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["exit_code"] = self.exit_code
@@ -195,11 +200,7 @@ class Comparison:
 
     @property
     def exit_code(self) -> ExitCode:
-        codes = {r.exit_code for r in self.results}
-        for code in (ExitCode.BLOCKED, ExitCode.UNKNOWN):
-            if code in codes:
-                return code
-        return ExitCode.READY
+        return worst({r.exit_code for r in self.results})
 
     @property
     def columns(self) -> list[str]:

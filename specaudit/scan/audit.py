@@ -15,14 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.types import PHASES, Finding, Phase, Rule, Site, Status, Verdict
+from ..core.types import PHASES, EngineFunction, Finding, Phase, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
 from ..launch.known import known_failures, launch_features
 from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
 from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
 from ..methods.findings import REFUSED, method_findings
-from ..methods.resolve import resolve
+from ..methods.interpret import Coverage
+from ..methods.resolve import Resolution, resolve
 from ..results.scan import (
     GateSite,
     KnownRisk,
@@ -36,7 +37,7 @@ from ..results.scan import (
 )
 from ..tree.locate import EngineTree
 from ..tree.provenance import provenance
-from .decide import Evaluator, decide, entry_findings, obligation_title, path_findings
+from .decide import Decision, Evaluator, decide, entry_findings, obligation_title, path_findings
 from .facts import ClassInfo, SyntaxProblem
 from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
@@ -46,7 +47,7 @@ from .resolve import Conformance, Protocol, Resolver
 from .ruleset import load_rules
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
-from .trace import TracedPath, load_path_spec, runs, trace
+from .trace import Obligation, TracedPath, load_path_spec, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
@@ -64,6 +65,7 @@ class LaunchJudge:
         self.protocols = protocols
         self._target = launch.target
         self._arguments: dict[tuple[str, ...], dict[str, Any]] = {}
+        self.path: TracedPath | None = None  # the launch's traced path, once traced: what engine_functions prefers
 
     @property
     def method(self) -> str:
@@ -147,6 +149,93 @@ class LaunchJudge:
 
     def token_attributes(self) -> list[str]:
         return sorted(k for k in self.target.config if _TOKEN_KEY.search(k))
+
+    def engine_functions(self, names: Sequence[str], files: Sequence[str] = ()) -> list[EngineFunction]:
+        """Functions of these names: those the traced path follows, or calls from a function it follows (defined in
+        that function's module or imported into it); else every one in the files the globs name."""
+        index, wanted = self.resolver.index, set(names)
+        found: dict[tuple[str, int], EngineFunction] = {}
+        for qualname in dict.fromkeys(self.path.traced if self.path else ()):
+            module, _, qual = qualname.partition(":")
+            defs = _functions_of(index, module)
+            node = defs.get(qual)
+            if node is None:
+                continue
+            if qual.rsplit(".", 1)[-1] in wanted:
+                found.setdefault((index.files[module], node.lineno), _function(index.files[module], node, True))
+            for call in ast.walk(node):
+                func = call.func if isinstance(call, ast.Call) else None
+                name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+                if name in wanted:
+                    for relpath, callee in _definitions(index, module, name):
+                        found.setdefault((relpath, callee.lineno), _function(relpath, callee, True))
+        if found or not files:
+            return list(found.values())
+        pattern = re.compile("|".join(fnmatch.translate(g) for g in files))
+        for module, relpath in sorted(index.files.items()):
+            if pattern.match(relpath):
+                found |= {(relpath, n.lineno): _function(relpath, n, False)
+                          for qual, n in _functions_of(index, module).items() if qual.rsplit(".", 1)[-1] in wanted}
+        return list(found.values())
+
+    def target_method(self, name: str) -> EngineFunction | None:
+        cls = self.target_class()
+        if cls is None:
+            return None
+        for base in self.resolver.hierarchy(cls).linear:
+            if isinstance(base, ClassInfo):
+                node = _functions_of(self.resolver.index, base.module).get(f"{base.name}.{name}")
+                if node is not None:
+                    return _function(self.resolver.index.files[base.module], node, False)
+        return None
+
+
+def _functions_of(index: TreeIndex, module: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """A module's functions and methods by qualified name (Class.method), from its syntax tree."""
+    def compute() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+        relpath = index.files.get(module)
+        try:
+            tree = index.syntax(relpath) if relpath else None
+        except (SyntaxProblem, OSError):
+            tree = None
+        out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        for stmt in tree.body if tree else ():
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[stmt.name] = stmt
+            elif isinstance(stmt, ast.ClassDef):
+                out |= {f"{stmt.name}.{s.name}": s for s in stmt.body if isinstance(s, (ast.FunctionDef,
+                                                                                         ast.AsyncFunctionDef))}
+        return out
+
+    key = f"functions\0{module}"  # kept with the syntax trees the index parsed in this process
+    found = _FUNCTIONS.get(key) if _FUNCTIONS.get("\0index") is index else None
+    if found is None:
+        if _FUNCTIONS.get("\0index") is not index:
+            _FUNCTIONS.clear()
+            _FUNCTIONS["\0index"] = index
+        found = _FUNCTIONS[key] = compute()
+    return found
+
+
+_FUNCTIONS: dict[str, Any] = {}  # the functions of each module read, for the last index read
+
+
+def _definitions(index: TreeIndex, module: str, name: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Where a name called in a module is defined: in the module itself (a function, or a method of one of its
+    classes), else in the module it is imported from."""
+    own = [(index.files[module], n) for qual, n in _functions_of(index, module).items() if qual.rsplit(".", 1)[-1] == name]
+    if own:
+        return own
+    info = index.module(module)
+    imported = info.imports.get(name) if info else None
+    source = imported.module if imported is not None else None
+    if not isinstance(source, str) or source not in index.files:
+        return []
+    return [(index.files[source], n) for qual, n in _functions_of(index, source).items() if qual == name]
+
+
+def _function(relpath: str, node: ast.FunctionDef | ast.AsyncFunctionDef, on_path: bool) -> EngineFunction:
+    return EngineFunction(relpath, node.lineno, node.name, node, on_path)
 
 
 @contextmanager
@@ -278,8 +367,9 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     stop: list[Finding] = []  # the method's own gates: it is not in the release, not modeled, or not told
     method = DEFAULT_METHOD  # a landscape scan shows the default method's
     refused: Finding | None = None  # where the engine's resolving code refuses this launch: a gate like the others
+    resolution: Resolution | None = None  # the engine's resolving code, played out on the launch's values
     if launch is not None and launch.target is not None:
-        launch, stop, summary = _with_method(a, launch)
+        launch, stop, summary, resolution = _with_method(a, launch)
         method = launch.method or ""
         refused = next((f for f in stop if f.rule_id == REFUSED and method in a.methods), None)
         stop = [f for f in stop if f is not refused]
@@ -289,6 +379,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     gate_rules = [r for r in rules if not KINDS[r.kind].siteless and r.kind != "candidate"]
     if launch is not None and launch.target is not None:
         judge = a.judge(launch)
+        judge.path = path
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
         for rule in rules:
@@ -302,11 +393,15 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
                     if finding else []
         findings = _merge_repeats(findings, a.rules)
         decisions = []
-        if path is not None:
+        if path is not None and resolution is not None:
             options = launch.options if launch.engine == a.tree.engine.name else {}
+            spec = load_path_spec(a.tree.engine.name)
+            fixed = dict(dict(spec.runner.platforms).get(a.platform, ())) if spec.runner is not None else {}
             evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), method, path,
-                                  judge.target_class_problem(), options, a.registry, launch.speculative)
-            decisions = decide(path, evaluator)
+                                  judge.target_class_problem(), options, a.registry, launch.speculative, fixed,
+                                  spec.speculative_config, resolution.fields,
+                                  draft_config=launch.drafter.config if launch.drafter is not None else None)
+            decisions = settled(decide(path, evaluator), resolution.coverage, a.index)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
         findings = stop + (_with_path(findings, decisions, sites, path) if path is not None else _in_order(findings))
@@ -352,9 +447,9 @@ def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
             for f in known_failures(engine, a.tree.version, launch_features(engine, options), method or None)]
 
 
-def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary]:
+def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary, Resolution]:
     """The launch with the method the release resolves it to; the findings that stand for the whole launch when
-    that method is not one to judge; and what the report says of the method."""
+    that method is not one to judge; what the report says of the method; and the resolution itself."""
     resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)
     summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
@@ -362,7 +457,28 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
                                                                                           launch),
                             resolution.warnings)
     launch = replace(launch, draft_config=resolution.draft_config)
-    return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary
+    return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary, resolution
+
+
+def settled(decisions: list[Decision], coverage: Coverage, index: TreeIndex) -> list[Decision]:
+    """The path's decisions, with the raises of the engine's resolving code that no way of this launch reaches
+    passed: played out statement by statement on the launch's values, that code decides them where the path's
+    reading, one condition at a time, could not (a field the code fills in before it checks it). A raise is not
+    reached where its own line is not, or the line of a call on the way to it."""
+    def not_reached(o: Obligation) -> bool:
+        if coverage.not_reached(o.file, o.line):
+            return True
+        for step in o.via:  # "module:Qual.name (line N)"
+            qualname, _, line = step.rstrip(")").partition(" (line ")
+            module = index.module(qualname.partition(":")[0])
+            if module is not None and line.isdigit() and coverage.not_reached(module.path, int(line)):
+                return True
+        return False
+
+    return [replace(d, status=Status.PASSES, error=None,
+                    why="not reached: the engine's resolving code, played out on this launch's values, takes no way "
+                        "to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
+            and not_reached(d.obligation) else d for d in decisions]
 
 
 def _draft_text(draft: dict | None, launch: Launch) -> str:
@@ -492,6 +608,8 @@ def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
     statuses = {f.status for f in findings}
     if Status.BLOCKS in statuses:
         return Verdict.BLOCKED
+    if Status.DEGRADES in statuses:  # known not to help, whatever the undecided gates turn out to be
+        return Verdict.DEGRADED
     if Status.UNKNOWN in statuses:
         return Verdict.UNKNOWN
     return Verdict.READY

@@ -14,13 +14,14 @@ it one hidden state per distinct aux layer id inside its layers; ``lm_head`` has
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.types import Finding, Rule, Status
+from ..core.types import EngineFunction, Finding, Judge, Rule, Status
 from ..launch.checkpoint import Checkpoint
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class DraftContext:
     launch: Launch
     draft: Checkpoint
     weights: bool = True  # False: a draft of the target's own layers whose checkpoint is not here (a preset)
+    judge: Judge | None = None  # the release's code, for the checks that read what the engine does with the files
 
     @property
     def target_text(self) -> dict:
@@ -343,3 +345,167 @@ def _dimension(text: object, hidden: int) -> int:
     factor, _, name = str(text).replace(" ", "").rpartition("*")
     value = hidden if name == "hidden" else int(name)
     return value * int(factor) if factor else value
+
+
+# -- what degrades: the launch runs, and the drafter silently does not help ----------------------------------------
+# Each check below reads what the release does with the drafter's files from its own code (the functions the rule's
+# ``params.engine`` names, found on the launch's traced path first), never from the drafter's name.
+
+# Where a drafter config may declare the target layers its head was trained on (vLLM, SGLang, speculators, ModelOpt).
+AUX_DECLARED: tuple[tuple[str, ...], ...] = (
+    ("eagle_aux_hidden_state_layer_ids",), ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
+    ("aux_hidden_state_layer_ids",), ("eagle_config", "layer_ids"))
+
+
+def _declared_aux(config: dict) -> dict[tuple[str, ...], list[int]]:
+    found: dict[tuple[str, ...], list[int]] = {}
+    for where in AUX_DECLARED:
+        value: object = config
+        for key in where:
+            value = value.get(key) if isinstance(value, dict) else None
+        if isinstance(value, list) and value and all(isinstance(i, int) for i in value):
+            found[where] = value
+    return found
+
+
+def config_reads(function: ast.AST) -> set[tuple[str, ...]]:
+    """The config keys a function reads: ``getattr(c, "k")``, ``hasattr(c, "k")`` and ``hf_config.k`` as ("k",);
+    ``v.get("k")`` and ``v["k"]`` as ("c", "k") where ``v = getattr(c, "c")`` (or ``c["c"]``, or a loop over names)."""
+    loops: dict[str, list[str]] = {}  # a loop variable over literal names
+    for node in ast.walk(function):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, (ast.Tuple, ast.List)):
+            loops[node.target.id] = [e.value for e in node.iter.elts if isinstance(e, ast.Constant)
+                                     and isinstance(e.value, str)]
+    containers: dict[str, list[str]] = {}
+    configs = {"hf_config", "config", "draft_hf_config"}
+    reads: set[tuple[str, ...]] = set()
+
+    def keys(node: ast.expr | None) -> list[str]:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return [node.value]
+        return loops.get(node.id, []) if isinstance(node, ast.Name) else []
+
+    def named(node: ast.AST) -> list[str]:  # getattr(c, "k") / c.get("k") / c["k"] -> the keys
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr") \
+                and len(node.args) >= 2:
+            return keys(node.args[1])
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args:
+            return keys(node.args[0])
+        if isinstance(node, ast.Subscript):
+            return keys(node.slice)
+        return []
+
+    for node in ast.walk(function):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value
+            if isinstance(value, ast.Attribute) and value.attr in configs or \
+                    isinstance(value, ast.Name) and value.id in configs:
+                configs.add(node.targets[0].id)
+            elif named(value):
+                containers[node.targets[0].id] = named(value)
+    for node in ast.walk(function):
+        base = node.args[0] if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args else \
+            node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else \
+            node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else None
+        owner = base.id if isinstance(base, ast.Name) else None
+        if isinstance(node, ast.Attribute) and owner in configs:
+            reads.add((node.attr,))
+        for key in named(node):
+            if owner in containers and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                reads |= {(container, key) for container in containers[owner]}
+            else:
+                reads.add((key,))
+    return reads
+
+
+def evaluate_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, layers: int) -> list[int] | None:
+    """The layer ids a target's default-layers method returns for a model of ``layers`` layers: its body played out
+    where it is assignments of arithmetic on the layer count and a returned tuple or list; None otherwise."""
+    names: dict[str, int] = {}
+
+    def value(node: ast.expr) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name) and node.id in names:
+            return names[node.id]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
+            return layers  # len(self.model.layers)
+        if isinstance(node, ast.Attribute) and node.attr == "num_hidden_layers":
+            return layers
+        if isinstance(node, ast.BinOp):
+            left, right = value(node.left), value(node.right)
+            operations = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
+                          ast.FloorDiv: int.__floordiv__}
+            if type(node.op) in operations:
+                return operations[type(node.op)](left, right)
+        raise ValueError(ast.dump(node))
+
+    try:
+        for stmt in function.body:
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+                continue  # the docstring
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                names[stmt.targets[0].id] = value(stmt.value)
+            elif isinstance(stmt, ast.Return) and isinstance(stmt.value, (ast.Tuple, ast.List)):
+                return [value(e) for e in stmt.value.elts]
+            else:
+                return None
+    except (ValueError, ZeroDivisionError):
+        return None
+    return None
+
+
+def _where(fn: EngineFunction) -> str:
+    return f"{fn.file}:{fn.line} {fn.name}"
+
+
+def _engine_finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evidence: str, fn: EngineFunction | None,
+                    error: str | None = None) -> Finding:
+    """A finding placed at the engine's code that decides it (a finding about the drafter's files: at config.json)."""
+    if fn is None:
+        return _finding(rule, ctx, status, why, evidence, error=error)
+    return Finding(rule.id, rule.title, rule.phase, status, fn.file, fn.line, evidence, error, why, rule.hint)
+
+
+@check("aux_layer_fallback")
+def check_aux_layer_fallback(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """Where the engine reads the aux layer ids in the drafter config (the functions ``params.engine.readers`` names,
+    on the launch's path), against where the drafter config declares them. Read nowhere, the engine captures the
+    target's default layers (the target class's ``params.engine.defaults`` method, played out for its layer count):
+    a head trained on other layers drafts from representations it never saw (acceptance about 1%, vllm PR #50170)."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    layers = ctx.target_text.get("num_hidden_layers")
+    if judge is None or not isinstance(layers, int):
+        return None
+    readers = judge.engine_functions(engine.get("readers") or (), engine.get("files") or ())
+    if not readers:
+        return None  # the release reads no aux layer ids from a drafter config: nothing to fall back from
+    reader = next((f for f in readers if f.on_path), readers[0])
+    reads = config_reads(reader.node)
+    default = next((f for f in map(judge.target_method, engine.get("defaults") or ()) if f is not None), None)
+    fallback = evaluate_layers(default.node, layers) if default is not None else None
+    fallback_text = f"{fallback} ({_where(default)}, for the target's {layers} layers)" if fallback and default else \
+        f"{[2, layers // 2, layers - 3]} (the default {DEFAULT_AUX_LAYERS}, for the target's {layers} layers)"
+    fallback = fallback or [2, layers // 2, layers - 3]
+    declared = _declared_aux(ctx.draft_config)
+    read_text = ", ".join(".".join(r) for r in sorted(reads) if r[-1] in {w[-1] for w in AUX_DECLARED}) or "none"
+    evidence = f"{_where(reader)} reads {read_text}"
+    if not declared:
+        return _engine_finding(rule, ctx, Status.UNDECIDED,
+                               f"the drafter config names no aux layer ids: the engine captures the target's layers "
+                               f"{fallback_text}; whether the head was trained on those cannot be told from its files "
+                               "(specaudit smoke measures it)", evidence, reader)
+    used = [where for where in declared if where in reads]
+    if used:
+        return _engine_finding(rule, ctx, Status.PASSES, f"the engine reads the ids where the drafter config declares "
+                               f"them ({'.'.join(used[0])} = {declared[used[0]]})", evidence, reader)
+    where, ids = next(iter(declared.items()))
+    evidence += f"; the drafter config declares {'.'.join(where)} = {ids}"
+    if sorted(set(ids)) == sorted(set(fallback)):
+        return _engine_finding(rule, ctx, Status.PASSES,
+                               f"the engine does not read {'.'.join(where)}, and its fallback {fallback_text} is the "
+                               "same layers", evidence, reader)
+    return _engine_finding(rule, ctx, Status.DEGRADES,
+                           f"the drafter was trained on the target's layers {ids} ({'.'.join(where)}), which this "
+                           f"release does not read: it captures {fallback_text} instead, and the head drafts from "
+                           "hidden states it never saw (no error, no log line; acceptance near zero)", evidence, reader)

@@ -475,7 +475,9 @@ class DrafterContract(Kind):
 
     name = "drafter_contract"
     required = {"check": str}
-    optional = {"layers": dict}  # where a draft of the target's own layers keeps them, by draft architecture
+    # layers: where a draft of the target's own layers keeps them, by draft architecture; engine: the names of the
+    # release's functions a check reads (what the engine does with the drafter's files: drafter.py)
+    optional = {"layers": dict, "engine": dict}
     siteless = True
 
     def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
@@ -491,10 +493,10 @@ class DrafterContract(Kind):
                                f"the target's weights could not be read: {launch.target_weights_problem}", rule.hint)
             weights = launch.target_weights
             own = weights or Checkpoint(launch.target.name, launch.target.config, {})
-            return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None))
+            return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None, judge))
         if drafter is None:
             return None  # no drafter checkpoint here
-        return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast(Checkpoint, drafter)))
+        return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast(Checkpoint, drafter), judge=judge))
 
     def validate(self, rule: Rule) -> str | None:
         problem = super().validate(rule)
