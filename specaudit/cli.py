@@ -339,6 +339,60 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
     sys.exit(result.exit_code)
 
 
+@main.command(cls=_WithLaunchCommand)
+@click.argument("hosts", nargs=-1)
+@click.option("--hosts-file", type=click.Path(dir_okay=False), help="A file of hosts, one a line (# comments).")
+@click.option("--ssh-config", type=click.Path(dir_okay=False), help="An ssh config file instead of ~/.ssh/config.")
+@click.option("--selector", help="Kubernetes pods by label selector (app=vllm), reached with kubectl exec; "
+                                 "a single pod is a host named pod/NAME.")
+@click.option("--namespace", help="The pods' Kubernetes namespace (default: kubectl's).")
+@click.option("--context", "kube_context", help="The kubectl context (default: kubectl's).")
+@click.option("--container", help="The container of each pod to run in (default: the pod's default).")
+@click.option("--kubectl", "kubectl", default="kubectl", show_default=True, help="The kubectl to call.")
+@click.option("--runs-dir", default=RUNS_DIR, show_default=True,
+              help="Where smoke launches keep their runs on the nodes (leftovers are looked for there).")
+@click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True,
+              help="Also write the report (sarif: the nodes' scans).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
+@click.pass_context
+def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ssh_config: str | None,
+          selector: str | None, namespace: str | None, kube_context: str | None, container: str | None, kubectl: str,
+          runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
+    """Audit every node of a multi-node launch, in parallel, each over its own connection: engine release and
+    files, patch bundles, checkpoints, GPUs and the static scan of its own engine; where the nodes differ; and
+    whether the launch's parallel sizes add up on them. The first node is the head.
+
+    \b
+    specaudit fleet gpu01 gpu02 -- vllm serve /shared/kimi-k2.5-int4 -tp 8 -pp 2 --nnodes 2 --master-addr 10.0.0.1 \\
+        --speculative-config '{"method":"eagle3","model":"/data/eagle3","num_speculative_tokens":3}'
+    specaudit fleet --hosts-file nodes.txt -- python3 -m sglang.launch_server --model-path ... --tp 16 --nnodes 2
+    specaudit fleet --selector app=vllm --namespace inference -- vllm serve ...
+
+    Exit codes: the worst node's (7 not reached, 1 BLOCKED, 3 UNKNOWN, 0 READY); 1 too when every node is READY
+    but they differ in what the launch needs alike, or its parallel sizes do not add up on them.
+    """
+    from .fleet.audit import FleetOptions, audit_fleet  # here: a scan never loads the fleet stage
+    from .fleet.hosts import node_names
+    from .fleet.kubectl import Cluster
+
+    console = Console()
+    with _reported_errors("interrupted"):
+        if "launch_command" not in ctx.meta:
+            raise SpecauditError("give the launch command after --")
+        if ssh_config and not Path(ssh_config).expanduser().is_file():
+            raise SpecauditError(f"--ssh-config {ssh_config}: no such file")
+        if formats:
+            check_out_dir(Path(out_dir))
+        cluster = Cluster(kubectl=kubectl, context=kube_context, namespace=namespace, container=container)
+        options = FleetOptions(hosts=node_names(hosts, hosts_file, selector, cluster),
+                               argv=tuple(ctx.meta["launch_command"]), ssh_config=ssh_config, cluster=cluster,
+                               runs_dir=runs_dir)
+        with console.status(f"auditing {len(options.hosts)} node(s)"):
+            result = audit_fleet(options)
+        _deliver(result, console, formats, out_dir)
+    sys.exit(result.exit_code)
+
+
 @contextmanager
 def _interrupt_on_termination() -> Iterator[None]:
     """SIGTERM and SIGHUP (a closed terminal) stop a command as Ctrl-C does."""

@@ -56,7 +56,9 @@ def keygen(path: Path) -> None:
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(path)], check=True)
 
 
-def start_sshd(directory: Path, alias: str = "gpu-node") -> LoopbackSSHD:
+def start_sshd(directory: Path, alias: str = "gpu-node", environment: dict[str, str] | None = None) -> LoopbackSSHD:
+    """``environment``: variables sshd sets in every session (its SetEnv), as a node's own would have them: the fleet
+    tests give each loopback "node" its own HOME, PATH and PYTHONPATH this way."""
     if not Path(SSHD).exists():
         raise RuntimeError("sshd is not installed (Debian: apt-get install openssh-server)")
     directory.mkdir(parents=True, exist_ok=True)
@@ -74,6 +76,7 @@ def start_sshd(directory: Path, alias: str = "gpu-node") -> LoopbackSSHD:
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
         "PermitRootLogin prohibit-password\nAllowTcpForwarding local\nMaxSessions 64\nMaxStartups 64\n"
         "ClientAliveInterval 5\nLogLevel ERROR\n"
+        + ("SetEnv " + " ".join(f'"{k}={v}"' for k, v in environment.items()) + "\n" if environment else "")
     )
     process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(directory / "sshd_config")],
                                stdout=subprocess.DEVNULL,

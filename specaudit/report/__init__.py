@@ -25,6 +25,7 @@ from .sarif import Sarif
 from .terminal import Terminal, print_patch_status
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 __all__ = ["FORMATS", "RENDERERS", "SCAN_FORMATS", "Renderer", "Report", "check_out_dir", "print_patch_status",
@@ -89,6 +90,11 @@ class _FileName(Renderer[str]):
     def matrix(self, matrix: Matrix) -> str:
         targets = "-".join(slug(t) for t in matrix.targets)
         return f"matrix-{targets}-{slug(matrix.releases[0])}-to-{slug(matrix.releases[-1])}"
+
+    def fleet(self, result: FleetResult) -> str:
+        stamp = re.sub(r"[^0-9T]", "", result.started)[:15]
+        target = slug(Path(result.target or "").name or "launch")
+        return f"fleet-{result.engine}-{target}-{len(result.nodes)}-nodes-{stamp}"
 
 
 def _scan_name(results: list[ScanResult]) -> str:

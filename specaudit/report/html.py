@@ -14,6 +14,7 @@ from .renderer import Renderer
 if TYPE_CHECKING:
     from jinja2 import Environment
 
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 
@@ -32,6 +33,9 @@ class Html(Renderer[str]):
 
     def matrix(self, matrix: Matrix) -> str:
         return _page("matrix.html", m=matrix)
+
+    def fleet(self, result: FleetResult) -> str:
+        return _page("fleet.html", f=result)
 
 
 def _page(template: str, **context: Any) -> str:
@@ -53,5 +57,7 @@ def _environment() -> Environment:
         provenance_line=lines.provenance_line, release_provenance=lines.release_provenance, cell_line=lines.cell_line,
         launches_line=lines.launches_line, known_lines=lines.known_lines, no_contract=lines.no_contract,
         root_lines=lines.root_lines, no_signature=lines.no_signature, smoke_rows=lines.smoke_rows,
-        timeline_spans=lines.timeline_spans)
+        timeline_spans=lines.timeline_spans, fleet_summary=lines.fleet_summary, node_rows=lines.node_rows,
+        node_scan=lines.node_scan, difference_line=lines.difference_line, check_line=lines.check_line,
+        layout_line=lines.layout_line)
     return env

@@ -11,6 +11,7 @@ from ..results.scan import Comparison, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 
@@ -31,6 +32,9 @@ class Json(Renderer[str]):
         # The cells hold no scans: each release's provenance comes from the scans behind them, once per release.
         provenance = {f"{r.tree.engine} {r.tree.version}": asdict(r.provenance) for r in matrix.results if r.provenance}
         return _dump({**matrix.to_dict(), "provenance": provenance})
+
+    def fleet(self, result: FleetResult) -> str:
+        return _dump(result.to_dict())
 
 
 def _dump(data: dict[str, Any]) -> str:

@@ -14,6 +14,8 @@ from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Prefligh
 from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
 
 if TYPE_CHECKING:
+    from ..fleet.results import Difference, FleetResult, NodeAudit
+    from ..launch.parallel import Arithmetic, Check
     from ..results.matrix import Cell, Matrix
 
 T = TypeVar("T")
@@ -314,3 +316,61 @@ def _lossless_rows(lossless: Lossless | None) -> list[tuple[str, str]]:
 
 def num(value: float | None, digits: int = 0) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+# -- a fleet -------------------------------------------------------------------------------------------------------
+
+
+def fleet_summary(result: FleetResult) -> str:
+    """The fleet's verdict in a sentence: the worst node, whether the nodes agree, whether the numbers add up."""
+    nodes = f"{len(result.nodes)} node(s), {result.scans} scan(s), {result.seconds:.1f} s"
+    material = [d for d in result.differences if d.material]
+    agree = ("the nodes agree on what the launch needs alike" if not material else
+             "the nodes differ: " + "; ".join(f"{d.aspect} ({', '.join(d.odd) or 'split'})" for d in material))
+    worst = f"worst node {result.worst_node}"
+    sums = f"launch arithmetic {result.arithmetic.status}" if result.arithmetic is not None else ""
+    return "; ".join(part for part in (nodes, worst, agree, sums) if part)
+
+
+def node_scan(node: NodeAudit) -> str:
+    if node.scan is None:
+        return node.scan_problem or "not scanned"
+    first = node.scan.blocking[0] if node.scan.blocking else None
+    shared = f" (the scan of {node.scanned_on}: same engine files, checkpoints and platform)" if node.scanned_on else ""
+    return f"scan {node.scan.verdict}" + (f": {first.title} ({first.location})" if first else "") + shared
+
+
+def node_rows(node: NodeAudit) -> list[tuple[str, str]]:
+    """A node's figures as (label, value) rows."""
+    if not node.reached or node.preflight is None:
+        return [("not reached", node.error)]
+    rows = _preflight_rows(node.preflight)
+    rows.append(("engine files", f"sha256 {node.engine_digest[:16]}" if node.engine_digest else "-"))
+    rows += [("patch bundle", f"{b.bundle}: {b.state}, {b.detail}") for b in node.bundles]
+    if node.patch_problem:
+        rows.append(("patch state", node.patch_problem))
+    for c in node.checkpoints:
+        rows.append((f"{c.role} {c.path}", "missing" if not c.present else
+                     f"config.json sha256 {(c.config_sha256 or '-')[:16]}; safetensors headers "
+                     + (f"sha256 {c.headers_sha256[:16]} ({c.files} file(s))" if c.headers_sha256 else "none")))
+    rows += [("problem", problem) for problem in node.preflight.problems]
+    rows.append(("static scan", node_scan(node)))
+    return rows
+
+
+def difference_line(difference: Difference) -> str:
+    return "; ".join(f"{value} ({', '.join(hosts)})" for value, hosts in difference.values.items())
+
+
+def check_line(check: Check) -> str:
+    says = f"; the engine says: {check.engine_says}" if check.engine_says else ""
+    return f"{MARK[check.status]} {check.name}: {check.detail}{says}"
+
+
+def layout_line(arithmetic: Arithmetic) -> str:
+    p = arithmetic.parallelism
+    parts = [f"TP {p.tensor}", f"PP {p.pipeline}", f"DP {p.data}"] + ([f"PCP {p.context}"] if p.context > 1 else [])
+    mode = "Ray" if p.ray else (f"{p.nnodes} nodes ({p.engine}'s multi-node mode)" if p.nnodes > 1 else "one node")
+    draft = f", draft TP {p.draft_tensor}" if p.draft_tensor is not None else ""
+    return f"{' x '.join(parts)} = {p.ranks} rank(s), {mode}{draft}"
+

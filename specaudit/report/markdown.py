@@ -12,22 +12,28 @@ from .lines import (
     MARK,
     absent_rules,
     cell_line,
+    check_line,
+    difference_line,
+    fleet_summary,
     gate_lines,
     indexed_line,
     known_lines,
     launches_line,
+    layout_line,
     method_line,
     no_contract,
     no_signature,
+    node_rows,
+    node_scan,
     num,
     other_gates,
-    shown_first,
     path_line,
     platform_line,
     provenance_line,
     registered,
     release_provenance,
     root_lines,
+    shown_first,
     smoke_rows,
     source_link,
     summary,
@@ -36,6 +42,7 @@ from .lines import (
 from .renderer import Renderer, Report
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 
@@ -138,6 +145,35 @@ class Markdown(Renderer[str]):
         for line in release_provenance(matrix.results):
             out += [f"_{line}_", ""]
         return "\n".join(out)
+
+    def fleet(self, result: FleetResult) -> str:
+        out = [f"# specaudit fleet: {', '.join(result.hosts)} ({result.engine})", "",
+               f"Started {result.started}, {result.seconds:.1f} s.", "", f"## {result.verdict}", "", fleet_summary(result),
+               "", "```", " ".join(result.command), "```", "", "| node | verdict | engine | bundles | GPUs | scan |",
+               "|---|---|---|---|---|---|"]
+        out += [f"| {_cell(n.host)} ({n.transport}) | **{n.verdict}** | {_cell(n.preflight.engine if n.preflight else n.error)} "
+                f"| {_cell(', '.join(f'{b.bundle} ({b.state})' for b in n.bundles) or '-')} "
+                f"| {'-' if n.gpus is None else n.gpus} | {_cell(node_scan(n))} |" for n in result.nodes]
+        out += ["", "## Where the nodes differ", ""]
+        if result.differences:
+            out += ["| aspect | values (nodes) | |", "|---|---|---|"]
+            out += [f"| {_cell(d.aspect)} | {_cell(difference_line(d))} | {'must agree' if d.material else 'shown'} |"
+                    for d in result.differences]
+        else:
+            out.append("Nowhere: the nodes agree on everything compared.")
+        if result.arithmetic is not None:
+            out += ["", "## Launch arithmetic", "", layout_line(result.arithmetic), ""]
+            out += [f"- {check_line(c)}" for c in result.arithmetic.checks]
+            out += ["", "| node | role |", "|---|---|"]
+            out += [f"| {_cell(h)} | {_cell(r)} |" for h, r in result.arithmetic.roles.items()]
+        if result.parallel_gates:
+            out += ["", "## Gates that read the parallel sizes", ""]
+            out += [f"- {MARK[g.finding.status]} {g.finding.title} (`{g.finding.location}`) on {', '.join(g.hosts)}"
+                    for g in result.parallel_gates]
+        for n in result.nodes:
+            out += ["", f"## {n.host}", "", "| | |", "|---|---|"]
+            out += [f"| {label} | {_cell(value)} |" for label, value in node_rows(n)]
+        return _text(out + _provenance(result.provenance))
 
 
 def _text(lines: list[str]) -> str:

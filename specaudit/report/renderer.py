@@ -10,9 +10,10 @@ from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
-Report = Union[ScanResult, Comparison, Explanation, SmokeResult, "Matrix"]
+Report = Union[ScanResult, Comparison, Explanation, SmokeResult, "Matrix", "FleetResult"]
 Output = TypeVar("Output")
 
 
@@ -24,7 +25,7 @@ class Renderer(ABC, Generic[Output]):
         # By the type's name: the matrix stage brings libcst, which rendering a scan must not import.
         methods: dict[str, Callable[[Any], Output]] = {
             "ScanResult": self.scan, "Comparison": self.comparison, "Explanation": self.explanation,
-            "SmokeResult": self.smoke, "Matrix": self.matrix}
+            "SmokeResult": self.smoke, "Matrix": self.matrix, "FleetResult": self.fleet}
         return methods[type(report).__name__](report)
 
     @abstractmethod
@@ -41,3 +42,6 @@ class Renderer(ABC, Generic[Output]):
 
     @abstractmethod
     def matrix(self, matrix: Matrix) -> Output: ...
+
+    @abstractmethod
+    def fleet(self, result: FleetResult) -> Output: ...

@@ -22,6 +22,7 @@ from ..results.scan import Comparison, Provenance, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -48,6 +49,10 @@ class Sarif(Renderer[str]):
 
     def smoke(self, result: SmokeResult) -> str:
         raise SpecauditError(_NO_LOCATIONS)
+
+    def fleet(self, result: FleetResult) -> str:
+        # The nodes' engines, each scan once (nodes that share a scan share its run).
+        return _log([n.scan for n in result.nodes if n.scan is not None and not n.scanned_on])
 
 
 def _log(results: list[ScanResult]) -> str:

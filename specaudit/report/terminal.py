@@ -19,21 +19,27 @@ from .lines import (
     absent_rules,
     answer_lines,
     cell_line,
+    check_line,
+    difference_line,
+    fleet_summary,
     gate_lines,
     indexed_line,
     known_lines,
     launches_line,
+    layout_line,
     method_line,
     no_contract,
     no_signature,
+    node_rows,
+    node_scan,
     other_gates,
-    shown_first,
     path_line,
     platform_line,
     provenance_line,
     registered,
     release_provenance,
     root_lines,
+    shown_first,
     smoke_rows,
     summary,
     without_controls,
@@ -41,6 +47,7 @@ from .lines import (
 from .renderer import Renderer, Report
 
 if TYPE_CHECKING:
+    from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
 
 STYLE: dict[str, str] = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
@@ -131,6 +138,44 @@ class Terminal(Renderer[Group]):
             cells = [matrix.cell(t, release) for t in matrix.targets]
             _row(table, release, *[Text(cell_line(c), style=STYLE[c.verdict].replace("bold ", "")) for c in cells])
         return Group(*out, table, *[Text(line, style="dim") for line in release_provenance(matrix.results)])
+
+    def fleet(self, result: FleetResult) -> Group:
+        out: list[RenderableType] = [
+            Text.assemble(("specaudit fleet", "bold"), f"  {len(result.nodes)} node(s)  {result.engine}  {result.started}  "
+                                                       f"({result.seconds:.1f} s)"),
+            Text(result.verdict, style=_style(result.verdict)) + Text(f"  {fleet_summary(result)}")]
+        nodes = _table(["node", "verdict", "engine", "bundles", "GPUs", "scan"], title="nodes")
+        for n in result.nodes:
+            _row(nodes, f"{n.host} ({n.transport})", Text(n.verdict, style=_style(n.verdict)),
+                 n.preflight.engine if n.preflight else n.error,
+                 ", ".join(f"{b.bundle} ({b.state})" for b in n.bundles) or "-",
+                 "-" if n.gpus is None else str(n.gpus), node_scan(n))
+        out.append(nodes)
+        if result.differences:
+            table = _table(["aspect", "values (nodes)", ""], title="where the nodes differ")
+            for d in result.differences:
+                _row(table, d.aspect, difference_line(d), Text("must agree" if d.material else "shown", style="dim"))
+            out.append(table)
+        else:
+            out.append(Text("the nodes agree on everything compared", style="green"))
+        if result.arithmetic is not None:
+            out += [Text(f"launch arithmetic: {layout_line(result.arithmetic)}", style="bold"),
+                    *[Text("  " + check_line(c)) for c in result.arithmetic.checks],
+                    *[Text(f"  {host}: {role}", style="dim") for host, role in result.arithmetic.roles.items()]]
+        if result.parallel_gates:
+            out.append(Text("gates that read the parallel sizes:", style="bold"))
+            out += [Text(f"  {MARK[g.finding.status]} {g.finding.title} ({g.finding.location}) on {', '.join(g.hosts)}")
+                    for g in result.parallel_gates]
+        for n in result.nodes:
+            details = Table(show_header=False, box=None, title=n.host, title_justify="left")
+            for label, value in node_rows(n):
+                details.add_row(Text(label, style="bold"), Text(value))
+            out.append(details)
+        return Group(*out, *_provenance(result.provenance))
+
+
+def _style(verdict: str) -> str:
+    return STYLE.get(verdict, "bold red")  # UNREACHABLE: a node not reached
 
 
 def _table(columns: list[str], **options) -> Table:

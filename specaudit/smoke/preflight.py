@@ -14,6 +14,7 @@ import tarfile
 from dataclasses import replace
 from importlib import resources
 from pathlib import Path
+from typing import Protocol
 
 from ..core.cache import cache_dir, slug, staged_tree
 from ..core.engines import ENGINES
@@ -27,16 +28,29 @@ from ..results.outcome import Preflight
 from ..results.scan import ScanResult
 from ..scan.audit import scan as run_scan
 from ..tree.locate import EngineTree, locate_directory
-from .remote import bash_command, quote_command, remote_script
-from .session import Session, Stop
+from .remote import Transport, bash_command, quote_command, remote_script
+from .session import SmokeOptions, Stop
 
 _PROBE = remote_script("probe")
+
+
+class Node(Protocol):
+    """What the preflight needs of a launch's session (session.Session), or of a node of a fleet: the options, the
+    way in, and a timeline to note events on."""
+
+    @property
+    def options(self) -> SmokeOptions: ...
+
+    @property
+    def remote(self) -> Transport: ...
+
+    def note(self, phase: str, text: str, at: float | None = None) -> None: ...
 
 
 class RemoteEngine:
     """The engine on the node as the probe sees it: the preflight of the node, and the scan of its own files."""
 
-    def __init__(self, session: Session, command: LaunchCommand, port: int):
+    def __init__(self, session: Node, command: LaunchCommand, port: int):
         self.session, self.command, self.port = session, command, port
         self.engine = command.engine
         self.host = session.options.host
@@ -46,6 +60,20 @@ class RemoteEngine:
 
     def preflight(self) -> None:
         """Probe the node, then scan its engine; stop BLOCKED on a problem of the node or a blocked scan."""
+        info = self.probe()
+        record = self.record
+        assert record is not None
+        if record.problems:
+            raise Stop(SmokeVerdict.BLOCKED, "; ".join(record.problems))
+        scan = self.scan = self.scan_engine(info)
+        self.session.note("scan", f"{scan.verdict} ({len(scan.blocking)} blocking gate(s)) in {scan.seconds:.1f} s")
+        if scan.verdict == Verdict.BLOCKED and not self.session.options.launch_anyway:
+            first = scan.blocking[0]
+            raise Stop(SmokeVerdict.BLOCKED, f"the static scan says BLOCKED: {first.title} ({first.location}); "
+                                             "nothing launched (--launch-anyway to launch regardless)")
+
+    def probe(self) -> dict:
+        """The probe's report of the node (remote_probe.py info), kept as ``record``; nothing judged yet."""
         self.session.note("preflight", "remote Python, engine, GPUs, port, leftovers")
         spec = self.command.speculative
         paths = [[p, r] for p, r in ((self.command.model, self.command.options.get("revision")),
@@ -57,14 +85,7 @@ class RemoteEngine:
         self.runs_dir = info["runs_dir"]
         record = self.record = preflight_of(info, self.port, self.engine)
         self.session.note("preflight", f"{record.python}; {record.engine} at {record.engine_root}")
-        if record.problems:
-            raise Stop(SmokeVerdict.BLOCKED, "; ".join(record.problems))
-        scan = self.scan = self._scan(info)
-        self.session.note("scan", f"{scan.verdict} ({len(scan.blocking)} blocking gate(s)) in {scan.seconds:.1f} s")
-        if scan.verdict == Verdict.BLOCKED and not self.session.options.launch_anyway:
-            first = scan.blocking[0]
-            raise Stop(SmokeVerdict.BLOCKED, f"the static scan says BLOCKED: {first.title} ({first.location}); "
-                                             "nothing launched (--launch-anyway to launch regardless)")
+        return info
 
     def _probe(self, command: str, request: dict) -> bytes:
         """remote_probe.py COMMAND, run by the Python of the launch command's program, with its environment."""
@@ -79,7 +100,7 @@ class RemoteEngine:
                                              f"{lines[-1] if lines else f'exit status {proc.returncode}'}")
         return proc.stdout
 
-    def _scan(self, info: dict) -> ScanResult:
+    def scan_engine(self, info: dict) -> ScanResult:
         """The static scan of the remote engine's own files, for the target and drafter named on the remote."""
         tree = self._mirror_engine(info["engine"])
         checkpoints = info["checkpoints"]

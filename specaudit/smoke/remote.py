@@ -15,6 +15,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -56,8 +57,43 @@ def ssh_failure(host: str, stderr: str) -> str:
     return f"{host}: ssh failed: {lines[-1] if lines else 'no message'}"
 
 
+class Transport(ABC):
+    """How commands reach a node: the interface the preflight (and the fleet) talk to. ``Remote`` is the system
+    ``ssh``; another way in (``kubectl exec`` into a pod: fleet/kubectl.py) implements the same methods."""
+
+    host: str
+    round_trips: int  # commands sent
+    handshakes: int  # connections opened
+
+    @abstractmethod
+    def connect(self) -> None:
+        """Reach the node once; raise SSHError (exit code 7) with the reason when it cannot be reached."""
+
+    @abstractmethod
+    def run(self, script: str, input: str | bytes | None = None, timeout: float = 60,
+            check: bool = True) -> subprocess.CompletedProcess:
+        """Run a shell script (one command line for the node's shell) there; its stdout as bytes."""
+
+    @abstractmethod
+    def stream(self, script: str) -> subprocess.Popen:
+        """A command whose stdout is read as it comes."""
+
+    @abstractmethod
+    def forward(self, remote_port: int, remote_host: str = "127.0.0.1") -> int:
+        """A loopback port here that reaches ``remote_host:remote_port`` as the node sees it."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def alive(self) -> bool:
+        return True
+
+    def reconnect(self, within: float) -> bool:
+        return self.alive()
+
+
 @dataclass
-class Remote:
+class Remote(Transport):
     """A host as the user's ssh names it, reached through one master connection."""
 
     host: str

@@ -47,21 +47,28 @@ def find_engine(package, distributions):
             break
         except importlib.metadata.PackageNotFoundError:
             continue
-    fingerprint = hashlib.sha256()
+    fingerprint, content, digests = hashlib.sha256(), hashlib.sha256(), {}
     for path in engine_files(package_dir):
         stat = os.stat(path)
-        fingerprint.update(f"{os.path.relpath(path, package_dir)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        relpath = os.path.relpath(path, package_dir)
+        fingerprint.update(f"{relpath}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+        with open(path, "rb") as fh:
+            digests[os.path.realpath(path)] = digest = hashlib.sha256(fh.read()).digest()
+        content.update(f"{relpath}\0{digest.hex()}\n".encode())
     info = {"package_dir": package_dir, "root": os.path.dirname(package_dir), "version": None,
             "distribution": None, "dist_info": None, "fingerprint": fingerprint.hexdigest(),
-            "record": record_check(dist, package) if dist else None}
+            "record": record_check(dist, package, digests) if dist else None}
     if dist is not None:
         info.update(version=dist.version, distribution=dist.metadata["Name"],
                     dist_info=str(getattr(dist, "_path", "")) or None)
+        content.update(f"{dist.metadata['Name']}\0{dist.version}\n".encode())
+    info["content"] = content.hexdigest()  # the .py files' bytes and the release: equal on two nodes, one scan
     return info
 
 
-def record_check(dist, package):
-    """The engine's ``.py`` files whose sha256 differs from the wheel's RECORD (a local patch), or are missing."""
+def record_check(dist, package, digests=None):
+    """The engine's ``.py`` files whose sha256 differs from the wheel's RECORD (a local patch), or are missing.
+    ``digests``: the sha256 of files already read, by real path."""
     modified, missing, checked = [], [], 0
     for entry in dist.files or []:
         if not entry.hash or entry.hash.mode != "sha256" or not str(entry).endswith(".py"):
@@ -70,9 +77,12 @@ def record_check(dist, package):
             continue
         path = entry.locate()
         checked += 1
+        raw = (digests or {}).get(os.path.realpath(path))
         try:
-            with open(path, "rb") as fh:
-                digest = base64.urlsafe_b64encode(hashlib.sha256(fh.read()).digest()).rstrip(b"=").decode()
+            if raw is None:
+                with open(path, "rb") as fh:
+                    raw = hashlib.sha256(fh.read()).digest()
+            digest = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
         except FileNotFoundError:
             missing.append(str(entry))
             continue
@@ -229,11 +239,57 @@ def checkpoint(path, revision=None):
     return result
 
 
+def specaudit_cache():
+    """The node's specaudit cache, as specaudit finds it there (core/cache.py): SPECAUDIT_CACHE, else
+    XDG_CACHE_HOME/specaudit, else ~/.cache/specaudit."""
+    if os.environ.get("SPECAUDIT_CACHE"):
+        return os.path.expanduser(os.environ["SPECAUDIT_CACHE"])
+    return os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "specaudit")
+
+
+def patch_state(engine, package):
+    """The patch state ``specaudit patch`` keeps for this tree on the node (tree/provenance.py's shadow_dir: keyed by
+    the package directory's device and inode, or by the tree's path before), with the sha256 of each file a bundle
+    changed as it is now; None when no bundle was ever applied here."""
+    if engine is None:
+        return None
+    st = os.stat(engine["package_dir"])
+    keys = (hashlib.sha1(f"{st.st_dev}:{st.st_ino}".encode()).hexdigest()[:12],
+            hashlib.sha1(os.path.realpath(engine["root"]).encode()).hexdigest()[:12])
+    patches = os.path.join(specaudit_cache(), "patches")
+    try:
+        names = sorted(os.listdir(patches))
+    except OSError:
+        return None
+    for key in keys:
+        for name in names:
+            if not name.endswith("-" + key) or not name.startswith(package + "-"):
+                continue
+            folder = os.path.join(patches, name)
+            try:
+                with open(os.path.join(folder, "state.json"), encoding="utf-8") as fh:
+                    state = json.load(fh)
+            except (OSError, ValueError) as exc:
+                return {"dir": folder, "error": str(exc)}
+            current = {}
+            for rel in (state.get("files") or {}) if isinstance(state, dict) else {}:
+                try:
+                    with open(os.path.join(engine["root"], rel), "rb") as fh:
+                        current[rel] = hashlib.sha256(fh.read()).hexdigest()
+                except OSError:
+                    current[rel] = None
+            return {"dir": folder, "state": state, "current": current,
+                    "interrupted": os.path.exists(os.path.join(folder, "journal.json"))}
+    return None
+
+
 def info(request):
+    engine = find_engine(request["package"], request["distributions"])
     return {
         "python": {"executable": sys.executable, "version": platform.python_version()},
         "hostname": socket.gethostname(),
-        "engine": find_engine(request["package"], request["distributions"]),
+        "engine": engine,
+        "patches": patch_state(engine, request["package"]),
         "gpus": gpus(),
         "port_in_use": port_in_use(request["port"]) if request.get("port") else None,
         "runs_dir": os.path.expanduser(request["runs_dir"]),

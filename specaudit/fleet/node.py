@@ -1,0 +1,128 @@
+"""One node of a fleet: reached over its own connection, probed by the smoke stage's probe (the engine, its RECORD
+drift, GPUs, the checkpoints, and the node's patch state), and read into a ``NodeAudit``. Its engine is scanned
+later, once per distinct engine (audit.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.errors import SpecauditError
+from ..launch.command import LaunchCommand
+from ..results.outcome import Event
+from ..smoke.preflight import RemoteEngine
+from ..smoke.remote import Remote, SSHError, Transport
+from ..smoke.session import SmokeOptions, Stop
+from .kubectl import POD_PREFIX, Cluster, Kubectl
+from .results import BundleState, CheckpointDigest, NodeAudit
+
+
+class NodeSession:
+    """What the preflight needs of a node (smoke.preflight.Node): the options, the way in, a timeline."""
+
+    def __init__(self, options: SmokeOptions, remote: Transport, started: float):
+        self.options, self.remote, self.started = options, remote, started
+        self.timeline: list[Event] = []
+
+    def note(self, phase: str, text: str, at: float | None = None) -> None:
+        self.timeline.append(Event(round((at or time.monotonic()) - self.started, 2), phase, text))
+
+
+@dataclass
+class Node:
+    """A node being audited: its session, the preflight's engine, what the probe said, and the audit so far."""
+
+    audit: NodeAudit
+    session: NodeSession
+    engine: RemoteEngine
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def scan_key(self) -> str | None:
+        """Equal on two nodes whose scans must be equal: the engine's files, the checkpoints, the platform."""
+        if self.audit.engine_digest is None:
+            return None
+        parts = [self.audit.engine_digest, self.audit.platform,
+                 *[(c.role, c.path, c.present, c.config_sha256, c.headers_sha256) for c in self.audit.checkpoints]]
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+    def close(self) -> None:
+        self.session.remote.close()
+
+
+def transport(host: str, ssh_config: str | None, cluster: Cluster) -> Transport:
+    return Kubectl(host, cluster) if host.startswith(POD_PREFIX) else Remote(host, ssh_config)
+
+
+def probe(host: str, options: SmokeOptions, command: LaunchCommand, cluster: Cluster, started: float) -> Node:
+    """Reach the node and probe it; what fails is the audit's ``error``, never an exception."""
+    begun = time.monotonic()
+    remote = transport(host, options.ssh_config, cluster)
+    session = NodeSession(options, remote, started)
+    node = Node(NodeAudit(host, "kubectl" if isinstance(remote, Kubectl) else "ssh", ""), session,
+                RemoteEngine(session, command, 0))
+    try:
+        session.note("connect", f"{node.audit.transport} {host}")
+        remote.connect()
+        node.info = node.engine.probe()
+        read_probe(node, command)
+    except (SSHError, Stop, SpecauditError) as exc:
+        node.audit.error = exc.reason if isinstance(exc, Stop) else str(exc)
+    node.audit.seconds = round(time.monotonic() - begun, 2)
+    node.audit.timeline = session.timeline
+    return node
+
+
+def read_probe(node: Node, command: LaunchCommand) -> None:
+    info, audit = node.info, node.audit
+    audit.preflight = node.engine.record
+    engine = info.get("engine")
+    audit.engine_digest = engine.get("content") if engine else None
+    audit.platform = "cuda" if audit.preflight is not None and audit.preflight.gpus else "cpu"
+    roles = {command.model: "target", command.speculative.get("model"): "drafter"}
+    audit.checkpoints = [checkpoint_digest(roles.get(path, "model"), path, entry, model_line)
+                         for (path, entry), model_line in zip(info.get("checkpoints", {}).items(),
+                                                             audit.preflight.models if audit.preflight else [])]
+    audit.bundles, audit.patch_problem = bundle_states(info.get("patches"))
+
+
+def checkpoint_digest(role: str, path: str, entry: dict[str, Any], where: str) -> CheckpointDigest:
+    config = entry.get("config")
+    files = entry.get("files") or {}
+    headers = None
+    if any("header" in f for f in files.values()):
+        digest = hashlib.sha256()
+        for name in sorted(files):
+            f = files[name]
+            digest.update(json.dumps([name, f.get("size"), f.get("header"), f.get("ranges"), f.get("text")]).encode())
+        headers = digest.hexdigest()
+    return CheckpointDigest(role, path, config is not None, where,
+                            hashlib.sha256(config.encode()).hexdigest() if config is not None else None, headers,
+                            len(files))
+
+
+def bundle_states(patches: dict[str, Any] | None) -> tuple[list[BundleState], str]:
+    """The bundles the node's patch state names, each as its files are now (tree/provenance.py reads the same state
+    for a local tree; patch --status judges it the same way)."""
+    if not patches:
+        return [], ""
+    if "error" in patches:
+        return [], f"{patches['dir']}/state.json: unreadable ({patches['error']})"
+    state, current = patches.get("state"), patches.get("current") or {}
+    if not isinstance(state, dict) or not isinstance(state.get("bundles"), dict) or not isinstance(state.get("files"), dict):
+        return [], f"{patches['dir']}/state.json: not a patch state"
+    out = []
+    for bundle, entry in sorted(state["bundles"].items()):
+        files = sorted(entry.get("files", [])) if isinstance(entry, dict) else []
+        drifted = [rel for rel in files if current.get(rel) != (state["files"].get(rel) or {}).get("applied")]
+        if patches.get("interrupted"):
+            out.append(BundleState(bundle, files, "interrupted", "a patch run was stopped mid-way: the next "
+                                   "`specaudit patch --status` on the node rolls it back"))
+        elif drifted:
+            out.append(BundleState(bundle, files, "drifted", f"changed since the bundle was applied: {', '.join(drifted)}"))
+        else:
+            out.append(BundleState(bundle, files, "applied", f"{len(files)} file(s) as the bundle left them"))
+    return out, ""
