@@ -46,6 +46,9 @@ class Acceptance:
     per_position: list[float]  # acceptance at draft position 0, 1, ...
     floors: dict[str, float]  # the method's floors these were held against
     flags: list[str]  # why the figures mean a silent failure; empty when they do not
+    source: str = ""  # where the figures come from: counters over the requests, each request's meta_info, or gauges
+    expected: str = ""  # what the acceptance length was held against: the drafter's published twin, or its method's range
+    by_kind: dict[str, float] = field(default_factory=dict)  # mean acceptance length per prompt kind (chat, code, maths)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import json
 import threading
 
 from ..results.outcome import Acceptance, Answer, Lossless
-from .metrics import ServingProfile, acceptance, meta_acceptance
+from .metrics import ServingProfile, acceptance, expected, meta_acceptance
 from .session import Session
 from .watch import Watch
 
@@ -93,11 +93,29 @@ class Exercise:
             figures = meta_acceptance([m for m in metas if m], self.method, self.server.serving, before,
                                       self.server.metrics())
         if figures is None:
-            figures = acceptance(before, self.server.metrics(), self.server.serving, self.method)
+            figures = acceptance(before, self.server.metrics(), self.server.serving, self.method,
+                                 requests=len(self.session.options.prompts))
+        figures = self._held_against_twin(figures)
         if figures.acceptance_rate is not None:
             self.session.note("metrics", f"acceptance rate {figures.acceptance_rate:.3f}, mean acceptance length "
                                          f"{figures.mean_acceptance_length or 0:.2f}")
         return answers, figures
+
+    def _held_against_twin(self, figures: Acceptance) -> Acceptance:
+        """The figures held against the drafter's published twin, else its method's range (metrics.expected)."""
+        from ..core.errors import SpecauditError
+        from ..launch.command import parse_launch_command, strip_assignments
+
+        try:
+            command = parse_launch_command(strip_assignments(list(self.session.options.argv))[0])
+        except SpecauditError:
+            return figures
+        spec = command.speculative
+        # the tokens drafted per step: vLLM's num_speculative_tokens; SGLang's chain drafts --speculative-num-steps
+        draft_tokens = command.options.get("speculative_num_steps") if command.engine == "sglang" \
+            else spec.get("num_speculative_tokens")
+        return expected(figures, self.method, str(spec.get("model") or ""), str(command.model or ""),
+                        int(draft_tokens) if str(draft_tokens or "").isdigit() else None)
 
     def _ask(self, watch: Watch, model: str | None, prompt: str) -> Answer:
         """One completion; while it is in flight the log is still watched, so a crash ends the wait at once."""

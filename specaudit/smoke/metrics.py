@@ -81,8 +81,11 @@ def _by_position(samples: dict, name: str | None, label: str) -> dict[int, float
     return dict(positions)
 
 
-def acceptance(before: str, after: str, names: ServingProfile, method: str) -> Acceptance:
-    """The figures of what happened between two /metrics reads, held against the method's floors."""
+def acceptance(before: str, after: str, names: ServingProfile, method: str, requests: int = 0,
+               draft_tokens_per_step: int | None = None) -> Acceptance:
+    """The figures of what happened between two /metrics reads, held against the method's floors: from counters of
+    drafts (vLLM), else of generated tokens and verify steps (SGLang: ``requests``, the requests sent between the
+    reads, each began with a token of its prefill, not of a verify step), else from gauges, said so."""
     old, new = parse_prometheus(before), parse_prometheus(after)
 
     def delta(key: str) -> float | None:
@@ -98,19 +101,30 @@ def acceptance(before: str, after: str, names: ServingProfile, method: str) -> A
         name, label = names.counters.get("accepted_per_position"), names.position_label
         start, end = _by_position(old, name, label), _by_position(new, name, label)
         per_position = [(end[p] - start.get(p, 0.0)) / drafts for p in sorted(end)]
-    if rate is None:
+    source = "counters over these requests" if drafts is not None else ""
+    generated, verify = delta("generated_tokens"), delta("verify_calls")
+    if drafts is None and generated is not None and verify is not None:
+        drafts, accepted = verify, max(generated - requests - verify, 0.0)
+        length = 1 + accepted / verify if verify else None
+        draft_tokens = verify * draft_tokens_per_step if draft_tokens_per_step else None
+        rate = accepted / draft_tokens if draft_tokens else None
+        source = "counters over these requests (generated tokens and verify steps)"
+    if rate is None and length is None:
         rate = _sum(new, names.gauges.get("acceptance_rate"))
-    if length is None:
         length = _sum(new, names.gauges.get("mean_acceptance_length"))
+        if rate is not None or length is not None:
+            source = "gauges of the server's most recent batch, not of these requests (no counters)"
     floors = load_floors(method)
     return Acceptance(drafts, draft_tokens, accepted, rate, length, per_position, floors,
-                      _flags(drafts, rate, per_position, floors, names))
+                      _flags(drafts, rate, per_position, floors, names, length), source)
 
 
 def _flags(drafts: float | None, rate: float | None, per_position: list[float], floors: dict[str, float],
-           names: ServingProfile) -> list[str]:
+           names: ServingProfile, length: float | None = None) -> list[str]:
     if drafts == 0:
         return ["the drafter proposed no tokens during the requests: speculative decoding is not running"]
+    if rate is None and length is not None:
+        return _collapse(per_position)  # an acceptance length without the tokens drafted: held against what it expects
     if rate is None:
         exposed = ", ".join([*names.counters.values(), *names.gauges.values()])
         return [f"the server's /metrics has none of the speculative-decoding metrics ({exposed})"]
@@ -121,7 +135,85 @@ def _flags(drafts: float | None, rate: float | None, per_position: list[float], 
     if per_position and per_position[0] < floors["position_0"]:
         flags.append(f"acceptance collapses at position 0 ({per_position[0]:.3f} < {floors['position_0']:.2f}): "
                      "even the first drafted token is rejected")
-    return flags
+    return flags + _collapse(per_position)
+
+
+COLLAPSE = 0.25  # a position accepting less than this share of the one before it has collapsed
+
+
+def _collapse(per_position: list[float]) -> list[str]:
+    """A draft position far below the one before it (a healthy chain decays by a fifth to a third a position: 0.75,
+    0.57, 0.45 in vllm PR #50170): the drafter stops tracking the target after that many tokens."""
+    for k in range(1, len(per_position)):
+        before, now = per_position[k - 1], per_position[k]
+        if before >= 0.1 and now < COLLAPSE * before:
+            return [f"acceptance collapses at position {k} ({now:.3f}, after {before:.3f} at position {k - 1}): the "
+                    "drafter stops tracking the target there (drafting more tokens than it was trained for, or "
+                    "from states it was not trained on)"]
+    return []
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A drafter's published acceptance (rules/serving/expected.yaml ``published``)."""
+
+    drafter: str
+    target: str
+    engine: str
+    kind: str
+    draft_tokens: int | None
+    acceptance_length: float
+    source: str
+
+
+def load_twins() -> list[Twin]:
+    data = yaml.safe_load((data_dir("rules") / "serving" / "expected.yaml").read_text(encoding="utf-8"))
+    return [Twin(str(e["drafter"]), str(e["target"]), str(e["engine"]), str(e["kind"]), e.get("draft_tokens"),
+                 float(e["acceptance_length"]), str(e["source"])) for e in data.get("published") or []]
+
+
+def expected(figures: Acceptance, method: str, drafter: str, target: str, draft_tokens: int | None,
+             by_kind: dict[str, float] | None = None) -> Acceptance:
+    """The figures held against the drafter's published twin (its id and its target's; per prompt kind where both
+    say one; flagged more than a quarter below), else against the method's range at that many draft tokens."""
+    from dataclasses import replace
+
+    by_kind = dict(by_kind or figures.by_kind)
+    twins = [t for t in load_twins() if _same(t.drafter, drafter) and _same(t.target, target)
+             and (t.draft_tokens is None or draft_tokens is None or t.draft_tokens == draft_tokens)]
+    flags, held = list(figures.flags), ""
+    measured = figures.mean_acceptance_length
+    if twins and measured is not None:
+        pairs = [(t, by_kind[t.kind]) for t in twins if t.kind in by_kind] or \
+            [(t, measured) for t in twins if t.kind == "mixed"] or \
+            [(Twin(twins[0].drafter, twins[0].target, twins[0].engine, "all kinds", None,
+                   sum(t.acceptance_length for t in twins) / len(twins), twins[0].source), measured)]
+        held = "; ".join(f"{t.acceptance_length:.2f} ({t.kind}, {t.source})" for t, _ in pairs)
+        for twin, got in pairs:
+            if got < 0.75 * twin.acceptance_length:
+                flags.append(f"acceptance length {got:.2f} ({twin.kind}) is more than a quarter below the "
+                             f"{twin.acceptance_length:.2f} its published twin gets ({twin.source})")
+    elif measured is not None:
+        found = _range(method)
+        if found and (draft_tokens is None or draft_tokens == found[0]):
+            low, high = found[1]
+            held = f"{low}-{high}, {method}'s range at {found[0]} draft tokens"
+            if measured < low and draft_tokens == found[0]:
+                flags.append(f"acceptance length {measured:.2f} is below the {low}-{high} a healthy {method} drafter "
+                             f"gets at {found[0]} draft tokens")
+    return replace(figures, flags=flags, expected=held, by_kind=by_kind)
+
+
+def _same(a: str, b: str) -> bool:
+    """A Hub id and the path or id a launch names: the same model when the id is its tail (a local snapshot)."""
+    a, b = a.strip("/").lower(), b.strip("/").lower()
+    return bool(a and b) and (a == b or b.endswith("/" + a) or a.endswith("/" + b))
+
+
+def _range(method: str) -> tuple[int, tuple[float, float]] | None:
+    data = yaml.safe_load((data_dir("rules") / "serving" / "expected.yaml").read_text(encoding="utf-8"))
+    entry = (data.get("ranges") or {}).get(method)
+    return (int(entry["draft_tokens"]), tuple(entry["acceptance_length"])) if entry else None
 
 
 # SGLang's per-request speculative figures, in each native /generate response's meta_info (seen from SGLang 0.5.17
@@ -158,10 +250,11 @@ def meta_acceptance(metas: list[dict], method: str, names: ServingProfile | None
     rate = accepted / draft_tokens if draft_tokens else None
     length = 1 + accepted / drafts if drafts else None
     floors = load_floors(method)
-    flags = _flags(drafts, rate, per_position, floors, names or ServingProfile("sglang", 30000, "/health"))
+    flags = _flags(drafts, rate, per_position, floors, names or ServingProfile("sglang", 30000, "/health"), length)
     if before or after:
         calls = (_sum(parse_prometheus(after), VERIFY_CALLS) or 0.0) - (_sum(parse_prometheus(before), VERIFY_CALLS)
                                                                          or 0.0)
         if calls and calls < drafts:
             flags.append(f"the server counted {calls:.0f} verify calls for {drafts:.0f} verify steps in the answers")
-    return Acceptance(drafts, draft_tokens, accepted, rate, length, per_position, floors, flags)
+    return Acceptance(drafts, draft_tokens, accepted, rate, length, per_position, floors, flags,
+                      "each request's meta_info")
