@@ -15,7 +15,8 @@ from ..core.errors import SpecauditError
 # What a binding may stand for: the launch's own values, as methods/resolve.py computes them.
 LAUNCH_FACTS = ("method", "model", "num_speculative_tokens", "target_path", "draft_path", "draft_architectures",
                 "draft_model_type", "draft_config", "draft_hf_config", "target_model_config", "target_model_type",
-                "target_text_model_type", "target_architectures", "model_is_class_path")
+                "target_text_model_type", "target_architectures", "model_is_class_path", "draft_model_config",
+                "target_vocab_size", "draft_vocab_size", "target_parallel_config")
 
 
 @dataclass(frozen=True)

@@ -59,9 +59,35 @@ class Scope(Protocol):
         """A module-level constant (or one the module imports from the release; "module:name" for another
         module's), or UNKNOWN."""
 
+    @property
+    def where(self) -> str:
+        """The file the module's code comes from (what Coverage records)."""
+
     def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
         """A function of the release by the name this module calls it (``f``, ``Class.static``, ``self.method`` of
         the class played out; "module:name" for another module's), and the scope of its module."""
+
+
+@dataclass
+class Coverage:
+    """Where the played-out code went, over every way (``where``: the scope's file): the functions played out, the
+    statements run, the raises met, and the statements whose insides were not played out (a condition not known
+    that sets no method, a loop). A raise in a function played out, outside those, that no way ran, is not reached
+    by this launch: the launch's values decide it."""
+
+    played: set[tuple[str, int, int]] = field(default_factory=set)
+    ran: set[tuple[str, int]] = field(default_factory=set)
+    raised: set[tuple[str, int]] = field(default_factory=set)
+    opaque: set[tuple[str, int, int]] = field(default_factory=set)
+
+    def not_reached(self, where: str, line: int) -> bool:
+        """Whether no way of this launch reaches the statement at ``line``: False where that is not known."""
+        def inside(spans: set[tuple[str, int, int]]) -> bool:
+            return any(w == where and first <= line <= last for w, first, last in spans)
+        return inside(self.played) and not inside(self.opaque) and (where, line) not in self.ran
+
+    def span(self, where: str, node: ast.stmt | ast.excepthandler, into: set[tuple[str, int, int]]) -> None:
+        into.add((where, node.lineno, node.end_lineno or node.lineno))
 
 
 @dataclass(frozen=True)
@@ -69,6 +95,7 @@ class LiteralScope:
     """A scope of module-level names only (the Literal aliases and constants given): for code read on its own."""
 
     names: dict[str, Any] = field(default_factory=dict)
+    where: str = ""  # the file its code comes from
 
     def literals(self, name: str) -> set[str] | None:
         found = self.names.get(name)
@@ -150,17 +177,34 @@ class Interpreter:
     tracked: tuple[str, ...] = ()
     returns: bool = False  # the function returns the method (else it sets ``variable``, and returns anything)
     depth: int = 0  # calls followed to get here
+    coverage: Coverage | None = None  # where the ways went, recorded for the caller
 
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any,
             env: dict[str, Any] | None = None) -> list[Outcome]:
         """Every way through ``function`` for a launch whose method is ``method`` on entry; ``env``: what an earlier
         function left assigned (the tracked expressions)."""
         start = _Way({**copy.deepcopy(self.bindings), **copy.deepcopy(env or {}), self.variable: method})
-        ways = self._block(function.body, [start])
+        ways = self.play(function, [start])
         for way in ways:
             if way.done is None:
                 way.end(way.env.get(self.variable, UNKNOWN))
         return [w.done for w in ways if w.done is not None]
+
+    def play(self, function: ast.FunctionDef | ast.AsyncFunctionDef, ways: list[_Way]) -> list[_Way]:
+        """The ways through a function's body, recorded in the coverage: played whole, or opaque where it was not."""
+        if self.coverage is None:
+            return self._block(function.body, ways)
+        try:
+            ways = self._block(function.body, ways)
+        except (ValueError, RecursionError):
+            self.coverage.span(self.scope.where, function, self.coverage.opaque)
+            raise
+        self.coverage.span(self.scope.where, function, self.coverage.played)
+        return ways
+
+    def _opaque(self, node: ast.stmt | ast.excepthandler) -> None:
+        if self.coverage is not None:
+            self.coverage.span(self.scope.where, node, self.coverage.opaque)
 
     # -- statements ----------------------------------------------------------------------------------------------
 
@@ -175,11 +219,17 @@ class Interpreter:
         return ways
 
     def _guarded(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
+        if self.coverage is not None:
+            self.coverage.ran.add((self.scope.where, stmt.lineno))
         try:
-            return self._statement(stmt, way)
+            ways = self._statement(stmt, way)
         except _Raised as raised:  # the engine's own code fails here on the launch's values
             way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error)
-            return [way]
+            ways = [way]
+        if self.coverage is not None and any(w.done is not None and w.done.raises is not None
+                                             and w.done.raises.startswith(f"{stmt.lineno}: ") for w in ways):
+            self.coverage.raised.add((self.scope.where, stmt.lineno))
+        return ways
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if isinstance(stmt, ast.If):
@@ -188,6 +238,7 @@ class Interpreter:
                 # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
                 # it may assign is no longer known.
                 self._forget(stmt, way.env)
+                self._opaque(stmt)
                 return [way]
             test = ast.unparse(stmt.test)
             ways = []
@@ -218,6 +269,8 @@ class Interpreter:
             return [way]
         if isinstance(stmt, ast.Assert):
             holds = self.evaluate(stmt.test, way.env)
+            if holds is UNKNOWN:
+                self._opaque(stmt)
             if holds is not UNKNOWN and not _truth(holds):
                 way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}",
                         f"AssertionError: {ast.unparse(stmt.test)}")
@@ -240,6 +293,8 @@ class Interpreter:
             return self._block(stmt.body, [way])
         if isinstance(stmt, ast.Try):
             ways = self._block(stmt.body + stmt.orelse, [way])
+            for handler in stmt.handlers:  # not played out
+                self._opaque(handler)
             if stmt.handlers:  # a raise in the body may be caught: the way goes on, what the try assigned unknown
                 for caught in [w for w in ways if w.done is not None and w.done.raises is not None]:
                     caught.done = None
@@ -247,6 +302,7 @@ class Interpreter:
             return self._block(stmt.finalbody, ways)
         # Loops, nested definitions: they set no method in the shapes engines use; what they assign is not known.
         self._forget(stmt, way.env)
+        self._opaque(stmt)
         return [way]
 
     def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt, way: _Way) -> None:
@@ -540,7 +596,7 @@ class Interpreter:
         fields = copy.deepcopy({k: v for k, v in env.items() if k.startswith("self.")}) \
             if func.startswith("self.") else None
         try:
-            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields)
+            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage)
         except (ValueError, RecursionError):
             return UNKNOWN
         running = [o for o in outcomes if o.raises is None]
@@ -574,7 +630,8 @@ class Interpreter:
 
 
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
-         depth: int = 0, fields: dict[str, Any] | None = None) -> tuple[list[Outcome], int]:
+         depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None
+         ) -> tuple[list[Outcome], int]:
     """Every way through a function of the release called with these values (its parameters' defaults for the rest):
     what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
     entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known."""
@@ -586,7 +643,7 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         params = params[1:]
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-    interpreter = Interpreter("__return__", {}, scope, (), True, depth)
+    interpreter = Interpreter("__return__", {}, scope, (), True, depth, coverage)
     frame: dict[str, Any] = dict(fields or {})
     for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
         if position < len(params) and position < len(passed):
@@ -595,7 +652,7 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
             frame[param] = named[param]
         else:
             frame[param] = interpreter.evaluate(defaults[param], {}) if param in defaults else UNKNOWN
-    ways = interpreter._block(function.body, [_Way(frame)])
+    ways = interpreter.play(function, [_Way(frame)])
     for way in ways:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None

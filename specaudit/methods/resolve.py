@@ -7,12 +7,12 @@ import ast
 import copy
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
 from .catalog import EngineMethods
-from .interpret import UNKNOWN, Interpreter, Outcome, call, methods_named
+from .interpret import UNKNOWN, Coverage, Interpreter, Outcome, call, methods_named
 
 
 class ReleaseCode(Protocol):
@@ -37,6 +37,10 @@ class Resolution:
     warnings: tuple[str, ...] = ()  # "file:line: message" of what the engine logs as a warning on the way
     draft_config: dict[str, Any] | None = None  # the draft's config as the engine rewrites it, where it is known
     separate_draft: str = ""  # the drafter the launch names, where it is not the target's own checkpoint
+    # Where the resolving functions went on this launch's values: the raises in them no way reaches.
+    coverage: Coverage = field(default_factory=Coverage, compare=False)
+    # The speculative config's fields as the resolving code leaves them (those every way agrees on and knows).
+    fields: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def in_release(self) -> bool | None:
@@ -77,10 +81,37 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
         "target_model_type": target.model_type if target else UNKNOWN,
         "target_text_model_type": target.text_model_type if target else UNKNOWN,
         "target_architectures": target.architectures if target else UNKNOWN,
+        # The draft's model config as an object, where the launch names a drafter whose config.json is here.
+        "draft_model_config": {"model": model, "architectures": list(drafter.get("architectures") or []),
+                               "hf_config": drafter, "hf_text_config": _text_config(drafter)}
+        if drafter is not None and not own else UNKNOWN,
+        # ModelConfig.get_vocab_size(): the text config's vocab_size
+        "target_vocab_size": target.text_config.get("vocab_size", UNKNOWN) if target else UNKNOWN,
+        "draft_vocab_size": _text_config(drafter).get("vocab_size", UNKNOWN) if drafter is not None else UNKNOWN,
+        # The target's parallel config: the sizes the launch command sets, 1 where it sets none.
+        "target_parallel_config": {name: _size(launch.options.get(flag, 1)) for name, flag in _PARALLEL.items()},
         # vLLM's custom proposer: `pkg.module.Class`, dotted identifiers and no path separator
         "model_is_class_path": isinstance(model, str) and "/" not in model and len(model.split(".")) >= 2
         and all(p.isidentifier() for p in model.split(".")),
     }
+
+
+# The parallel config's sizes, by the engine arguments that set them.
+_PARALLEL = {"tensor_parallel_size": "tensor-parallel-size", "pipeline_parallel_size": "pipeline-parallel-size",
+             "data_parallel_size": "data-parallel-size"}
+
+
+def _size(value: Any) -> Any:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return UNKNOWN
+
+
+def _text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint config's text config (a multimodal wrapper's `text_config`), else the config itself."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
 
 
 def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
@@ -99,11 +130,15 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     named: set[str] = set()
     functions: list[str] = []
     carried: dict[str, Any] = {}  # what one resolving function leaves for the next (the tracked expressions)
+    coverage = Coverage()
+    # The object's fields as the code leaves them: from what the launch sets and binds, rewritten as the code runs.
+    left = {name.removeprefix("self."): value for name, value in bindings.items()
+            if name.startswith("self.") and name.count(".") == 1 and value is not UNKNOWN}
 
     def resolution(method: str | None, problem: str, stops: tuple[str, int, str, str] | None = None) -> Resolution:
         found = _resolution(requested, method, how, code, spec, named, functions, problem)
         return replace(found, stops=stops, warnings=tuple(warnings), draft_config=draft if isinstance(draft, dict)
-                       else None, separate_draft=separate)
+                       else None, separate_draft=separate, coverage=coverage, fields=left)
 
     model = launch.speculative.get("model") or launch.draft
     own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
@@ -121,7 +156,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         function, scope, relpath = found
         functions.append(f"{relpath}:{function.lineno} {function.name}")
         named |= methods_named(function, resolver.variable)
-        interpreter = Interpreter(resolver.variable, bindings, scope, resolver.tracked, resolver.returns)
+        interpreter = Interpreter(resolver.variable, bindings, scope, resolver.tracked, resolver.returns,
+                                  coverage=coverage)
         try:
             outcomes = interpreter.run(function, current, carried)
         except (ValueError, RecursionError) as exc:
@@ -132,6 +168,15 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         how += [f"{relpath}:{step}" for outcome in chosen[:1] for step in outcome.steps]
         warnings += [f"{relpath}:{w}" for w in chosen[0].warnings if all(w in o.warnings for o in chosen)]
         current = chosen[0].method
+        started = {**bindings, **carried}
+        for name, value in chosen[0].env.items():  # what this function assigned to the object's fields
+            if name.startswith("self.") and name.count(".") == 1 and name != resolver.variable \
+                    and any(o.env.get(name, UNKNOWN) != started.get(name, UNKNOWN) for o in chosen):
+                agreed = value is not UNKNOWN and all(o.env.get(name, UNKNOWN) == value for o in chosen)
+                if agreed:
+                    left[name.removeprefix("self.")] = value
+                else:
+                    left.pop(name.removeprefix("self."), None)
         carried = {name: value for name, value in chosen[0].env.items() if name in resolver.tracked
                    and all(o.env.get(name, UNKNOWN) == value for o in chosen)}
         if chosen[0].raises:  # the engine refuses the launch while resolving its method: nothing after it runs
@@ -306,7 +351,7 @@ def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.Funct
             body = getattr(node, "body", [])
             node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part), None)
         if isinstance(node, ast.FunctionDef):
-            return node, ModuleScope(code, tree, owner=owner), relpath
+            return node, ModuleScope(code, tree, relpath, owner=owner), relpath
     return None
 
 
@@ -314,10 +359,11 @@ class ModuleScope:
     """A module of the release as the interpreter sees it (interpret.Scope): its Literal aliases, its constants and
     the functions it defines or imports, following its imports within the release."""
 
-    def __init__(self, code: ReleaseCode, tree: ast.Module, seen: frozenset[int] = frozenset(),
+    def __init__(self, code: ReleaseCode, tree: ast.Module, where: str, seen: frozenset[int] = frozenset(),
                  owner: ast.ClassDef | None = None):
         self.code = code
         self.tree = tree
+        self.where = where  # its file in the tree
         self.seen = seen | {id(tree)}
         self.owner = owner  # the class whose method is played out: `self.use_dspark()` is one of its own
 
@@ -370,7 +416,7 @@ class ModuleScope:
         found = self.code.module_tree(name)
         if found is None or id(found[0]) in self.seen:
             return None
-        return ModuleScope(self.code, found[0], self.seen)
+        return ModuleScope(self.code, found[0], found[1], self.seen)
 
 
 def _declared_at(code: ReleaseCode, spec: str) -> set[str] | None:

@@ -22,7 +22,8 @@ from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
 from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
 from ..methods.findings import REFUSED, method_findings
-from ..methods.resolve import resolve
+from ..methods.interpret import Coverage
+from ..methods.resolve import Resolution, resolve
 from ..results.scan import (
     GateSite,
     KnownRisk,
@@ -36,7 +37,7 @@ from ..results.scan import (
 )
 from ..tree.locate import EngineTree
 from ..tree.provenance import provenance
-from .decide import Evaluator, decide, entry_findings, obligation_title, path_findings
+from .decide import Decision, Evaluator, decide, entry_findings, obligation_title, path_findings
 from .facts import ClassInfo, SyntaxProblem
 from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
@@ -46,7 +47,7 @@ from .resolve import Conformance, Protocol, Resolver
 from .ruleset import load_rules
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
-from .trace import TracedPath, load_path_spec, runs, trace
+from .trace import Obligation, TracedPath, load_path_spec, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
@@ -366,8 +367,9 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     stop: list[Finding] = []  # the method's own gates: it is not in the release, not modeled, or not told
     method = DEFAULT_METHOD  # a landscape scan shows the default method's
     refused: Finding | None = None  # where the engine's resolving code refuses this launch: a gate like the others
+    resolution: Resolution | None = None  # the engine's resolving code, played out on the launch's values
     if launch is not None and launch.target is not None:
-        launch, stop, summary = _with_method(a, launch)
+        launch, stop, summary, resolution = _with_method(a, launch)
         method = launch.method or ""
         refused = next((f for f in stop if f.rule_id == REFUSED and method in a.methods), None)
         stop = [f for f in stop if f is not refused]
@@ -391,11 +393,15 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
                     if finding else []
         findings = _merge_repeats(findings, a.rules)
         decisions = []
-        if path is not None:
+        if path is not None and resolution is not None:
             options = launch.options if launch.engine == a.tree.engine.name else {}
+            spec = load_path_spec(a.tree.engine.name)
+            fixed = dict(dict(spec.runner.platforms).get(a.platform, ())) if spec.runner is not None else {}
             evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), method, path,
-                                  judge.target_class_problem(), options, a.registry, launch.speculative)
-            decisions = decide(path, evaluator)
+                                  judge.target_class_problem(), options, a.registry, launch.speculative, fixed,
+                                  resolution.fields,
+                                  draft_config=launch.drafter.config if launch.drafter is not None else None)
+            decisions = settled(decide(path, evaluator), resolution.coverage, a.index)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
         findings = stop + (_with_path(findings, decisions, sites, path) if path is not None else _in_order(findings))
@@ -441,9 +447,9 @@ def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
             for f in known_failures(engine, a.tree.version, launch_features(engine, options), method or None)]
 
 
-def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary]:
+def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary, Resolution]:
     """The launch with the method the release resolves it to; the findings that stand for the whole launch when
-    that method is not one to judge; and what the report says of the method."""
+    that method is not one to judge; what the report says of the method; and the resolution itself."""
     resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)
     summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
@@ -451,7 +457,28 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
                                                                                           launch),
                             resolution.warnings)
     launch = replace(launch, draft_config=resolution.draft_config)
-    return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary
+    return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary, resolution
+
+
+def settled(decisions: list[Decision], coverage: Coverage, index: TreeIndex) -> list[Decision]:
+    """The path's decisions, with the raises of the engine's resolving code that no way of this launch reaches
+    passed: played out statement by statement on the launch's values, that code decides them where the path's
+    reading, one condition at a time, could not (a field the code fills in before it checks it). A raise is not
+    reached where its own line is not, or the line of a call on the way to it."""
+    def not_reached(o: Obligation) -> bool:
+        if coverage.not_reached(o.file, o.line):
+            return True
+        for step in o.via:  # "module:Qual.name (line N)"
+            qualname, _, line = step.rstrip(")").partition(" (line ")
+            module = index.module(qualname.partition(":")[0])
+            if module is not None and line.isdigit() and coverage.not_reached(module.path, int(line)):
+                return True
+        return False
+
+    return [replace(d, status=Status.PASSES, error=None,
+                    why="not reached: the engine's resolving code, played out on this launch's values, takes no way "
+                        "to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
+            and not_reached(d.obligation) else d for d in decisions]
 
 
 def _draft_text(draft: dict | None, launch: Launch) -> str:
@@ -545,6 +572,13 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
             continue
         steps[claimant] = min(steps.get(claimant, o.step), o.step)
         rule_finding = findings[claimant]
+        if rule_finding.status == Status.BLOCKS and decision.status == Status.PASSES \
+                and decision.why.startswith("not reached"):
+            # The rule judges the gate; the path shows this launch does not reach it (a drafter without aux states
+            # skips the runner's EAGLE-3 interface check): a gate not reached stops nothing.
+            findings[claimant] = replace(rule_finding, status=Status.NOT_APPLICABLE,
+                                         why=f"{decision.why} (on the traced path; the gate itself: {rule_finding.why})")
+            continue
         if rule_finding.status == Status.UNKNOWN and decision.status in (Status.BLOCKS, Status.PASSES):
             # The rule could not read this shape; the traced path could.
             findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "

@@ -29,11 +29,13 @@ from .registry import Registry
 from .resolve import External, Protocol, Resolver, Unresolved
 from .trace import (
     CONFIG,
+    DRAFT_CONFIG,
     METHOD,
     MODEL_CONFIG,
     OPTIONS,
     OUTPUT,
     SPECULATIVE,
+    SPECULATIVE_CONFIG,
     TARGET,
     TEXT_CONFIG,
     Condition,
@@ -101,6 +103,14 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
+class SpeculativeFields:
+    """The engine's speculative config object: its fields as the engine's resolving code leaves them for the launch
+    (methods/resolve.py), the others not known."""
+
+    values: dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ClassValue:
     cls: ClassInfo
 
@@ -153,8 +163,13 @@ class Evaluator:
 
     def __init__(self, resolver: Resolver, target: Target, target_class: ClassInfo | None, method: str,
                  path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None,
-                 registry: Registry | None = None, speculative: dict[str, Any] | None = None):
+                 registry: Registry | None = None, speculative: dict[str, Any] | None = None,
+                 fixed: dict[str, Any] | None = None, speculative_fields: dict[str, Any] | None = None,
+                 draft_config: dict[str, Any] | None = None):
         self.resolver = resolver
+        # What the launch's platform fixes, as the engine writes it (`HAS_TRITON`, `current_platform.is_rocm()`).
+        self.fixed = dict(fixed or {})
+        self._fixed_calls = any("(" in k for k in self.fixed)
         self.registry = registry
         self.parts = path.target_parts
         self.target = target
@@ -169,6 +184,8 @@ class Evaluator:
             placeholder(METHOD): method,
             placeholder(OPTIONS): dict(options or {}),
             placeholder(SPECULATIVE): dict(speculative or {}),
+            placeholder(SPECULATIVE_CONFIG): SpeculativeFields(dict(speculative_fields or {})),
+            placeholder(DRAFT_CONFIG): dict(draft_config or {}),  # the drafter's config.json, for the path's facts
             placeholder(CONFIG): Config(target.config, config_class, complete, "config"),
             placeholder(TEXT_CONFIG): Config(target.text_config, config_class if target.text_config is target.config
                                              else "PretrainedConfig", complete, "text config"),
@@ -221,6 +238,8 @@ class Evaluator:
             return local[node.id]
         if node.id in self.env:
             return self.env[node.id]
+        if node.id in self.fixed:
+            return self.fixed[node.id]
         if node.id in self.functions:
             return Function(self.functions[node.id])
         if node.id in _BUILTINS:
@@ -264,6 +283,11 @@ class Evaluator:
         return self.attribute(base, node.attr, _text(node))
 
     def attribute(self, base: Any, name: str, text: str) -> Any:
+        if isinstance(base, SpeculativeFields):
+            if name not in base.values:
+                return Unknown(f"{text} (the speculative config's {name})")
+            value = base.values[name]
+            return SpeculativeFields(value) if isinstance(value, dict) else value  # an object it holds
         if isinstance(base, ModelConfig):
             key = base.prefix + name
             found = self.model_config.get(key)
@@ -378,6 +402,8 @@ class Evaluator:
         return False
 
     def _Call(self, node, local, module):
+        if self._fixed_calls and _text(node) in self.fixed:
+            return self.fixed[_text(node)]
         func = self.eval(node.func, local, module)
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(_text(node))
@@ -845,12 +871,14 @@ _HINTS = {
 }
 _HINTS["assert"] = _HINTS["raise"]
 _HINTS["attribute"] = _HINTS["call"]
-_RANK = {Status.BLOCKS: 0, Status.UNKNOWN: 1}
+# What a path's decision shows: the gates that decide the verdict, and those left undecided (they read what is known
+# only at launch), listed so that a reader sees what the verdict could not weigh.
+_RANK = {Status.BLOCKS: 0, Status.UNKNOWN: 1, Status.UNDECIDED: 2}
 
 
 def path_findings(decisions: list[Decision]) -> list[Finding]:
-    """The decisions that matter to the verdict (blocks, unknown), one finding per gate: a method called at
-    three places is one gate, met first at the first."""
+    """The decisions that matter to the verdict (blocks, unknown) and the undecided ones, one finding per gate: a
+    method called at three places is one gate, met first at the first."""
     kept: dict[tuple, Decision] = {}
     also: dict[tuple, list[str]] = {}
     for decision in sorted(decisions, key=lambda d: d.obligation.step):

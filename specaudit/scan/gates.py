@@ -230,9 +230,19 @@ class RegistryLookup(Kind):
 
     name = "registry_lookup"
     required = {"message_contains": str}
+    # of: target (default), or draft: the drafter a separate draft model loads through the same registry
+    optional = {"of": str}
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
-        architectures = judge.target.architectures
+        if rule.params.get("of") == "draft":
+            if judge.drafter is None:
+                return self.finding(rule, site, Status.UNKNOWN, "the draft model's config.json is not here: its "
+                                    "architectures cannot be looked up (--draft DIR, or a Hub id)")
+            architectures = list(judge.drafter.config.get("architectures") or [])
+            config = judge.drafter.config
+        else:
+            architectures = judge.target.architectures
+            config = judge.target.config
         entry = judge.registered(architectures)
         if entry is not None:
             return self.finding(rule, site, Status.PASSES,
@@ -242,7 +252,7 @@ class RegistryLookup(Kind):
         rendered = render_message(site.message, {"architectures": architectures})
         fallback = (" With --trust-remote-code the engine may still try its Transformers backend through the "
                     "config's auto_map, which works only for remote code written for it."
-                    if judge.target.config.get("auto_map") else "")
+                    if config.get("auto_map") else "")
         return self.finding(rule, site, Status.BLOCKS,
                             f"no architecture of {architectures} is in this release's registry.{fallback}",
                             f"{site.exception}: {rendered}")

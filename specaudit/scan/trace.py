@@ -34,7 +34,7 @@ from ..launch.request import DEFAULT_METHOD
 from ..methods.catalog import applies
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
-from .resolve import External, Resolver
+from .resolve import External, Resolved, Resolver
 from .runner import RunnerChoice, runner_choice
 
 # What an expression denotes, when it is a part of the target; each has a placeholder name in conditions.
@@ -43,6 +43,8 @@ DENOTATIONS = (TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT)
 METHOD = "method"  # the launch's speculative method
 OPTIONS = "options"  # the engine arguments the launch command sets (a dict), for facts that depend on them
 SPECULATIVE = "speculative"  # the launch's speculative config as given (a dict): a field it leaves out is unset
+SPECULATIVE_CONFIG = "speculative_config"  # the engine's speculative config object, its fields as resolved
+DRAFT_CONFIG = "draft_config"  # the drafter's config.json (a dict; empty where the launch has none here)
 
 
 def placeholder(denotation: str) -> str:
@@ -60,7 +62,8 @@ class Role:
     phase: str
     entries: tuple[str, ...]  # "module:Class.method" or "module:function", tried in order
     seeds: dict[str, tuple[str, ...]]  # denotation -> expressions (dotted, `()` for calls) that denote it
-    objects: dict[str, tuple[str, ...]]  # expression -> "module:Class" candidates it is an instance of
+    # expression -> the "module:Class" candidates it is an instance of, each with the methods it is for ("*": any)
+    objects: dict[str, tuple[tuple[str, tuple[str, ...]], ...]]
     methods: tuple[str, ...] = ("*",)  # the methods whose launches meet this role ("*": every method)
     runner: str | None = None  # the model runner this role belongs to, when the engine has several
     required: bool = True
@@ -88,12 +91,22 @@ class TargetParts:
 
 
 @dataclass(frozen=True)
+class FactCase:
+    """What an expression is for a launch, in the modules ``within`` names (all: empty), in a release that defines
+    one of the functions ``where`` names (any release: empty): the release's own reading of a flag, where it has it."""
+
+    value: str  # an expression over placeholders
+    within: tuple[str, ...] = ()  # module names (or their packages) whose conditions it holds in
+    where: tuple[str, ...] = ()  # "module:Qual.name": the release defines one of them
+
+
+@dataclass(frozen=True)
 class PathSpec:
     engine: str
     roles: tuple[Role, ...]
     derive: dict[str, str]  # "denotation.attr" or "denotation.call()" -> denotation
     method: tuple[str, ...]  # expressions that hold the launch's speculative method
-    facts: dict[str, str]  # expression -> what it is for a launch, as an expression over placeholders
+    facts: dict[str, tuple[FactCase, ...]]  # expression -> what it is for a launch: the first case that holds
     depth: int
     runner: RunnerChoice | None
     model_config: dict[str, str]  # attribute of the engine's model config -> expression over the target
@@ -101,6 +114,8 @@ class PathSpec:
     source: str
     target_parts: TargetParts = TargetParts()
     landmarks: tuple[Landmark, ...] = ()
+    # expressions that denote the engine's speculative config object: its fields are the launch's, as resolved
+    speculative_config: tuple[str, ...] = ()
 
 
 def load_path_spec(engine: str) -> PathSpec:
@@ -117,7 +132,8 @@ def load_path_spec(engine: str) -> PathSpec:
             roles=roles,
             derive={str(k): str(v) for k, v in (data.get("derive") or {}).items()},
             method=tuple(data.get("method") or ()),
-            facts={str(k): str(v) for k, v in (data.get("facts") or {}).items()},
+            speculative_config=tuple(data.get("speculative_config") or ()),
+            facts={str(k): _fact_cases(v) for k, v in (data.get("facts") or {}).items()},
             depth=int(data.get("depth", 4)),
             runner=runner_choice(runner),
             model_config={str(k): str(v) for k, v in (data.get("model_config") or {}).items()},
@@ -129,6 +145,31 @@ def load_path_spec(engine: str) -> PathSpec:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed path file ({type(exc).__name__}: {exc})") from None
+
+
+def _candidate(data: Any) -> tuple[str, tuple[str, ...]]:
+    """An object's candidate class: "module:Class" (for every method) or {class: ..., methods: [...]}, the class the
+    engine builds for those methods only (GPUModelRunner's drafter: an EagleProposer, a DraftModelProposer...)."""
+    if isinstance(data, dict):
+        return str(data["class"]), tuple(str(m).lower() for m in _as_list(data["methods"]))
+    return str(data), ("*",)
+
+
+def for_method(role: Role, method: str) -> Role:
+    """The role as a launch of ``method`` meets it: its objects' candidates for that method only."""
+    objects = {k: tuple(c for c in v if applies(c[1], method)) for k, v in role.objects.items()}
+    return replace(role, objects=objects)
+
+
+def _fact_cases(value: Any) -> tuple[FactCase, ...]:
+    """A fact as the path file writes it: an expression, or cases ``{value, in, where}`` tried in order."""
+    if isinstance(value, str):
+        return (FactCase(value),)
+    cases = tuple(FactCase(str(case["value"]), tuple(_as_list(case.get("in") or [])),
+                           tuple(_as_list(case.get("where") or []))) for case in _as_list(value))
+    if not cases:
+        raise ValueError("a fact needs a value")
+    return cases
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -144,7 +185,7 @@ def _role(data: dict, path) -> Role:
         raise SpecauditError(f"{path}: role {data['role']!r}: unknown seed kind {sorted(unknown)} "
                              f"(known: {', '.join(DENOTATIONS)})")
     return Role(name=str(data["role"]), phase=str(data["phase"]), entries=tuple(data["entries"]), seeds=seeds,
-                objects={k: tuple(v) for k, v in (data.get("objects") or {}).items()},
+                objects={k: tuple(_candidate(c) for c in v) for k, v in (data.get("objects") or {}).items()},
                 methods=tuple(str(m).lower() for m in _as_list(data["methods"])), runner=data.get("runner"),
                 required=bool(data.get("required", True)),
                 speculative_only=bool(data.get("speculative_only", False)))
@@ -254,6 +295,9 @@ class _Frame:
     literals: dict[str, ast.expr]  # local name -> a literal bound to it (inlined into conditions)
     via: tuple[str, ...]
     depth: int
+    # Names an import inside the function binds (`from pkg.mod import f`, `mod = importlib.import_module("pkg.mod")`)
+    # -> the absolute dotted name they stand for. They hold whatever branch bound them, as Python's names do.
+    imports: dict[str, str] = field(default_factory=dict)
 
     def bindings(self) -> Bindings:
         return dict(self.denoted), dict(self.literals)
@@ -300,8 +344,12 @@ class Tracer:
         self._seen: set[tuple] = set()
         self.unparsed: dict[str, str] = {}
         self._entry_roles: dict[str, Role] = {}
-        self._facts = {_normal(k): ast.parse(v, mode="eval").body for k, v in spec.facts.items()}
+        # The cases of each fact that hold in this release: (the modules they hold in, the expression).
+        self._facts = {_normal(k): [(case.within, ast.parse(case.value, mode="eval").body) for case in cases
+                                    if not case.where or any(not isinstance(self.find(w), str) for w in case.where)]
+                       for k, cases in spec.facts.items()}
         self._method = {_normal(k) for k in spec.method}
+        self._speculative_config = {_normal(k) for k in spec.speculative_config}
         self._step = 0
         self.landmarks: dict[str, int] = {}
         self.landmark_phases: dict[str, str] = {}
@@ -373,6 +421,27 @@ class Tracer:
                     return _Function(f"{base.module}:{base.name}.{name}", module, node, base)
                 return None  # bound to something that is not a plain method (an assignment)
         return None
+
+    def fact(self, expression: str, module: str) -> ast.expr | None:
+        """What an expression written in ``module`` is for a launch, where the path file says."""
+        for within, value in self._facts.get(expression, ()):
+            if not within or any(module == m or module.startswith(m + ".") for m in within):
+                return value
+        return None
+
+    def resolve_absolute(self, dotted: str) -> Resolved:
+        """An absolute dotted name (``pkg.mod.f``, ``pkg.mod.Class``): the longest prefix that is a module of the tree,
+        and the rest looked up from it as that module binds it."""
+        parts = dotted.split(".")
+        for cut in range(len(parts), 0, -1):
+            module_name = ".".join(parts[:cut])
+            if self.index.has_module(module_name):
+                module = self.resolver.resolve_module(module_name)
+                rest = ".".join(parts[cut:])
+                if isinstance(module, ModuleInfo) and rest:
+                    return self.resolver.resolve(module, rest)
+                return module
+        return self.resolver.resolve_module(dotted)  # outside the tree: External; else why not
 
     def instance_class(self, spec: str) -> ClassInfo | None:
         module_name, _, name = spec.partition(":")
@@ -589,23 +658,34 @@ class _Walk:
             return guards
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return guards  # nested definitions run only when called
-        if isinstance(stmt, ast.ImportFrom):  # an import inside a function binds names only there
-            package = self.module.name if self.module.is_package else self.module.name.rpartition(".")[0]
-            source = absolute_module(stmt.module, stmt.level, package)
-            for alias in stmt.names:
-                self.frame.literals[alias.asname or alias.name] = _dotted_node(f"{source}.{alias.name}")
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):  # an import inside a function binds names only there
+            for name, dotted in _imported(stmt, self.package).items():
+                self._forget(name)
+                self.frame.imports[name] = dotted
             return guards
         for child in ast.iter_child_nodes(stmt):
             if isinstance(child, ast.expr):
                 self.expression(child, guards, catching)
         return guards
 
+    @property
+    def package(self) -> str:
+        """The package a relative import of this module is resolved against."""
+        return self.module.name if self.module.is_package else self.module.name.rpartition(".")[0]
+
+    def _forget(self, name: str) -> None:
+        self.frame.denoted.pop(name, None)
+        self.frame.literals.pop(name, None)
+        self.frame.imports.pop(name, None)
+
     def bind(self, target: ast.expr, value: ast.expr, stmt: ast.stmt, guards: tuple[Condition, ...]) -> None:
         denoted = self.denote(value)
         if isinstance(target, ast.Name):
-            self.frame.denoted.pop(target.id, None)
-            self.frame.literals.pop(target.id, None)
-            if denoted:
+            self._forget(target.id)
+            module = self.imported_module(value)
+            if module is not None:  # mod = importlib.import_module("pkg.mod"): mod is that module
+                self.frame.imports[target.id] = module
+            elif denoted:
                 self.frame.denoted[target.id] = denoted
             elif _is_literal(value):
                 self.frame.literals[target.id] = value
@@ -621,8 +701,7 @@ class _Walk:
                              receiver=OUTPUT)
             for element in target.elts:
                 if isinstance(element, ast.Name):
-                    self.frame.denoted.pop(element.id, None)
-                    self.frame.literals.pop(element.id, None)
+                    self._forget(element.id)
         elif isinstance(target, ast.Attribute):
             dotted = dotted_name(target)
             if dotted and dotted.startswith("self.") and denoted:
@@ -679,15 +758,18 @@ class _Walk:
             owner = dotted_name(func.value)
             if owner == "self" and self.frame.self_class is not None:
                 return self.t.method(self.frame.self_class, func.attr), self.frame.self_class
-            for candidate in self.frame.role.objects.get(owner or "", ()):
+            for candidate, _ in self.frame.role.objects.get(owner or "", ()):
                 cls = self.t.instance_class(candidate)
                 found = self.t.method(cls, func.attr) if cls else None
                 if found:
                     return found, cls
+        absolute = self.absolute(func)
         dotted = dotted_name(func)
-        if dotted is None or dotted.startswith("self."):
+        if absolute is None and (dotted is None or dotted.startswith("self.")):
             return None, None
-        resolved = self.t.resolver.resolve(self.module, dotted)
+        # A name an import inside the function bound resolves from its module, as a module-level import's does.
+        resolved = self.t.resolve_absolute(absolute) if absolute is not None \
+            else self.t.resolver.resolve(self.module, dotted or "")
         if isinstance(resolved, External):
             module_name, _, name = resolved.qualname.rpartition(".")
             module = self.t.index.module(module_name) if self.t.index.has_module(module_name) else None
@@ -695,6 +777,39 @@ class _Walk:
             if module is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 return _Function(f"{module_name}:{name}", module, node, None), None
         return None, None
+
+    def absolute(self, node: ast.expr) -> str | None:
+        """The absolute dotted name an expression stands for when an import inside the function bound its head
+        (``f``, ``mod.f``), or it is a module imported by a literal name (``importlib.import_module("pkg.mod").f``);
+        None otherwise (a module-level name is the resolver's)."""
+        if isinstance(node, ast.Name):
+            return self.frame.imports.get(node.id)
+        if isinstance(node, ast.Attribute):
+            head = self.absolute(node.value)
+            return f"{head}.{node.attr}" if head else None
+        return self.imported_module(node)
+
+    def imported_module(self, node: ast.expr) -> str | None:
+        """The module ``importlib.import_module("<literal>"[, package])`` imports, when the call is one."""
+        if not isinstance(node, ast.Call) or not node.args or not isinstance(node.args[0], ast.Constant) \
+                or not isinstance(node.args[0].value, str):
+            return None
+        func = self.absolute(node.func) or dotted_name(node.func)
+        if func is None:
+            return None
+        if func != "importlib.import_module":
+            resolved = self.t.resolver.resolve(self.module, func) if self.absolute(node.func) is None else None
+            if not (isinstance(resolved, External) and resolved.qualname == "importlib.import_module"):
+                return None
+        name = node.args[0].value
+        level = len(name) - len(name.lstrip("."))
+        if level:
+            package = node.args[1] if len(node.args) > 1 else next(
+                (k.value for k in node.keywords if k.arg == "package"), None)
+            if not (isinstance(package, ast.Constant) and isinstance(package.value, str)):
+                return None  # relative to a package the call computes: not known
+            return absolute_module(name[level:] or None, level, package.value)
+        return name
 
     def arguments(self, callee: _Function, call: ast.Call) -> dict[str, str]:
         """The callee's parameters that receive a part of the target."""
@@ -797,13 +912,19 @@ class _Rewrite(ast.NodeTransformer):
             text = ast.unparse(node)
             if text in self.walk.t._method:
                 return ast.Name(placeholder(METHOD), ast.Load())
-            if text in self.walk.t._facts:
-                return copy.deepcopy(self.walk.t._facts[text])
+            fact = self.walk.t.fact(text, self.walk.module.name)
+            if fact is not None:
+                return copy.deepcopy(fact)
+            if text in self.walk.t._speculative_config:
+                return ast.Name(placeholder(SPECULATIVE_CONFIG), ast.Load())
             denoted = self.walk.denote(node)
             if denoted:
                 return ast.Name(placeholder(denoted), ast.Load())
             if isinstance(node, ast.Name) and node.id in self.walk.frame.literals:
                 return copy.deepcopy(self.walk.frame.literals[node.id])
+            absolute = self.walk.absolute(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+            if absolute is not None:  # what an import inside the function bound: its absolute name
+                return _dotted_node(absolute)
             if isinstance(node, ast.Call):
                 callee, _ = self.walk.callee(node.func)
                 name = self.walk.t.summarize(callee) if callee else None
@@ -817,6 +938,15 @@ class _Rewrite(ast.NodeTransformer):
 
 
 # -- small readers ------------------------------------------------------------------------------------
+
+
+def _imported(stmt: ast.Import | ast.ImportFrom, package: str) -> dict[str, str]:
+    """The names an import statement binds -> the absolute dotted name each stands for."""
+    if isinstance(stmt, ast.Import):  # `import a.b` binds a; `import a.b as c` binds c to a.b
+        return {alias.asname or alias.name.split(".")[0]: alias.name if alias.asname else alias.name.split(".")[0]
+                for alias in stmt.names}
+    source = absolute_module(stmt.module, stmt.level, package)
+    return {alias.asname or alias.name: f"{source}.{alias.name}" for alias in stmt.names if alias.name != "*"}
 
 
 def _normal(expression: str) -> str:
@@ -1007,7 +1137,7 @@ def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None,
     """A method's path in the engine, traced from the entry points of the path file's roles that name the method;
     cached by file content."""
     spec = spec or load_path_spec(index.tree.engine.name)
-    spec = replace(spec, roles=tuple(r for r in spec.roles if applies(r.methods, method)))
+    spec = replace(spec, roles=tuple(for_method(r, method) for r in spec.roles if applies(r.methods, method)))
     return index.memo(f"trace:{spec.source}:{_spec_digest(spec)}", lambda: Tracer(index, resolver, spec).run())
 
 

@@ -1,0 +1,163 @@
+"""vLLM's methods other than EAGLE-3 and MTP, each through the method seam (rules/methods/vllm/): a launch the engine
+accepts and the launches it refuses, on real release trees, at the engine's own line.
+
+Facts from the releases' source (read, not run):
+- vLLM 0.33.0 and 0.20.0 vllm/config/speculative.py: `prompt_lookup_max/min: int | None = Field(default=None, ge=1)`;
+  __post_init__, for ngram: both None -> 5 and 5; one None -> the other's value; `prompt_lookup_min >
+  prompt_lookup_max` -> ValueError "prompt_lookup_min=... must be <= prompt_lookup_max=..."; `num_speculative_tokens:
+  int = Field(default=None, gt=0)`. _verify_args (a pydantic after-validator): `verify_equal_vocab_size_if_draft_model`
+  unless use_heterogeneous_vocab (0.33.0) -> ValueError "Target and draft model should have the same vocabulary
+  size"; _verify_and_get_draft_tp: a draft TP other than 1 or the target's -> ValueError.
+- vLLM 0.33.0 vllm/v1/spec_decode/draft_model.py: DraftModelProposer.__init__ -> _raise_if_draft_tp_mismatch: the draft
+  TP must equal the target's ("Currently, 'draft_tensor_parallel_size' and 'tensor_parallel_size' must be the same").
+- vLLM 0.33.0 vllm/v1/spec_decode/ngram_proposer.py: NgramProposer (V1); vllm/v1/worker/gpu/spec_decode/ngram/
+  speculator.py: NgramGPUSpeculator (V2, raises "ngram_gpu speculative decoding requires Triton." without Triton:
+  the CPU platform takes V1 by VllmConfig.use_v2_model_runner).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specaudit.core.types import Status, Verdict
+from specaudit.launch.checkpoint import Checkpoint, TensorInfo
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
+from specaudit.scan.audit import Analysis, analyze, audit
+
+from conftest import engine_tree
+
+pytestmark = pytest.mark.network
+
+_analyses: dict[tuple[str, str], Analysis] = {}
+
+
+def analysis(release: str, platform: str = "cuda") -> Analysis:
+    if (release, platform) not in _analyses:
+        _analyses[release, platform] = analyze(engine_tree(release), platform=platform)
+    return _analyses[release, platform]
+
+
+def launch(speculative: dict, preset: str = "llama3", drafter: Checkpoint | None = None, **options) -> Launch:
+    method = str(speculative["method"]).lower() if speculative.get("method") else None
+    return Launch(load_preset(preset), method=method, draft=speculative.get("model"), drafter=drafter,
+                  speculative=speculative, options=options)
+
+
+def blocking(result) -> list[tuple[str, int]]:
+    return [(f.file, f.line) for f in result.blocking]
+
+
+def causal_lm(path: str, vocab: int, hidden: int, layers: int, architecture: str = "LlamaForCausalLM",
+              model_type: str = "llama") -> Checkpoint:
+    """A draft model as the Hub ships one: its config's keys and its tensors' real names and shapes (no data)."""
+    config = {"architectures": [architecture], "model_type": model_type, "hidden_size": hidden, "vocab_size": vocab,
+              "num_hidden_layers": layers, "num_attention_heads": hidden // 64, "num_key_value_heads": 8,
+              "intermediate_size": 4 * hidden, "max_position_embeddings": 131072, "tie_word_embeddings": True}
+    shapes = {"model.embed_tokens.weight": (vocab, hidden), "model.norm.weight": (hidden,)}
+    for i in range(layers):
+        shapes |= {f"model.layers.{i}.self_attn.q_proj.weight": (hidden, hidden),
+                   f"model.layers.{i}.mlp.down_proj.weight": (hidden, 4 * hidden)}
+    file = f"{path}/model.safetensors"
+    return Checkpoint(path, config, {name: TensorInfo(name, "BF16", shape, file, 0, 0) for name, shape in shapes.items()})
+
+
+# Llama-3.2-1B-Instruct's keys (vocab 128256, as Llama-3.1-8B's), Qwen2.5-0.5B's (vocab 151936).
+LLAMA_1B = causal_lm("/models/Llama-3.2-1B-Instruct", 128256, 2048, 2)
+QWEN_05B = causal_lm("/models/Qwen2.5-0.5B-Instruct", 151936, 896, 2, "Qwen2ForCausalLM", "qwen2")
+
+
+# -- ngram -----------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+@pytest.mark.parametrize("speculative", [
+    {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},  # min filled from max
+    {"model": "ngram", "num_speculative_tokens": 3},  # the old spelling; both lookups default to 5
+])
+def test_an_ngram_launch_the_engine_accepts_is_ready(release, platform, speculative):
+    result = audit(analysis(release, platform), launch(speculative))
+    assert result.method.method == "ngram" and result.method.modeled
+    assert result.verdict == Verdict.READY, blocking(result)
+    # None of EAGLE-3's rules judge it.
+    assert not any(f.rule_id.startswith("vllm-eagle3") for f in result.findings)
+
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+@pytest.mark.parametrize("speculative, error", [
+    ({"method": "ngram", "prompt_lookup_min": 5, "prompt_lookup_max": 2, "num_speculative_tokens": 3},
+     "prompt_lookup_min=5 must be <= prompt_lookup_max=2"),
+    ({"method": "ngram", "prompt_lookup_max": 0, "num_speculative_tokens": 3}, "greater than or equal to 1"),
+    ({"method": "ngram", "num_speculative_tokens": -3}, "greater than 0"),
+])
+def test_an_ngram_launch_the_engine_refuses_is_blocked_at_its_line(release, speculative, error):
+    result = audit(analysis(release, "cpu"), launch(speculative))
+    assert result.verdict == Verdict.BLOCKED
+    first = result.blocking[0]
+    assert first.file == "vllm/config/speculative.py" and error in (first.error or ""), (first.rule_id, first.error)
+
+
+def test_the_ngram_proposer_follows_the_runner_the_launch_takes():
+    # On CUDA 0.33.0 an ngram launch of a dense Llama takes Model Runner V2 (its NgramGPUSpeculator), on CPU V1's
+    # NgramProposer (Triton is missing): each path holds only its runner's roles.
+    cuda = audit(analysis("vllm==0.33.0", "cuda"), launch({"method": "ngram", "num_speculative_tokens": 3}))
+    cpu = audit(analysis("vllm==0.33.0", "cpu"), launch({"method": "ngram", "num_speculative_tokens": 3}))
+    assert cuda.path.runner == "v2" and cpu.path.runner == "v1"
+    assert not any("ngram_proposer.py" in f.file for f in cuda.findings)
+    assert not any("spec_decode/ngram/speculator.py" in f.file for f in cpu.findings)
+
+
+def test_the_speculative_config_s_fields_are_read_on_the_path_as_the_engine_leaves_them():
+    # NgramProposer.__init__ asserts `prompt_lookup_min is not None`: __post_init__ filled it from the max, so the
+    # assert is decided (it passes), never listed as undecided.
+    result = audit(analysis("vllm==0.33.0", "cpu"), launch({"method": "ngram", "num_speculative_tokens": 3,
+                                                            "prompt_lookup_max": 4}))
+    assert not [f for f in result.findings if f.file == "vllm/v1/spec_decode/ngram_proposer.py" and f.line in (15, 16)]
+    # The config's own raises that no way of this launch reaches are decided too: none is left undecided.
+    assert not [f for f in result.findings if f.file == "vllm/config/speculative.py" and f.status == Status.UNDECIDED]
+
+
+# -- draft_model -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+def test_a_same_vocabulary_draft_model_is_ready_and_no_eagle3_check_judges_it(release):
+    result = audit(analysis(release, "cpu"), launch({"model": LLAMA_1B.path, "num_speculative_tokens": 3},
+                                                    drafter=LLAMA_1B))
+    assert result.method.method == "draft_model" and result.method.modeled
+    assert result.verdict == Verdict.READY, blocking(result)
+    assert not any(f.rule_id.startswith("vllm-eagle3") for f in result.findings)
+    registered = next(f for f in result.findings if f.rule_id == "vllm-draft-architecture-registered")
+    assert registered.status == Status.PASSES and "LlamaForCausalLM" in registered.why
+
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+def test_a_draft_model_of_another_vocabulary_is_blocked_by_the_vocabulary_check(release):
+    result = audit(analysis(release, "cpu"), launch({"model": QWEN_05B.path, "num_speculative_tokens": 3},
+                                                    drafter=QWEN_05B))
+    assert result.verdict == Verdict.BLOCKED
+    first = result.blocking[0]
+    assert first.file == "vllm/config/speculative.py"
+    assert "same vocabulary size" in first.error and "151936" in first.error
+
+
+def test_a_draft_model_of_an_unregistered_architecture_is_blocked_at_the_registry():
+    mystery = replace(LLAMA_1B, config={**LLAMA_1B.config, "architectures": ["MysteryForCausalLM"]})
+    result = audit(analysis("vllm==0.33.0", "cpu"), launch({"model": mystery.path, "num_speculative_tokens": 3},
+                                                           drafter=mystery))
+    assert [f.rule_id for f in result.blocking] == ["vllm-draft-architecture-registered"]
+
+
+@pytest.mark.parametrize("draft_tp, target_tp, where", [
+    (1, 2, "vllm/v1/spec_decode/draft_model.py"),  # accepted by the config, refused by DraftModelProposer
+    (3, 2, "vllm/config/speculative.py"),  # neither 1 nor the target's: refused by _verify_and_get_draft_tp
+])
+def test_the_draft_s_tensor_parallel_size_is_held_against_the_target_s(draft_tp, target_tp, where):
+    speculative = {"model": LLAMA_1B.path, "num_speculative_tokens": 3, "draft_tensor_parallel_size": draft_tp}
+    result = audit(analysis("vllm==0.33.0", "cpu"),
+                   launch(speculative, drafter=LLAMA_1B, **{"tensor-parallel-size": target_tp}))
+    assert result.verdict == Verdict.BLOCKED and result.blocking[0].file == where
+    same = audit(analysis("vllm==0.33.0", "cpu"), launch({**speculative, "draft_tensor_parallel_size": target_tp},
+                                                         drafter=LLAMA_1B, **{"tensor-parallel-size": target_tp}))
+    assert same.verdict == Verdict.READY, blocking(same)
