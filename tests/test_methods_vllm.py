@@ -161,3 +161,53 @@ def test_the_draft_s_tensor_parallel_size_is_held_against_the_target_s(draft_tp,
     same = audit(analysis("vllm==0.33.0", "cpu"), launch({**speculative, "draft_tensor_parallel_size": target_tp},
                                                          drafter=LLAMA_1B, **{"tensor-parallel-size": target_tp}))
     assert same.verdict == Verdict.READY, blocking(same)
+
+
+# -- suffix ------------------------------------------------------------------------------------------------------
+# vLLM 0.33.0 SpeculativeConfig._validate_suffix_decoding: `if not has_arctic_inference(): raise ImportError(...)`
+# (vllm/utils/import_utils.py: find_spec("arctic_inference")), then the suffix_decoding_* values; the method runs on
+# Model Runner V1 only (VllmConfig._get_v2_model_runner_unsupported_features lists it).
+
+def environment(tmp_path, release: str, *installed: str):
+    """A site-packages holding the release's package, as an installed vLLM is, and the modules named beside it."""
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    tree = engine_tree(release)
+    for entry in tree.root.iterdir():
+        (site / entry.name).symlink_to(entry)
+    for module in installed:
+        (site / module).mkdir()
+        (site / module / "__init__.py").write_text("")
+    from specaudit.tree.locate import locate
+
+    return locate(str(site))
+
+
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 3}
+
+
+def test_suffix_in_an_environment_without_arctic_inference_is_blocked_with_the_engine_s_import_error(tmp_path):
+    result = audit(analyze(environment(tmp_path, "vllm==0.33.0"), platform="cuda"), launch(SUFFIX))
+    assert result.verdict == Verdict.BLOCKED
+    assert "Arctic Inference is required for suffix decoding" in result.blocking[0].error
+    assert result.path.runner == "v1"  # V2 does not run suffix decoding: the engine falls back, and says so
+
+
+def test_suffix_in_an_environment_with_arctic_inference_is_ready(tmp_path):
+    result = audit(analyze(environment(tmp_path, "vllm==0.33.0", "arctic_inference"), platform="cuda"),
+                   launch(SUFFIX))
+    assert result.verdict == Verdict.READY, blocking(result)
+
+
+def test_suffix_on_a_release_fetched_on_its_own_lists_the_package_it_needs():
+    # Nothing is installed beside a fetched release: whether arctic-inference is there is the launch host's, and the
+    # gate is listed undecided, with what it reads.
+    result = audit(analysis("vllm==0.33.0"), launch(SUFFIX))
+    assert result.verdict == Verdict.READY
+    (needed,) = [f for f in result.findings if f.status == Status.UNDECIDED and "has_arctic_inference" in f.why]
+    assert needed.file == "vllm/config/speculative.py"
+
+
+def test_suffix_s_own_values_are_checked():
+    result = audit(analysis("vllm==0.33.0"), launch({**SUFFIX, "suffix_decoding_min_token_prob": 2}))
+    assert result.verdict == Verdict.BLOCKED and "must be in [0, 1]" in result.blocking[0].error

@@ -18,6 +18,10 @@ LAUNCH_FACTS = ("method", "model", "num_speculative_tokens", "target_path", "dra
                 "target_text_model_type", "target_architectures", "model_is_class_path", "draft_model_config",
                 "target_vocab_size", "draft_vocab_size", "target_parallel_config")
 
+# A binding to `installed:<module>`: whether the environment the engine runs in can import that module (an optional
+# package the engine checks for, such as suffix decoding's arctic_inference).
+INSTALLED = "installed:"
+
 
 @dataclass(frozen=True)
 class Resolver:
@@ -82,7 +86,7 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
     data = _read(path)
     try:
         bindings = {str(k): str(v) for k, v in (data.get("bindings") or {}).items()}
-        unknown = sorted(set(bindings.values()) - set(LAUNCH_FACTS))
+        unknown = sorted(v for v in set(bindings.values()) - set(LAUNCH_FACTS) if not v.startswith(INSTALLED))
         if unknown:
             raise ValueError(f"bindings to {unknown}, which are not launch facts ({', '.join(LAUNCH_FACTS)})")
         return EngineMethods(

@@ -596,7 +596,9 @@ class Interpreter:
         fields = copy.deepcopy({k: v for k, v in env.items() if k.startswith("self.")}) \
             if func.startswith("self.") else None
         try:
-            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage)
+            # What the launch binds of calls (`has_arctic_inference()`) holds in the callee too.
+            bound = {k: v for k, v in env.items() if k.endswith("()")}
+            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage, bound)
         except (ValueError, RecursionError):
             return UNKNOWN
         running = [o for o in outcomes if o.raises is None]
@@ -630,11 +632,12 @@ class Interpreter:
 
 
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
-         depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None
-         ) -> tuple[list[Outcome], int]:
+         depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None,
+         bound: dict[str, Any] | None = None) -> tuple[list[Outcome], int]:
     """Every way through a function of the release called with these values (its parameters' defaults for the rest):
     what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
-    entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known."""
+    entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known;
+    ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function."""
     params = [a.arg for a in function.args.posonlyargs + function.args.args]
     static = any(_dotted(d) == "staticmethod" for d in function.decorator_list)
     if params[:1] in (["self"], ["cls"]) and not static:
@@ -644,7 +647,7 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
     interpreter = Interpreter("__return__", {}, scope, (), True, depth, coverage)
-    frame: dict[str, Any] = dict(fields or {})
+    frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
     for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
         if position < len(params) and position < len(passed):
             frame[param] = passed[position]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
-from .catalog import EngineMethods
+from .catalog import INSTALLED, EngineMethods
 from .interpret import UNKNOWN, Coverage, Interpreter, Outcome, call, methods_named
 
 
@@ -19,6 +19,10 @@ class ReleaseCode(Protocol):
     """What resolution reads of a release: a module's syntax tree and its path in the tree, or None."""
 
     def module_tree(self, name: str) -> tuple[ast.Module, str] | None: ...
+
+    def installed(self, module: str) -> bool | None:
+        """Whether the environment the release is installed in has ``module`` (None: the tree is not an
+        environment, a release fetched on its own, say)."""
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,11 @@ _PARALLEL = {"tensor_parallel_size": "tensor-parallel-size", "pipeline_parallel_
              "data_parallel_size": "data-parallel-size"}
 
 
+def _installed(code: ReleaseCode, fact: str) -> Any:
+    found = code.installed(fact.removeprefix(INSTALLED))
+    return UNKNOWN if found is None else found
+
+
 def _size(value: Any) -> Any:
     try:
         return int(value)
@@ -123,7 +132,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     draft, rewrite_stop = draft_config_of(launch, code, spec)
     facts = launch_facts(launch, draft)
     declared, refused = speculative_fields(launch, code, spec)
-    bindings = declared | {expression: facts[fact] for expression, fact in spec.bindings.items()}
+    bindings = declared | {expression: _installed(code, fact) if fact.startswith(INSTALLED) else facts[fact]
+                           for expression, fact in spec.bindings.items()}
     current: Any = spell(requested) if requested else None
     how: list[str] = []
     warnings: list[str] = []

@@ -35,7 +35,7 @@ from ..results.scan import (
     ScanResult,
     TreeSummary,
 )
-from ..tree.locate import EngineTree
+from ..tree.locate import EngineTree, installed_beside
 from ..tree.provenance import provenance
 from .decide import Decision, Evaluator, decide, entry_findings, obligation_title, path_findings
 from .facts import ClassInfo, SyntaxProblem
@@ -507,6 +507,9 @@ class _TreeCode:
             return None
         self.index.note_read(module.path)
         return tree, module.path
+
+    def installed(self, module: str) -> bool | None:
+        return installed_beside(self.index.tree, module)
 
 
 def _path_summary(path: TracedPath | None, decided: dict[str, int]) -> PathSummary:

@@ -53,6 +53,16 @@ class EngineTree:
         return f"{self.engine.name} {self.version}"
 
 
+def installed_beside(tree: EngineTree, module: str) -> bool | None:
+    """Whether the environment ``tree`` is installed in can import the top-level ``module`` (a package directory, a
+    module file or an extension beside the engine's): None where the tree is no environment (a release fetched or
+    unpacked on its own has nothing installed beside it)."""
+    if tree.root.name not in ("site-packages", "dist-packages") and not tree.origin.startswith("installed in"):
+        return None
+    return (tree.root / module / "__init__.py").is_file() or (tree.root / f"{module}.py").is_file() \
+        or any(tree.root.glob(f"{module}.*.so")) or any(tree.root.glob(f"{module}.*.pyd"))
+
+
 def locate(spec: str | None = None, engine: str | None = None) -> EngineTree:
     """Resolve what the user named into an engine tree on disk."""
     if spec is None:
