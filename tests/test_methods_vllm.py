@@ -211,3 +211,50 @@ def test_suffix_on_a_release_fetched_on_its_own_lists_the_package_it_needs():
 def test_suffix_s_own_values_are_checked():
     result = audit(analysis("vllm==0.33.0"), launch({**SUFFIX, "suffix_decoding_min_token_prob": 2}))
     assert result.verdict == Verdict.BLOCKED and "must be in [0, 1]" in result.blocking[0].error
+
+
+# -- EAGLE-1 ---------------------------------------------------------------------------------------------------------
+# vLLM 0.20.0 and 0.33.0: EAGLEConfig renames the drafter's architectures Eagle{arch}
+# (vllm/transformers_utils/configs/eagle.py); registry.py registers EagleLlamaForCausalLM but no EagleQwen2ForCausalLM;
+# llama_eagle.py builds `fc = ReplicatedLinear(input_size=self.config.hidden_size * 2, ...)`.
+
+def eagle1(path: str, fc_inputs: int, architecture: str = "LlamaForCausalLM", hidden: int = 4096) -> Checkpoint:
+    """yuhuili/EAGLE-LLaMA3-Instruct-8B's config keys and tensors: one decoder layer and fc."""
+    config = {"architectures": [architecture], "model_type": "llama", "hidden_size": hidden, "num_hidden_layers": 1,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+              "max_position_embeddings": 8192, "rms_norm_eps": 1e-05, "rope_theta": 500000.0}
+    shapes = {"fc.weight": (hidden, fc_inputs), "layers.0.self_attn.q_proj.weight": (hidden, hidden),
+              "layers.0.mlp.down_proj.weight": (hidden, 14336), "layers.0.post_attention_layernorm.weight": (hidden,)}
+    file = f"{path}/model.safetensors"
+    return Checkpoint(path, config, {name: TensorInfo(name, "F16", shape, file, 0, 0) for name, shape in shapes.items()})
+
+
+def eagle_launch(drafter: Checkpoint) -> Launch:
+    # Served at the drafter's own 8192 positions: longer, 0.33.0 raises the draft's positions and the launch degrades
+    # past them (rules/vllm/degrades-draft-context.yaml), which is not what these tests are about.
+    return launch({"method": "eagle", "model": drafter.path, "num_speculative_tokens": 3}, drafter=drafter,
+                  **{"max-model-len": 8192})
+
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+def test_an_eagle1_head_with_its_2x_fc_is_ready_and_no_eagle3_check_judges_it(release):
+    result = audit(analysis(release, "cpu"), eagle_launch(eagle1("/d/EAGLE-LLaMA3-Instruct-8B", 2 * 4096)))
+    assert result.method.method == "eagle" and result.method.modeled
+    assert result.verdict == Verdict.READY, blocking(result)
+    assert not any(f.rule_id.startswith("vllm-eagle3") for f in result.findings)
+    fc = next(f for f in result.findings if f.rule_id == "vllm-eagle-drafter-fc-input-width")
+    assert fc.status == Status.PASSES and "4096 x 2" in fc.why
+
+
+@pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
+def test_an_eagle3_head_launched_as_eagle1_is_blocked_at_its_fc(release):
+    result = audit(analysis(release, "cpu"), eagle_launch(eagle1("/d/eagle3-head", 3 * 4096)))
+    assert [f.rule_id for f in result.blocking] == ["vllm-eagle-drafter-fc-input-width"]
+    assert "Attempted to load weight" in result.blocking[0].error
+
+
+def test_an_eagle1_head_of_an_architecture_the_release_has_no_eagle_class_for_is_blocked():
+    result = audit(analysis("vllm==0.33.0", "cpu"),
+                   eagle_launch(eagle1("/d/EAGLE-Qwen2-7B", 2 * 4096, architecture="Qwen2ForCausalLM")))
+    registered = next(f for f in result.blocking if f.rule_id == "vllm-eagle-draft-architecture-registered")
+    assert "EagleQwen2ForCausalLM" in registered.why

@@ -60,14 +60,18 @@ class DraftContext:
         return [2, layers // 2, layers - 3], f"the default {DEFAULT_AUX_LAYERS} for L = {layers}"
 
 
-    def fc_inputs(self) -> tuple[int | None, str]:
-        """The input width of the fc the engine builds, and how: (target_hidden_size or hidden_size) times the
-        number of aux states. That number is 3; from vLLM 0.22 on, num_aux_hidden_states or
-        the length of eagle_config's aux ids when the config gives one."""
+    def fc_inputs(self, states: int | None = None, width: tuple[str, ...] = ("target_hidden_size", "hidden_size")
+                  ) -> tuple[int | None, str]:
+        """The input width of the fc the engine builds, and how: the first of the ``width`` keys of the drafter
+        config times the number of states fc joins. That number is ``states`` where the head fixes it (EAGLE-1: the
+        token's embedding and the target's last hidden state, 2); for EAGLE-3 the number of aux states: 3, and from
+        vLLM 0.22 on, num_aux_hidden_states or the length of eagle_config's aux ids when the config gives one."""
         config = self.draft_config
-        hidden = config.get("target_hidden_size") or config.get("hidden_size")
+        hidden = next((config[k] for k in width if config.get(k)), None)
         if not isinstance(hidden, int):
-            return None, "the drafter config has neither target_hidden_size nor hidden_size"
+            return None, f"the drafter config has none of {', '.join(width)}"
+        if states is not None:
+            return hidden * states, f"{hidden} x {states}"
         declared = config.get("num_aux_hidden_states")
         if declared is None:
             declared = len((config.get("eagle_config") or {}).get("eagle_aux_hidden_state_layer_ids") or ()) or None
@@ -109,7 +113,8 @@ def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     fc = ctx.draft.tensor("fc.weight")
     if fc is None or len(fc.shape) != 2:
         return None
-    built, how = ctx.fc_inputs()
+    built, how = ctx.fc_inputs(rule.params.get("states"), tuple(rule.params.get("width")
+                                                                 or ("target_hidden_size", "hidden_size")))
     evidence = fc.describe()
     if built is None:
         return _finding(rule, ctx, Status.UNKNOWN, how, evidence, fc.file)

@@ -230,8 +230,9 @@ class RegistryLookup(Kind):
 
     name = "registry_lookup"
     required = {"message_contains": str}
-    # of: target (default), or draft: the drafter a separate draft model loads through the same registry
-    optional = {"of": str}
+    # of: target (default), or draft: the drafter a separate draft model loads through the same registry;
+    # rename_prefix: the prefix the engine's config gives the drafter's architectures first (EAGLEConfig's `Eagle`)
+    optional = {"of": str, "rename_prefix": str}
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         if rule.params.get("of") == "draft":
@@ -239,6 +240,9 @@ class RegistryLookup(Kind):
                 return self.finding(rule, site, Status.UNKNOWN, "the draft model's config.json is not here: its "
                                     "architectures cannot be looked up (--draft DIR, or a Hub id)")
             architectures = list(judge.drafter.config.get("architectures") or [])
+            prefix = rule.params.get("rename_prefix")
+            if prefix:
+                architectures = [a if a.startswith(prefix) else f"{prefix}{a}" for a in architectures]
             config = judge.drafter.config
         else:
             architectures = judge.target.architectures
@@ -486,8 +490,9 @@ class DrafterContract(Kind):
     name = "drafter_contract"
     required = {"check": str}
     # layers: where a draft of the target's own layers keeps them, by draft architecture; engine: the names of the
-    # release's functions a check reads (what the engine does with the drafter's files: drafter.py)
-    optional = {"layers": dict, "engine": dict}
+    # release's functions a check reads (what the engine does with the drafter's files: drafter.py); states and
+    # width: what the head's fc joins, where it is not EAGLE-3's aux states (fc_input_width)
+    optional = {"layers": dict, "engine": dict, "states": int, "width": list}
     siteless = True
 
     def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
