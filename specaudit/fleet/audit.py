@@ -21,7 +21,7 @@ from ..smoke.session import SmokeOptions, Stop
 from ..tree.provenance import invocation
 from .compare import differences
 from .kubectl import Cluster
-from .node import Node, probe
+from .node import Node, probe, transport
 from .results import FleetResult, NodeAudit, ParallelGate
 
 # What a gate's code names when it reads the parallel layout.
@@ -48,10 +48,18 @@ def audit_fleet(options: FleetOptions) -> FleetResult:
     command = parse_launch_command(list(options.argv))
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     started = time.monotonic()
-    smoke_options = [SmokeOptions(host=h, argv=options.argv, ssh_config=options.ssh_config, runs_dir=options.runs_dir)
-                     for h in options.hosts]
-    with ThreadPoolExecutor(max_workers=max(1, min(options.workers, len(options.hosts)))) as pool:
-        nodes = list(pool.map(lambda o: probe(o.host, o, command, options.cluster, started), smoke_options))
+    # The ways in, made here: an interruption closes them all, which ends every command still waiting on one.
+    remotes = [transport(h, options.ssh_config, options.cluster) for h in options.hosts]
+    pool = ThreadPoolExecutor(max_workers=max(1, min(options.workers, len(options.hosts))))
+    try:
+        nodes = list(pool.map(lambda r: probe(r, SmokeOptions(host=r.host, argv=options.argv, ssh_config=options.ssh_config,
+                                                              runs_dir=options.runs_dir), command, started), remotes))
+    except BaseException:
+        for remote in remotes:
+            remote.close()
+        raise
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
     try:
         # In this thread, one after another: a cold scan forks a process pool to parse in, which is safe only where
         # no other thread of this process is mid-work.

@@ -57,10 +57,10 @@ def transport(host: str, ssh_config: str | None, cluster: Cluster) -> Transport:
     return Kubectl(host, cluster) if host.startswith(POD_PREFIX) else Remote(host, ssh_config)
 
 
-def probe(host: str, options: SmokeOptions, command: LaunchCommand, cluster: Cluster, started: float) -> Node:
+def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, started: float) -> Node:
     """Reach the node and probe it; what fails is the audit's ``error``, never an exception."""
     begun = time.monotonic()
-    remote = transport(host, options.ssh_config, cluster)
+    host = remote.host
     session = NodeSession(options, remote, started)
     node = Node(NodeAudit(host, "kubectl" if isinstance(remote, Kubectl) else "ssh", ""), session,
                 RemoteEngine(session, command, 0))

