@@ -117,6 +117,9 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
     specaudit scan -- vllm serve /shared/kimi-k2.5-int4 --speculative-config '{"method": "eagle3", ...}'
     specaudit scan vllm==0.17.0 --model meta-llama/Llama-3.1-8B-Instruct --revision main
     specaudit scan -- python3 -m sglang.launch_server --model-path /shared/kimi-k2.5-int4 --speculative-algorithm EAGLE3 ...
+
+    Exit codes: 0 READY (or a landscape), 1 BLOCKED, 2 bad input, 3 UNKNOWN, 8 DEGRADED (it runs, and the
+    drafter will not help; smoke's FLAGGED code), 130 interrupted.
     """
     console = Console()
     with _reported_errors("interrupted"):
@@ -288,6 +291,9 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
 @click.option("--launch-anyway", is_flag=True, help="Launch even when the preflight scan says BLOCKED.")
 @click.option("--check-lossless", is_flag=True, help="Relaunch without the drafter: greedy tokens must be identical.")
 @click.option("--prompt", "prompts", multiple=True, help="A prompt to send once ready (repeatable).")
+@click.option("--prompts", "prompt_set", metavar="KIND|FILE",
+              help="Bundled prompts of a kind, acceptance reported per kind: chat, code, maths, all (or kinds joined "
+                   "by commas); or a file (YAML/JSON: kind -> prompts; text: one prompt a line).")
 @click.option("--max-tokens", type=click.IntRange(1), default=32, show_default=True)
 @click.option("--ready-timeout", type=click.FloatRange(1), default=1800, show_default=True,
               help="Seconds to wait for the server to be ready.")
@@ -300,8 +306,8 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | None, launch_anyway: bool,
-          check_lossless: bool, prompts: tuple[str, ...], max_tokens: int, ready_timeout: float, lease: int,
-          reconnect_within: float, runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
+          check_lossless: bool, prompts: tuple[str, ...], prompt_set: str | None, max_tokens: int, ready_timeout: float,
+          lease: int, reconnect_within: float, runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
     """Launch on HOST (as ssh names it) the command after --, audited first, watched live, exercised, stopped.
 
     \b
@@ -309,12 +315,13 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
         --tensor-parallel-size 8 --speculative-config '{"method":"eagle3","model":"/data/eagle3","num_speculative_tokens":5}'
     specaudit smoke ops@gpu07 --engine sglang -- python3 -m sglang.launch_server ...
 
-    Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 flagged (runs, but acceptance or losslessness is
-    wrong), 130 interrupted.
+    Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 FLAGGED (runs, but acceptance or losslessness is
+    wrong; the code of scan's DEGRADED), 130 interrupted.
     """
     from dataclasses import replace
 
     from .smoke.live import LiveView  # here: the smoke stage and its live view are not a scan's to load
+    from .smoke.prompts import Prompt, load_prompts
     from .smoke.run import SmokeOptions, run_smoke
 
     console = Console()
@@ -331,8 +338,9 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
         options = SmokeOptions(host=host, argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
                                launch_anyway=launch_anyway, check_lossless=check_lossless, ready_timeout=ready_timeout,
                                lease=lease, reconnect_within=reconnect_within, max_tokens=max_tokens, out_dir=Path(out_dir))
-        if prompts:
-            options = replace(options, prompts=prompts)
+        if prompts or prompt_set:
+            options = replace(options, prompts=(load_prompts(prompt_set) if prompt_set else ())
+                              + tuple(Prompt(p) for p in prompts))
         with LiveView(console, host) as view:
             result = run_smoke(options, view)
         _deliver(result, console, formats, out_dir)

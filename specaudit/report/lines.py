@@ -304,6 +304,11 @@ def _acceptance_rows(fig: Acceptance | None) -> list[tuple[str, str]]:
             ("acceptance rate", num(fig.acceptance_rate, 3)),
             ("mean acceptance length", num(fig.mean_acceptance_length, 2)),
             ("acceptance per position", ", ".join(f"{p:.3f}" for p in fig.per_position) or "-"),
+            *([("acceptance length by prompt kind", ", ".join(f"{kind} {length:.2f}"
+                                                              for kind, length in fig.by_kind.items()))]
+              if fig.by_kind else []),
+            *([("held against", fig.expected)] if fig.expected else []),
+            *([("figures from", fig.source)] if fig.source else []),
             *[("flag", flag) for flag in fig.flags]]
 
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import replace
 
 from ..results.outcome import Acceptance, Answer, Lossless
 from .metrics import ServingProfile, acceptance, expected, meta_acceptance
+from .prompts import by_kind
 from .session import Session
 from .watch import Watch
 
@@ -75,47 +77,64 @@ class Exercise:
         self.session, self.server, self.method = session, server, method
 
     def run(self, watch: Watch, measure: bool) -> tuple[list[Answer], Acceptance | None]:
-        """The answers checked; when ``measure``, the acceptance of exactly these requests."""
+        """The answers checked; when ``measure``, the acceptance of exactly these requests, and of each kind of prompt
+        (prompts.py) from the counters read around that kind's requests."""
         model = self.server.model()
-        before = self.server.metrics() if measure else ""
+        options = self.session.options
+        groups = by_kind(options.prompts)
+        reads = [self.server.metrics()] if measure else []  # before the first kind's requests, then after each kind's
         answers = []
-        for prompt in self.session.options.prompts:
-            answers.append(self._ask(watch, model, prompt))
-            watch.pump(0.0)  # an engine can answer 200 and die on the request
+        for _, texts in groups:
+            for text in texts:
+                answers.append(self._ask(watch, model, text))
+                watch.pump(0.0)  # an engine can answer 200 and die on the request
+            if measure:
+                reads.append(self.server.metrics())
         self.session.note("requests", f"{sum(a.ok for a in answers)} of {len(answers)} answers right")
         if not measure:
             return answers, None
         watch.check_alive()
-        figures = None
+        figures, kinds = None, {}
         if self.server.serving.engine == "sglang":  # its gauges read 0 once idle: each request's own figures
-            metas = [self.server.generate(p, self.session.options.max_tokens) for p in self.session.options.prompts]
-            watch.pump(0.0)
-            figures = meta_acceptance([m for m in metas if m], self.method, self.server.serving, before,
+            metas: list[tuple[str, list[dict]]] = []
+            for kind, texts in groups:
+                metas.append((kind, [m for m in (self.server.generate(t, options.max_tokens) for t in texts) if m]))
+                watch.pump(0.0)
+            figures = meta_acceptance([m for _, ms in metas for m in ms], self.method, self.server.serving, reads[-1],
                                       self.server.metrics())
+            if figures is not None:
+                kinds = {kind: f.mean_acceptance_length for kind, ms in metas if kind
+                         for f in [meta_acceptance(ms, self.method)] if f and f.mean_acceptance_length is not None}
         if figures is None:
-            figures = acceptance(before, self.server.metrics(), self.server.serving, self.method,
-                                 requests=len(self.session.options.prompts))
-        figures = self._held_against_twin(figures)
+            figures = acceptance(reads[0], reads[-1], self.server.serving, self.method, requests=len(options.prompts))
+            kinds = {kind: f.mean_acceptance_length for i, (kind, texts) in enumerate(groups) if kind
+                     for f in [acceptance(reads[i], reads[i + 1], self.server.serving, self.method, requests=len(texts))]
+                     if f.mean_acceptance_length is not None}
+        figures = self._held_against_twin(figures, kinds)
         if figures.acceptance_rate is not None:
             self.session.note("metrics", f"acceptance rate {figures.acceptance_rate:.3f}, mean acceptance length "
                                          f"{figures.mean_acceptance_length or 0:.2f}")
+        if kinds:
+            self.session.note("metrics", "acceptance length by kind: " + ", ".join(f"{k} {v:.2f}" for k, v in kinds.items()))
         return answers, figures
 
-    def _held_against_twin(self, figures: Acceptance) -> Acceptance:
-        """The figures held against the drafter's published twin, else its method's range (metrics.expected)."""
+    def _held_against_twin(self, figures: Acceptance, kinds: dict[str, float]) -> Acceptance:
+        """The figures (and those of each kind of prompt) held against the drafter's published twin, else its method's
+        range (metrics.expected)."""
         from ..core.errors import SpecauditError
         from ..launch.command import parse_launch_command, strip_assignments
 
         try:
             command = parse_launch_command(strip_assignments(list(self.session.options.argv))[0])
         except SpecauditError:
-            return figures
+            return replace(figures, by_kind=kinds)
         spec = command.speculative
         # the tokens drafted per step: vLLM's num_speculative_tokens; SGLang's chain drafts --speculative-num-steps
         draft_tokens = command.options.get("speculative_num_steps") if command.engine == "sglang" \
             else spec.get("num_speculative_tokens")
+        count = str(draft_tokens) if draft_tokens is not None else ""
         return expected(figures, self.method, str(spec.get("model") or ""), str(command.model or ""),
-                        int(draft_tokens) if str(draft_tokens or "").isdigit() else None)
+                        int(count) if count.isdigit() else None, by_kind=kinds)
 
     def _ask(self, watch: Watch, model: str | None, prompt: str) -> Answer:
         """One completion; while it is in flight the log is still watched, so a crash ends the wait at once."""

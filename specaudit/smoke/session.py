@@ -10,9 +10,12 @@ from typing import Protocol
 
 from ..core.types import SmokeVerdict
 from ..results.outcome import Event
+from .prompts import Prompt
 from .remote import RUNS_DIR, Remote
 
-DEFAULT_PROMPTS = ("The capital of France is", "def fibonacci(n):", "Speculative decoding makes inference faster by")
+# Of no kind: --prompts chat|code|maths|all sends prompts whose acceptance is reported per kind (prompts.py).
+DEFAULT_PROMPTS = tuple(Prompt(p) for p in ("The capital of France is", "def fibonacci(n):",
+                                            "Speculative decoding makes inference faster by"))
 
 
 class SmokeView(Protocol):
@@ -35,7 +38,7 @@ class SmokeOptions:
     lease: int = 120  # seconds without a heartbeat before the remote watchdog stops the launch
     reconnect_within: float = 60.0  # how long a dropped connection is retried
     stop_grace: int = 15  # seconds between SIGTERM and SIGKILL
-    prompts: tuple[str, ...] = DEFAULT_PROMPTS
+    prompts: tuple[Prompt, ...] = DEFAULT_PROMPTS
     max_tokens: int = 32
     out_dir: Path = Path("reports")  # where the log is copied to
 
