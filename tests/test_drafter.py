@@ -184,7 +184,7 @@ def test_large_header_is_read_without_touching_tensor_data(tmp_path, monkeypatch
     ("truncate", "truncated"),
     ("lie", "the header lies about fc.weight"),
     ("no-config", "no config.json"),
-    ("no-weights", "no *.safetensors weights"),
+    ("no-weights", "no *.safetensors or *.bin weights"),
 ])
 def test_bad_checkpoints_are_one_clear_line(tmp_path, target_dir, damage, message):
     draft = write_checkpoint(tmp_path / "draft", DRAFT, draft_tensors())

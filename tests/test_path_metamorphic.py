@@ -265,3 +265,74 @@ def test_a_gate_on_a_part_of_the_target_keeps_its_place(refactor):
         result = scan(tree, Launch(load_preset(preset)), overlay=overlay, platform="cpu")
         assert result.verdict == "READY", [f"{f.rule_id} {f.location} {f.why}" for f in result.findings
                                            if f.status in ("blocks", "unknown")]
+
+
+# -- imports inside functions (issue 28): a gate moved into a helper of another module, which the caller imports inside
+# its own body (`from pkg.mod import f`, or `importlib.import_module("pkg.mod")` with a literal name), is followed as
+# far as a module-level import is. Before, the tracer did not follow such a call: SGLang 0.5.23's Glm4 (no
+# set_eagle3_layers_to_capture: srt/models/glm4.py) came out READY.
+
+GLM4 = Target("glm4", "test", {"architectures": ["Glm4ForCausalLM"], "model_type": "glm4", "hidden_size": 4096,
+                               "num_hidden_layers": 40, "vocab_size": 151552})
+SGL_CAPTURE_SETUP = "sglang/srt/model_executor/model_runner_components/attention_backend_setup.py"
+SGL_SPEC_UTILS = "sglang/srt/speculative/spec_utils.py"
+# configure_aux_hidden_state_capture, SGLang 0.5.23.
+SGL_CAPTURE_CHECK = """    if eagle_use_aux_hidden_state:
+        if not hasattr(model, "set_eagle3_layers_to_capture"):
+            raise ValueError(
+                f"Model {model.__class__.__name__} does not implement "
+                "set_eagle3_layers_to_capture, which EAGLE3 aux hidden-state "
+                "capture requires."
+            )
+        model.set_eagle3_layers_to_capture(eagle_aux_hidden_state_layer_ids)
+"""
+SGL_HELPER = """
+
+def enable_aux_capture(model, ids):
+    if not hasattr(model, "set_eagle3_layers_to_capture"):
+        raise ValueError("target cannot capture aux hidden states")
+    model.set_eagle3_layers_to_capture(ids)
+"""
+# The helper imports supports_eagle3 inside itself too: its condition is summarized from the module it names.
+VLLM_HELPER = """
+
+def ensure_eagle3_target(network):
+    from vllm.model_executor.models.interfaces import supports_eagle3
+    if not supports_eagle3(network):
+        raise RuntimeError("Model does not support EAGLE3 interface")
+"""
+IMPORT_REFACTORS = [
+    (Refactor("sglang capture: a helper imported inside the function", "sglang==0.5.23", (
+        (SGL_CAPTURE_SETUP, SGL_CAPTURE_CHECK, """    if eagle_use_aux_hidden_state:
+        from sglang.srt.speculative.spec_utils import enable_aux_capture
+        enable_aux_capture(model, eagle_aux_hidden_state_layer_ids)
+"""), (SGL_SPEC_UTILS, "", SGL_HELPER))), [(GLM4, "BLOCKED"), (load_preset("llama3"), "READY")]),
+    (Refactor("sglang capture: a helper of importlib.import_module('literal')", "sglang==0.5.23", (
+        (SGL_CAPTURE_SETUP, SGL_CAPTURE_CHECK, """    if eagle_use_aux_hidden_state:
+        import importlib
+        utils = importlib.import_module("sglang.srt.speculative.spec_utils")
+        utils.enable_aux_capture(model, eagle_aux_hidden_state_layer_ids)
+"""), (SGL_SPEC_UTILS, "", SGL_HELPER))), [(GLM4, "BLOCKED"), (load_preset("llama3"), "READY")]),
+    (Refactor("interface: a helper imported inside the function, importing inside itself", "vllm==0.17.0", _interface(
+        """                    from vllm.v1.worker.utils import ensure_eagle3_target
+                    ensure_eagle3_target(self.get_model())
+""", (UTILS, "", VLLM_HELPER))),
+     [(QWEN2_MOE, "BLOCKED"), (load_preset("qwen3"), "READY"), (load_preset("llama3"), "READY")]),
+    (Refactor("interface: a relative import_module, then a call on the module", "vllm==0.17.0", _interface(
+        """                    from importlib import import_module
+                    import_module(".utils", "vllm.v1.worker").ensure_eagle3_target(self.get_model())
+""", (UTILS, "", VLLM_HELPER))),
+     [(QWEN2_MOE, "BLOCKED"), (load_preset("qwen3"), "READY")]),
+]
+
+
+@pytest.mark.parametrize("refactor,cases", IMPORT_REFACTORS, ids=[r.name for r, _ in IMPORT_REFACTORS])
+def test_a_gate_behind_an_import_inside_a_function_keeps_the_verdict(refactor, cases):
+    overlay = _overlay(refactor.release, refactor.edits)
+    for target, verdict in cases:
+        result = scan(engine_tree(refactor.release), Launch(target), overlay=overlay)
+        blocking = [f"{f.rule_id} {f.location}" for f in result.findings if f.status in ("blocks", "unknown")]
+        assert result.verdict == verdict, f"{target.name}: {result.verdict}, {blocking}"
+        if verdict == "BLOCKED":  # where the helper now raises
+            helper = SGL_SPEC_UTILS if refactor.release.startswith("sglang") else UTILS
+            assert any(f.file == helper for f in result.blocking), blocking

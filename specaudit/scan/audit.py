@@ -587,6 +587,14 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
             findings[claimant] = replace(rule_finding, status=decision.status, why=f"{decision.why} (decided on the "
                                          f"traced path: {rule_finding.why})", error=decision.error or rule_finding.error)
     placed = [replace(f, step=steps[i]) if i in steps else f for i, f in enumerate(findings)]
+    # A rule's gate in the file of another model runner's role (V1's load_model on a launch that takes V2): the
+    # launch never runs that file's code, so its gate stops nothing.
+    taken = {e.file for e in path.entries if e.file and runs(e.runner, path.runner)}
+    other = {e.file for e in path.entries if e.file and not runs(e.runner, path.runner)} - taken
+    placed = [replace(f, status=Status.NOT_APPLICABLE, why=f"not on this launch's path: it runs Model Runner "
+                      f"{path.runner}, and {f.file} is another runner's ({f.why})")
+              if f.status == Status.BLOCKS and f.file in other and not f.rule_id.startswith("path-") else f
+              for f in placed]
     return _in_order(placed + path_findings(unclaimed) + entry_findings(path))
 
 

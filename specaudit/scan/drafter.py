@@ -107,11 +107,49 @@ def _finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evidence: 
                    error, why, rule.hint)
 
 
+# The release's functions that read an EAGLE-3 head's `eagle_config.use_aux_hidden_state` (vllm PR #27688): the V1
+# proposer's (vllm/v1/spec_decode/eagle.py 0.14 to 0.17, llm_base_proposer.py 0.20 on) and Model Runner V2's
+# (eagle3_utils.py, 0.33). Where the flag is false and the release reads it, the head runs on the target's last
+# hidden state: llama_eagle3.py builds no fc and skips the checkpoint's fc.* weights.
+AUX_FLAG_READERS = ("_get_eagle3_use_aux_hidden_state_from_config", "requires_aux_hidden_states")
+AUX_FLAG_FILES = ("vllm/v1/spec_decode/*.py", "vllm/v1/worker/gpu/spec_decode/eagle/*.py")
+
+
+def without_aux(ctx: DraftContext) -> EngineFunction | None:
+    """The release's reader of the drafter's ``eagle_config.use_aux_hidden_state``, where the drafter sets it false
+    and the release reads it (the function's own code reads that key): the head then takes no aux hidden states."""
+    eagle_config = ctx.draft_config.get("eagle_config")
+    if not isinstance(eagle_config, dict) or eagle_config.get("use_aux_hidden_state", True) or ctx.judge is None:
+        return None
+    for fn in ctx.judge.engine_functions(AUX_FLAG_READERS, AUX_FLAG_FILES):
+        reads = config_reads(fn.node)
+        if ("eagle_config", "use_aux_hidden_state") in reads or ("use_aux_hidden_state",) in reads:
+            return fn
+    return None
+
+
+def _unread(rule: Rule, ctx: DraftContext, what: str) -> Finding | None:
+    """Where weight files of the drafter could not be read (a legacy .bin), what was not checked for it."""
+    if not ctx.draft.unread:
+        return None
+    file, why = next(iter(ctx.draft.unread.items()))
+    more = f" (and {len(ctx.draft.unread) - 1} more file(s))" if len(ctx.draft.unread) > 1 else ""
+    return _finding(rule, ctx, Status.UNKNOWN, f"{what} not checked: the tensors of {Path(file).name}{more} could not "
+                    f"be read ({why})", f"{Path(file).name}: {why}", file)
+
+
 @check("fc_input_width")
 def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The checkpoint's fc against the fc the engine builds: a mismatch fails the drafter's weight load."""
+    reader = without_aux(ctx)
+    if reader is not None:
+        return _engine_finding(rule, ctx, Status.PASSES, "the drafter config sets eagle_config.use_aux_hidden_state "
+                               "false, which this release reads: it builds no fc (the checkpoint's fc.* is skipped)",
+                               "eagle_config.use_aux_hidden_state = false", reader)
     fc = ctx.draft.tensor("fc.weight")
-    if fc is None or len(fc.shape) != 2:
+    if fc is None:
+        return _unread(rule, ctx, "the width of fc.weight")
+    if len(fc.shape) != 2:
         return None
     built, how = ctx.fc_inputs(rule.params.get("states"), tuple(rule.params.get("width")
                                                                  or ("target_hidden_size", "hidden_size")))
@@ -151,6 +189,8 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
     fails the drafter's first forward (combine_hidden_states). The target keeps the hidden state of each layer
     whose id is in the set of aux ids (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(ids))), so a
     repeated id or one past the last layer gives fewer states than ids."""
+    if without_aux(ctx) is not None:
+        return None  # the head takes the target's last hidden state, not aux ones (fc_input_width says where)
     layers, source = ctx.aux_layers()
     count, hidden = ctx.target_text.get("num_hidden_layers"), ctx.target_text.get("hidden_size")
     fc = ctx.draft.tensor("fc.weight")
@@ -201,6 +241,8 @@ def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
     draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
     d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
     lm_head = ctx.draft.tensor("lm_head.weight")
+    if d2t is None and lm_head is None and ctx.draft.unread:
+        return _unread(rule, ctx, "the vocab maps (d2t, t2d, lm_head)")
     if not isinstance(target_vocab, int):
         return None
     problems, evidence = [], []
