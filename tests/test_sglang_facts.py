@@ -146,12 +146,13 @@ def test_argument_gates_pass_for_a_plain_eagle3_launch(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:]
 
 
-def test_a_standalone_launch_is_not_judged_by_the_eagle3_argument_checks(tmp_path):
+def test_a_standalone_launch_is_judged_by_its_own_handler_s_checks(tmp_path):
     # 0.5.8 raises "Currently standalone speculative decoding does not support dp attention." for STANDALONE with
-    # dp attention; specaudit models no STANDALONE yet (rules/methods/sglang/), so the launch gets no verdict: not
-    # READY, and not the EAGLE-3 rules' answer.
+    # dp attention (server_args.py _handle_speculative_decoding, under `self.speculative_algorithm == "STANDALONE"`).
     proc = sglang_launch(tmp_path, "sglang==0.5.8", "--speculative-algorithm", "STANDALONE", "--enable-dp-attention")
-    assert proc.returncode == 3, proc.stdout[-2000:]
+    assert proc.returncode == 1, proc.stdout[-2000:]
     report = json.loads(next(tmp_path.glob("scan-sglang-*.json")).read_text())
-    assert report["method"]["method"] == "standalone" and not report["method"]["modeled"]
-    assert [f["rule_id"] for f in report["findings"] if f["status"] != "passes"] == ["method-not-modeled"]
+    assert report["method"]["method"] == "standalone" and report["method"]["modeled"]
+    blocking = [f for f in report["findings"] if f["status"] == "blocks"]
+    assert [f["rule_id"] for f in blocking] == ["sglang-speculative-arguments"]
+    assert "standalone speculative decoding does not support dp attention" in blocking[0]["error"]

@@ -667,3 +667,50 @@ def check_draft_context(rule: Rule, ctx: DraftContext) -> Finding | None:
                            f"release raises the draft's max_position_embeddings to {requested} (no error), and past "
                            f"position {positions} the head drafts at positions it was never trained at, so acceptance "
                            "falls on every request longer than that", evidence, raised)
+
+
+@check("equal_vocab")
+def check_equal_vocab(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The draft's vocabulary size against the target's, where the engine requires them equal (a whole draft model
+    that proposes token ids of its own vocabulary). The engine's check is the function ``params.engine.checks``
+    names (in ``params.engine.files``): the finding stands there, with its raise's message; a release without it
+    does not check at load, and what a draft of another vocabulary does there is not known."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    draft = ctx.draft_config.get("vocab_size", (ctx.draft_config.get("text_config") or {}).get("vocab_size"))
+    target = ctx.target_text.get("vocab_size")
+    evidence = f"draft vocab_size = {draft}; target vocab_size = {target}"
+    checks = judge.engine_functions(engine.get("checks") or (), engine.get("files") or ()) if judge else []
+    fn = next((f for f in checks if f.on_path), checks[0] if checks else None)
+    if not isinstance(draft, int) or not isinstance(target, int):
+        return _engine_finding(rule, ctx, Status.UNKNOWN, "the draft's or the target's config has no vocab_size",
+                               evidence, fn)
+    if draft == target:
+        return _engine_finding(rule, ctx, Status.PASSES, f"both vocabularies have {draft} tokens (the engine may "
+                               "also compare the tokenizers' token-to-id maps, which a scan does not read)", evidence,
+                               fn)
+    if fn is None:
+        return _finding(rule, ctx, Status.UNKNOWN, f"the draft's vocabulary ({draft}) is not the target's ({target}), "
+                        "and this release does not compare them at load: what the draft's ids do to the target is not "
+                        "modeled", evidence)
+    line, message = _raise_message(fn.node, {"target_vocab_size": target, "draft_vocab_size": draft})
+    return _engine_finding(rule, ctx, Status.BLOCKS, f"the draft's vocabulary ({draft}) is not the target's ({target}): "
+                           f"{_where(fn)} refuses it once both models have loaded", evidence,
+                           EngineFunction(fn.file, line or fn.line, fn.name, fn.node, fn.on_path), message)
+
+
+def _raise_message(function: ast.AST, values: dict[str, object]) -> tuple[int | None, str | None]:
+    """The line of the first ``raise Exc("...")`` of a function, and its message, the f-string's names filled from
+    ``values``."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
+            name = node.exc.func.id if isinstance(node.exc.func, ast.Name) else "Exception"
+            parts: list[str] = []
+            for piece in ([node.exc.args[0]] if not isinstance(node.exc.args[0], ast.JoinedStr)
+                          else node.exc.args[0].values):
+                if isinstance(piece, ast.Constant):
+                    parts.append(str(piece.value))
+                elif isinstance(piece, ast.FormattedValue):
+                    text = ast.unparse(piece.value)
+                    parts.append(str(values[text]) if text in values else f"{{{text}}}")
+            return node.lineno, f"{name}: {''.join(parts)}"
+    return None, None

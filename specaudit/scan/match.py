@@ -681,6 +681,9 @@ class ArgumentGateShape(Shape):
             if isinstance(node.orelse, cst.If):
                 visit_if(node.orelse, path + [f"not ({test})"], own)
             elif isinstance(node.orelse, cst.Else):
+                raised = raise_in(node.orelse.body)
+                if raised is not None:  # `if ok: ... else: raise`
+                    record(node.orelse, path + [f"not ({test})"], *message_template(raised), own)
                 visit(node.orelse.body.body, path + [f"not ({test})"], own)
 
         outermost = m.findall(segment.module, m.FunctionDef())[:1]  # a segment is one function; nested ones are in it
