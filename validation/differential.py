@@ -204,12 +204,14 @@ def launch_command(python: Path, models: Path, target: str, drafter: str, port: 
             "--enforce-eager", "--max-model-len", "512", "--dtype", "float32", "--speculative-config", json.dumps(spec)]
 
 
-def run_smoke(server, work: Path, cell: str, command: list[str]) -> tuple[dict | None, str]:
-    """specaudit smoke on the loopback sshd; returns its JSON report (None if it wrote none) and its output."""
+def run_smoke(server, work: Path, cell: str, command: list[str], max_tokens: int = 8) -> tuple[dict | None, str]:
+    """specaudit smoke on the loopback sshd; returns its JSON report (None if it wrote none) and its output. The
+    engine's log is beside the report, in work/out/<cell>/ (validation/methods_cpu.py keeps it)."""
     out = work / "out" / cell
     done = subprocess.run(["specaudit", "smoke", server.alias, "--ssh-config", str(server.config),
                            "--runs-dir", str(work / "runs"), "--out", str(out), "--format", "json",
-                           "--launch-anyway", "--ready-timeout", "300", "--max-tokens", "8", "--", *command],
+                           "--launch-anyway", "--ready-timeout", "300", "--max-tokens", str(max_tokens), "--",
+                           *command],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
     reports = sorted(out.glob("smoke-*.json"))
     return (json.loads(reports[-1].read_text()) if reports else None), (done.stdout + done.stderr)[-3000:]

@@ -442,9 +442,14 @@ def acceptance(m: dict) -> dict:
 def scan_case(case: str) -> dict:
     """`specaudit scan` of the launch, on the same tree (--path the venv's site-packages, --platform cpu): its
     verdict and the findings that block or stay undecided, with the specaudit commit that made them."""
+    return scan_launch(*launch_command(case, 8000))
+
+
+def scan_launch(cmd: list[str], env: dict[str, str]) -> dict:
+    """scan_case's work for any launch command (`python -m vllm.entrypoints.openai.api_server --model M --host H
+    --port P --enforce-eager ...`, its environment apart): validation/methods_cpu.py's too."""
     import tempfile
 
-    cmd, env = launch_command(case, 8000)
     serve = ["vllm", "serve", cmd[cmd.index("--model") + 1],
              *[x for x in cmd[cmd.index("--enforce-eager"):]]]
     out = Path(tempfile.mkdtemp(prefix="specaudit-mtp-scan-"))
