@@ -258,3 +258,32 @@ def test_an_eagle1_head_of_an_architecture_the_release_has_no_eagle_class_for_is
                    eagle_launch(eagle1("/d/EAGLE-Qwen2-7B", 2 * 4096, architecture="Qwen2ForCausalLM")))
     registered = next(f for f in result.blocking if f.rule_id == "vllm-eagle-draft-architecture-registered")
     assert "EagleQwen2ForCausalLM" in registered.why
+
+
+# -- extract_hidden_states -------------------------------------------------------------------------------------------
+# vLLM 0.33.0 vllm/v1/spec_decode/extract_hidden_states.py, ExtractHiddenStatesProposer.__init__:
+# `assert self.num_speculative_tokens == 1`; the layer ids from the draft config __post_init__ builds
+# (ExtractHiddenStatesConfig: the speculative config's draft_model_config.hf_config over the target's), else
+# ValueError "eagle_aux_hidden_state_layer_ids must be set in the draft model config for extract_hidden_states method".
+
+def extract(k: int = 1, layer_ids: list[int] | None = None) -> dict:
+    speculative: dict = {"method": "extract_hidden_states", "num_speculative_tokens": k}
+    if layer_ids is not None:
+        speculative["draft_model_config"] = {"hf_config": {"eagle_aux_hidden_state_layer_ids": layer_ids}}
+    return speculative
+
+
+def test_hidden_state_extraction_with_its_layer_ids_is_ready():
+    result = audit(analysis("vllm==0.33.0", "cpu"), launch(extract(1, [1, 15, 28])))
+    assert result.method.modeled and result.verdict == Verdict.READY, blocking(result)
+
+
+@pytest.mark.parametrize("speculative, line, error", [
+    (extract(1), 67, "eagle_aux_hidden_state_layer_ids must be set"),
+    (extract(2, [1, 15, 28]), 35, "AssertionError"),
+])
+def test_hidden_state_extraction_the_proposer_refuses_is_blocked(speculative, line, error):
+    result = audit(analysis("vllm==0.33.0", "cpu"), launch(speculative))
+    first = result.blocking[0]
+    assert (first.file, first.line) == ("vllm/v1/spec_decode/extract_hidden_states.py", line)
+    assert error in first.error

@@ -593,6 +593,13 @@ class Evaluator:
         problem = next((i for i in items if isinstance(i, (Unknown, Raises))), None)
         return problem if problem else kind(items)
 
+    def _Dict(self, node, local, module):
+        if any(k is None for k in node.keys):  # {**other}
+            return Unknown(_text(node))
+        items = [(self.eval(k, local, module), self.eval(v, local, module)) for k, v in zip(node.keys, node.values)]
+        pending = next((x for pair in items for x in pair if isinstance(x, (Unknown, Raises))), None)
+        return pending if pending is not None else dict(items)
+
     def _Tuple(self, node, local, module):
         return self._sequence(node, local, module, tuple)
 

@@ -704,8 +704,18 @@ class _Walk:
                     self._forget(element.id)
         elif isinstance(target, ast.Attribute):
             dotted = dotted_name(target)
-            if dotted and dotted.startswith("self.") and denoted:
-                self.frame.denoted[dotted] = denoted  # self.model = <the loaded target>
+            if dotted and dotted.startswith("self."):
+                self.frame.literals.pop(dotted, None)
+                if denoted:
+                    self.frame.denoted[dotted] = denoted  # self.model = <the loaded target>
+                else:
+                    # A launch value kept on the object (`self.k = vllm_config.speculative_config.num_speculative_
+                    # tokens`) is that value where the function reads it back; an object built there (a call) is not.
+                    rewritten = _Rewrite(self).expression(copy.deepcopy(value))
+                    nodes = list(ast.walk(rewritten))
+                    if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in nodes) \
+                            and not any(isinstance(n, ast.Call) for n in nodes):
+                        self.frame.literals[dotted] = rewritten
 
     # ---- expressions: what they read from the target, and the calls to follow ----
 
@@ -922,6 +932,8 @@ class _Rewrite(ast.NodeTransformer):
                 return ast.Name(placeholder(denoted), ast.Load())
             if isinstance(node, ast.Name) and node.id in self.walk.frame.literals:
                 return copy.deepcopy(self.walk.frame.literals[node.id])
+            if isinstance(node, ast.Attribute) and text in self.walk.frame.literals:
+                return copy.deepcopy(self.walk.frame.literals[text])
             absolute = self.walk.absolute(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
             if absolute is not None:  # what an import inside the function bound: its absolute name
                 return _dotted_node(absolute)
