@@ -17,6 +17,7 @@ Facts from the releases' source (read, not run):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from test_drafter import DRAFT, TARGET, draft_tensors, write_checkpoint
@@ -168,3 +169,70 @@ def test_every_format_says_degraded(tmp_path):
     (flagged,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "vllm-degrades-aux-layer-fallback"]
     assert flagged["level"] == "error" and flagged["properties"]["status"] == "degrades"
     assert 'class="verdict DEGRADED"' in render(result, "html")
+
+
+# -- a draft tensor-parallel size the release accepts and does not use ---------------------------------------------
+# vLLM 0.14.0: EagleProposer.load_model (vllm/v1/spec_decode/eagle.py) builds the drafter with
+# get_model(vllm_config=self.vllm_config, ...); 0.32.0: SpecDecodeBaseProposer._get_model (llm_base_proposer.py, V1)
+# with _create_draft_vllm_config (attention and MoE overrides only), and V2's load_eagle_model (eagle/utils.py) with
+# apply_draft_overrides (kernel overrides only). None reads speculative_config.draft_parallel_config, which
+# _verify_and_get_draft_tp and create_draft_parallel_config fill from draft_tensor_parallel_size.
+
+
+def with_speculative(launched: Launch, **speculative) -> Launch:
+    return replace(launched, speculative={**launched.speculative, **speculative})
+
+
+@pytest.mark.parametrize("release, platform, builder", [
+    ("vllm==0.14.0", "cuda", "vllm/v1/spec_decode/eagle.py"),
+    ("vllm==0.32.0", "cuda", "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"),
+    ("vllm==0.32.0", "cpu", "vllm/v1/spec_decode/llm_base_proposer.py"),
+])
+def test_a_draft_tp_the_release_does_not_use_degrades(tmp_path, release, platform, builder):
+    tp2 = {"tensor-parallel-size": "2"}
+    result = audit(analysis(release, platform), with_speculative(launch(tmp_path, TOP, **tp2),
+                                                                draft_tensor_parallel_size=1))
+    assert result.verdict == Verdict.DEGRADED
+    finding = degrading(result)["vllm-degrades-draft-tensor-parallel"]
+    assert finding.status == Status.DEGRADES and finding.file == builder
+    assert "get_model(vllm_config=" in finding.code and "model_config=" in finding.code
+    assert "target's 2 GPUs" in finding.why
+    # The same drafter at the target's TP, as the release builds it anyway: READY.
+    fixed = audit(analysis(release, platform), with_speculative(launch(tmp_path, TOP, **tp2),
+                                                               draft_tensor_parallel_size=2))
+    assert fixed.verdict == Verdict.READY and "vllm-degrades-draft-tensor-parallel" not in degrading(fixed)
+
+
+def test_a_draft_tp_is_passed_where_the_build_reads_the_draft_parallel_config(tmp_path):
+    # The draft_model method's proposer (draft_model.py, 0.32.0): its _create_draft_vllm_config reads
+    # spec.draft_parallel_config; the chain from _get_model is followed through self calls.
+    from specaudit.scan.drafter import _followed, _reads_name
+
+    judge = analysis("vllm==0.32.0", "cpu").judge(launch(tmp_path, TOP))
+    (get_model,) = [f for f in judge.engine_functions(["_get_model"], ["vllm/v1/spec_decode/draft_model.py"])
+                    if f.file == "vllm/v1/spec_decode/draft_model.py"]
+    chain = _followed(judge, get_model, set(), [])
+    reader = _reads_name(chain, {"draft_parallel_config"})
+    assert reader is not None and reader.name == "_create_draft_vllm_config"
+
+
+# -- more draft tokens than the drafter declares -------------------------------------------------------------------
+# vLLM 0.14.0 and 0.32.0: SpeculatorsConfig.build_vllm_speculative_config (transformers_utils/configs/speculators/
+# base.py) reads proposal_methods[0]["speculative_tokens"]; SpeculativeConfig never holds a launch's
+# num_speculative_tokens against it.
+
+SPECULATORS = {**TOP, "speculators_config": {"proposal_methods": [{"proposal_type": "greedy",
+                                                                   "speculative_tokens": 3}],
+                                             "default_proposal_method": "greedy"}}
+
+
+@pytest.mark.parametrize("release", ["vllm==0.14.0", "vllm==0.32.0"])
+def test_more_draft_tokens_than_the_drafter_declares_degrade(tmp_path, release):
+    result = audit(analysis(release), with_speculative(launch(tmp_path, SPECULATORS), num_speculative_tokens=5))
+    assert result.verdict == Verdict.DEGRADED
+    finding = degrading(result)["vllm-degrades-draft-tokens"]
+    assert finding.file == "vllm/transformers_utils/configs/speculators/base.py"
+    assert "declares 3 draft token(s) and the launch drafts 5" in finding.why and "positions 3 to 4" in finding.why
+    fixed = audit(analysis(release), launch(tmp_path, SPECULATORS))  # 3 tokens, as declared
+    assert fixed.verdict == Verdict.READY
+    assert degrading(fixed)["vllm-degrades-draft-tokens"].status == Status.PASSES
