@@ -669,6 +669,150 @@ def check_draft_context(rule: Rule, ctx: DraftContext) -> Finding | None:
                            "falls on every request longer than that", evidence, raised)
 
 
+# -- a draft tensor-parallel size the engine accepts and does not use ----------------------------------------------
+
+
+def _count(value: object) -> int | None:
+    """A count a launch gives (a number, or its digits from a command line's dotted form); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _matches(file: str, globs: list[str] | tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(file, g) for g in globs)
+
+
+def _followed(judge: Judge, start: EngineFunction, follow: set[str], follow_files: list[str],
+              depth: int = 3) -> list[EngineFunction]:
+    """A function and those it calls on ``self`` (or ``super()``) from its own file, a few calls deep, with the calls of
+    other objects' methods named in ``follow`` (where the traced path reaches them, else in ``follow_files``)."""
+    seen: dict[tuple[str, int], EngineFunction] = {(start.file, start.line): start}
+    frontier = [start]
+    for _ in range(depth):
+        following = []
+        for fn in frontier:
+            for node in ast.walk(fn.node):
+                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+                    continue
+                owner, name = node.func.value, node.func.attr
+                own = isinstance(owner, ast.Name) and owner.id == "self" or \
+                    isinstance(owner, ast.Call) and isinstance(owner.func, ast.Name) and owner.func.id == "super"
+                if own:
+                    found = [f for f in judge.engine_functions([name], [fn.file]) if f.file == fn.file]
+                elif name in follow:
+                    found = judge.engine_functions([name], follow_files)
+                else:
+                    continue
+                for callee in found:
+                    if (callee.file, callee.line) not in seen:
+                        seen[callee.file, callee.line] = callee
+                        following.append(callee)
+        frontier = following
+    return list(seen.values())
+
+
+def _draft_build(functions: list[EngineFunction], builder: str, draft: str) -> tuple[EngineFunction, ast.Call] | None:
+    """The call that builds the draft model: ``<builder>(..., model_config=<...draft_model_config...>)``."""
+    for fn in functions:
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == builder and any(
+                    k.arg == "model_config" and draft in ast.unparse(k.value) for k in node.keywords):
+                return fn, node
+    return None
+
+
+def _reads_name(functions: list[EngineFunction], names: set[str]) -> EngineFunction | None:
+    """The first of the functions that reads one of the names (an attribute, or a string naming it)."""
+    for fn in functions:
+        for node in ast.walk(fn.node):
+            if isinstance(node, ast.Attribute) and node.attr in names or \
+                    isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                return fn
+    return None
+
+
+@check("draft_tp_ignored")
+def check_draft_tp_ignored(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """A draft tensor-parallel size other than the target's that the release accepts (``_verify_and_get_draft_tp``:
+    1 or the target's) and then does not use: the function that builds the draft on the launch's path (the loaders
+    ``params.engine`` names, and what they call on ``self``) hands ``get_model`` a config without the draft's parallel
+    config. vLLM 0.14 to 0.33: EAGLE's proposer builds the drafter with ``self.vllm_config`` (V1:
+    EagleProposer.load_model / SpecDecodeBaseProposer._get_model and _create_draft_vllm_config) or the target's config
+    with kernel overrides (V2: eagle/utils.py load_eagle_model, apply_draft_overrides); only the draft_model method's
+    proposer (draft_model.py _create_draft_vllm_config) reads ``draft_parallel_config``."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    asked = _count(ctx.launch.speculative.get("draft_tensor_parallel_size"))
+    target_tp = int(ctx.launch.options.get("tensor-parallel-size") or 1)
+    if judge is None or asked is None or asked == target_tp or asked != 1:
+        return None  # nothing to ignore; a size other than 1 or the target's is refused (draft_tensor_parallel)
+    files = list(engine.get("files") or ())
+    loaders = [f for f in judge.engine_functions(engine.get("loaders") or (), files) if f.on_path and _matches(f.file, files)]
+    for loader in loaders:
+        chain = _followed(judge, loader, set(engine.get("follow") or ()), list(engine.get("follow_files") or ()))
+        build = _draft_build(chain, str(engine.get("builder") or "get_model"), "draft_model_config")
+        if build is None:
+            continue
+        fn, call = build
+        evidence = f"draft_tensor_parallel_size = {asked}; tensor_parallel_size = {target_tp}; {_where(fn)} builds " \
+                   f"the draft: {' '.join(ast.unparse(call).split())}"
+        reader = _reads_name(chain, set(engine.get("reads") or ("draft_parallel_config",)))
+        if reader is not None:
+            return _engine_finding(rule, ctx, Status.PASSES, f"the release builds the draft with its own parallel "
+                                   f"config (read in {_where(reader)}): TP {asked}", evidence, fn)
+        return _engine_finding(rule, ctx, Status.DEGRADES,
+                               f"the release accepts draft_tensor_parallel_size = {asked} and builds the draft with the "
+                               f"target's parallel config (nothing from {_where(loader)} on reads the draft's): the "
+                               f"drafter runs sharded over the target's {target_tp} GPUs, each draft step paying the "
+                               f"all-reduces TP {asked} was asked to avoid, with no error and no log line (acceptance "
+                               "is unchanged; the speed-up is smaller)", evidence, fn)
+    return None
+
+
+# -- more draft tokens than the drafter declares ---------------------------------------------------------------------
+
+
+def _declared_tokens(config: dict) -> list[int]:
+    """The tokens a drafter config says it drafts: speculators' ``speculators_config.proposal_methods[].
+    speculative_tokens``."""
+    methods = (config.get("speculators_config") or {}).get("proposal_methods") if isinstance(
+        config.get("speculators_config"), dict) else None
+    return [m["speculative_tokens"] for m in methods or () if isinstance(m, dict)
+            and isinstance(m.get("speculative_tokens"), int) and m["speculative_tokens"] > 0]
+
+
+@check("draft_tokens_declared")
+def check_draft_tokens_declared(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The launch's num_speculative_tokens against the tokens the drafter's config declares it drafts, where the
+    release reads that declaration (``params.engine.readers``: vLLM's SpeculatorsConfig.build_vllm_speculative_config
+    reads the first proposal method's ``speculative_tokens``, the count it drafts when the drafter is launched on its
+    own) and takes a launch's own count over it without a word (0.33: ``speculative_config.update(...)`` of the
+    user's; by --speculative-config, SpeculativeConfig never compares them). Positions past the declared count are
+    ones the head was not trained to draft at: their tokens are mostly rejected, and each costs a draft forward."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    declared = _declared_tokens(ctx.draft_config)
+    asked = _count(ctx.launch.speculative.get("num_speculative_tokens"))
+    if judge is None or not declared or asked is None:
+        return None
+    readers = judge.engine_functions(engine.get("readers") or (), engine.get("files") or ())
+    reader = next((f for f in readers if ("speculative_tokens",) in config_reads(f.node)), None)
+    if reader is None:
+        return None  # the release does not read the declaration: what it means to it cannot be told
+    trained = max(declared)
+    evidence = f"num_speculative_tokens = {asked}; speculators_config.proposal_methods[].speculative_tokens = " \
+               f"{declared}; {_where(reader)} reads speculative_tokens"
+    if asked <= trained:
+        return _engine_finding(rule, ctx, Status.PASSES, f"the launch drafts {asked} token(s), within the {trained} the "
+                               "drafter declares", evidence, reader)
+    return _engine_finding(rule, ctx, Status.DEGRADES,
+                           f"the drafter declares {trained} draft token(s) and the launch drafts {asked}: the release "
+                           f"takes the launch's count without a word, and positions {trained} to {asked - 1} are ones "
+                           "the head was not trained to draft at (their tokens are mostly rejected, and each costs a "
+                           "draft forward: acceptance rate falls, the speed-up with it)", evidence, reader)
+
+
 @check("equal_vocab")
 def check_equal_vocab(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The draft's vocabulary size against the target's, where the engine requires them equal (a whole draft model
