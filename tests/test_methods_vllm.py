@@ -287,3 +287,18 @@ def test_hidden_state_extraction_the_proposer_refuses_is_blocked(speculative, li
     first = result.blocking[0]
     assert (first.file, first.line) == ("vllm/v1/spec_decode/extract_hidden_states.py", line)
     assert error in first.error
+
+
+# -- ngram on the GPU ------------------------------------------------------------------------------------------------
+# vLLM 0.33.0: NgramProposerGPU on V1 (GPUModelRunner.__init__: use_ngram_gpu()), NgramGPUSpeculator on V2
+# (init_speculator: use_ngram() is ngram or ngram_gpu); the lookup values are checked as ngram's.
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_ngram_on_the_gpu_is_judged_as_ngram_is(platform):
+    ready = audit(analysis("vllm==0.33.0", platform), launch({"method": "ngram_gpu", "num_speculative_tokens": 3}))
+    assert ready.method.modeled and ready.verdict == Verdict.READY, blocking(ready)
+    refused = audit(analysis("vllm==0.33.0", platform), launch({"method": "ngram_gpu", "num_speculative_tokens": 3,
+                                                                "prompt_lookup_min": 6, "prompt_lookup_max": 3}))
+    assert refused.verdict == Verdict.BLOCKED and "must be <= prompt_lookup_max=3" in refused.blocking[0].error
+    # What the engine's config code would check after it refuses the launch is not listed as undecided.
+    assert not [f for f in refused.findings if f.status == Status.UNDECIDED and f.phase == "speculative_config"]

@@ -22,7 +22,6 @@ from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
 from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
 from ..methods.findings import REFUSED, method_findings
-from ..methods.interpret import Coverage
 from ..methods.resolve import Resolution, resolve
 from ..results.scan import (
     GateSite,
@@ -401,7 +400,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
                                   judge.target_class_problem(), options, a.registry, launch.speculative, fixed,
                                   resolution.fields,
                                   draft_config=launch.drafter.config if launch.drafter is not None else None)
-            decisions = settled(decide(path, evaluator), resolution.coverage, a.index)
+            decisions = settled(decide(path, evaluator), resolution, a.index)
         for decision in decisions:
             decided[decision.status] = decided.get(decision.status, 0) + 1
         findings = stop + (_with_path(findings, decisions, sites, path) if path is not None else _in_order(findings))
@@ -460,11 +459,17 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
     return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary, resolution
 
 
-def settled(decisions: list[Decision], coverage: Coverage, index: TreeIndex) -> list[Decision]:
+def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex) -> list[Decision]:
     """The path's decisions, with the raises of the engine's resolving code that no way of this launch reaches
     passed: played out statement by statement on the launch's values, that code decides them where the path's
     reading, one condition at a time, could not (a field the code fills in before it checks it). A raise is not
-    reached where its own line is not, or the line of a call on the way to it."""
+    reached where its own line is not, or the line of a call on the way to it. Where that code refuses the launch,
+    what it would check after the refusal is not listed as undecided: it depends on how the refusal is fixed."""
+    coverage = resolution.coverage
+    if resolution.stops is not None:
+        decisions = [d for d in decisions if not (d.status is Status.UNDECIDED
+                                                  and d.obligation.phase == Phase.SPECULATIVE_CONFIG)]
+
     def not_reached(o: Obligation) -> bool:
         if coverage.not_reached(o.file, o.line):
             return True
