@@ -236,3 +236,43 @@ def test_more_draft_tokens_than_the_drafter_declares_degrade(tmp_path, release):
     fixed = audit(analysis(release), launch(tmp_path, SPECULATORS))  # 3 tokens, as declared
     assert fixed.verdict == Verdict.READY
     assert degrading(fixed)["vllm-degrades-draft-tokens"].status == Status.PASSES
+
+
+# -- SGLang: a drafter's own lm_head replaced by the target's --------------------------------------------------------
+# SGLang 0.5.23: models/llama_eagle3.py LlamaForCausalLMEagle3.__init__ sets load_lm_head_from_target = True when the
+# config's draft_vocab_size is None; speculative/eagle_worker_v2.py init_lm_head then calls
+# set_embed_and_head(embed, head) with the target's (models/llama.py: del self.lm_head.weight; self.lm_head.weight =
+# head). vLLM keeps a head that differs from the target's (torch.equal in _maybe_share_lm_head / _should_share).
+
+
+def full_vocab_head(tmp_path, target_head, own_head) -> Launch:
+    import numpy as np
+
+    target = write_checkpoint(tmp_path / "target-w", TARGET, {"lm_head.weight": target_head})
+    config = {k: v for k, v in HEAD.items() if k != "draft_vocab_size"}
+    tensors = {k: v for k, v in head_tensors().items() if k not in ("d2t", "t2d")}
+    tensors["lm_head.weight"] = own_head
+    draft = write_checkpoint(tmp_path / "draft-full", config, tensors)
+    assert target_head.dtype == np.float32
+    return Launch(load_model(str(target)), method="eagle3", engine="sglang", draft=str(draft),
+                  drafter=read_checkpoint(str(draft)), speculative={"method": "eagle3", "num_speculative_tokens": 3},
+                  target_weights=read_checkpoint(str(target)))
+
+
+def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
+    import numpy as np
+
+    target_head = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
+    result = audit(analysis("sglang==0.5.23"), full_vocab_head(tmp_path, target_head, target_head[::-1].copy()))
+    assert result.verdict == Verdict.DEGRADED
+    finding = degrading(result)["sglang-degrades-head-overwritten"]
+    assert finding.file == "sglang/srt/speculative/eagle_worker_v2.py"
+    assert "LlamaForCausalLMEagle3" in finding.code and "no draft_vocab_size" in finding.code
+    assert "differs from the target's" in finding.why
+    # A head that is a copy of the target's loses nothing: READY.
+    copy = audit(analysis("sglang==0.5.23"), full_vocab_head(tmp_path / "copy", target_head, target_head))
+    assert copy.verdict == Verdict.READY
+    assert degrading(copy)["sglang-degrades-head-overwritten"].status == Status.PASSES
+    # A drafter config with its draft_vocab_size keeps its own head (the d2t-mapped heads of test_degraded's others).
+    kept = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, "eagle3", "sglang"))
+    assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES

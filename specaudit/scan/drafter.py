@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.types import EngineFunction, Finding, Judge, Rule, Status
-from ..launch.checkpoint import Checkpoint
+from ..launch.checkpoint import Checkpoint, LocalFile, TensorInfo
+from .facts import SyntaxProblem
 
 if TYPE_CHECKING:
     from ..launch.request import Launch
@@ -858,3 +859,113 @@ def _raise_message(function: ast.AST, values: dict[str, object]) -> tuple[int | 
                     parts.append(str(values[text]) if text in values else f"{{{text}}}")
             return node.lineno, f"{name}: {''.join(parts)}"
     return None, None
+
+
+# -- a drafter's own lm_head and embedding replaced by the target's -------------------------------------------------
+
+
+def _flag_when_missing(function: ast.AST, flag: str) -> str | None:
+    """The config key whose absence sets ``self.<flag> = True``: ``if <config>.<key> is None: ... self.<flag> = True``
+    (SGLang's LlamaForCausalLMEagle3.__init__: ``if config.draft_vocab_size is None: self.load_lm_head_from_target =
+    True``)."""
+    for node in ast.walk(function):
+        test = node.test if isinstance(node, ast.If) else None
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Attribute) and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Is) and isinstance(test.comparators[0], ast.Constant)
+                and test.comparators[0].value is None):
+            continue
+        if any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == flag for t in s.targets)
+               and isinstance(s.value, ast.Constant) and s.value.value is True for s in ast.walk(node)):
+            return test.left.attr
+    return None
+
+
+def _shares_under(function: ast.AST, flag: str, setter: str) -> bool:
+    """Whether a function calls ``<model>.<setter>(...)`` under an ``if`` that reads ``<model>.<flag>``."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.If) and any(isinstance(n, ast.Attribute) and n.attr == flag for n in ast.walk(node.test)) \
+                and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == setter
+                        for s in node.body for n in ast.walk(s)):
+            return True
+    return False
+
+
+def _class_method(judge: Judge, module: str, class_name: str, name: str) -> tuple[str, ast.AST | None]:
+    """A class's own method, read from its module in the release (the judge's index: engine_functions answers with the
+    functions of that name on the traced path first, wherever they are)."""
+    index = getattr(getattr(judge, "resolver", None), "index", None)
+    relpath = index.files.get(module) if index is not None else None
+    if index is None or relpath is None:
+        return module.replace(".", "/") + ".py", None
+    try:
+        tree = index.syntax(relpath)
+    except (SyntaxProblem, OSError):  # a file that does not parse: nothing read from it
+        return relpath, None
+    for stmt in tree.body if tree else ():
+        if isinstance(stmt, ast.ClassDef) and stmt.name == class_name:
+            return relpath, next((f for f in stmt.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                  and f.name == name), None)
+    return relpath, None
+
+
+SAMPLED_ROWS = 4  # rows of the two heads compared, spread over the vocabulary
+
+
+def _same_rows(draft: Checkpoint, head: TensorInfo, target: Checkpoint, other: TensorInfo) -> bool | None:
+    """Whether two heads of one dtype and shape hold the same bytes in a few rows spread over the vocabulary (read by
+    offset, never whole); None where they cannot be compared so."""
+    if head.dtype != other.dtype or head.shape != other.shape or len(head.shape) != 2 or head.start < 0 \
+            or other.start < 0 or not head.shape[0]:
+        return None
+    row = (head.end - head.start) // head.shape[0]
+    rows = sorted({round(i * (head.shape[0] - 1) / (SAMPLED_ROWS - 1)) for i in range(SAMPLED_ROWS)})
+    mine = draft.sources.get(head.file) or LocalFile(Path(head.file))
+    theirs = target.sources.get(other.file) or LocalFile(Path(other.file))
+    return all(mine.read(head.start + r * row, row) == theirs.read(other.start + r * row, row) for r in rows)
+
+
+@check("head_overwritten")
+def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """A drafter whose checkpoint has its own lm_head, on a release that replaces it by the target's: the draft class
+    sets a flag when its config lacks a key (``params.engine.flag`` / the key read from the class: SGLang's
+    ``load_lm_head_from_target`` when ``draft_vocab_size`` is None), and the worker (``params.engine.sharers``) then
+    calls ``set_embed_and_head`` with the target's embedding and head. A head that is a copy of the target's loses
+    nothing; one trained on its own is silently replaced, and the drafter's distribution is no longer the one it was
+    trained to produce. Which it is is read from a few rows of both heads, where the target's weights are here."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    head = ctx.draft.tensor("lm_head.weight")
+    if judge is None or head is None or ctx.draft_config.get("tie_word_embeddings"):
+        return None
+    flag, setter = str(engine.get("flag") or ""), str(engine.get("setter") or "")
+    entry = judge.registered(list(ctx.draft_config.get("architectures") or ()))
+    if entry is None:
+        return None
+    module_file, init = _class_method(judge, entry.module, entry.class_name, "__init__")
+    key = _flag_when_missing(init, flag) if init is not None else None
+    sharers = [f for f in judge.engine_functions(engine.get("sharers") or (), engine.get("files") or ())
+               if _shares_under(f.node, flag, setter)]
+    if key is None or not sharers:
+        return None  # the release keeps a drafter's own head whatever its config says
+    sharer = next((f for f in sharers if f.on_path), sharers[0])
+    evidence = f"{entry.class_name} ({module_file}) sets {flag} where the drafter config has no {key}; " \
+               f"{_where(sharer)} then calls {setter}(target embed, target head); the drafter checkpoint has " \
+               f"{head.describe()}"
+    if ctx.draft_config.get(key) is not None:
+        return _engine_finding(rule, ctx, Status.PASSES, f"the drafter config sets {key}: the release keeps the "
+                               "drafter's own lm_head", evidence, sharer)
+    target = ctx.launch.target_weights
+    other = target.tensor("lm_head.weight") if target is not None else None
+    same = _same_rows(ctx.draft, head, target, other) if target is not None and other is not None else None
+    replaced = f"the drafter config has no {key}, so the release replaces the drafter's lm_head (and embedding) by " \
+               "the target's"
+    if same is None:
+        return _engine_finding(rule, ctx, Status.UNDECIDED, f"{replaced}; whether the drafter's head is a copy of the "
+                               "target's cannot be told without the target's lm_head here (scan with --model DIR; "
+                               "specaudit smoke measures it)", evidence, sharer)
+    if same:
+        return _engine_finding(rule, ctx, Status.PASSES, f"{replaced}; the sampled rows of both heads are identical: "
+                               "a copy, nothing lost", evidence, sharer)
+    return _engine_finding(rule, ctx, Status.DEGRADES,
+                           f"{replaced}, and the drafter's own head differs from the target's (rows sampled over the "
+                           "vocabulary): the head it was trained with is silently replaced, so it drafts from a "
+                           "distribution it was not trained to produce (no error, no log line)", evidence, sharer)
