@@ -117,14 +117,12 @@ def test_the_release_lists_its_methods_where_it_declares_them():
 EAGLE3_RULES = {"vllm": "vllm-eagle3", "sglang": "sglang-eagle3"}
 
 
+# vLLM's eagle, draft_model, ngram, ngram_gpu, suffix and extract_hidden_states are modeled (tests/test_methods_vllm.py).
 @pytest.mark.parametrize("release, speculative", [
-    ("vllm==0.33.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3-Instruct-8B", "num_speculative_tokens": 3}),
-    ("vllm==0.33.0", {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}),
-    ("vllm==0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}),
-    ("vllm==0.33.0", {"method": "suffix", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"method": "dspark", "num_speculative_tokens": 3}),
-    ("vllm==0.33.0", {"method": "extract_hidden_states", "num_speculative_tokens": 1}),
+    ("vllm==0.33.0", {"model": "my_pkg.proposers.MyProposer", "num_speculative_tokens": 3}),  # custom_class
+    ("vllm==0.20.0", {"method": "medusa", "model": "org/medusa-heads", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"model": "org/plain-draft", "num_speculative_tokens": 3}),
     # SGLang's STANDALONE, NGRAM, DFLASH and UNO are modeled (tests/test_methods_sglang.py); DSPARK is not yet.
     ("sglang==0.5.23", {"method": "dspark", "model": "org/dspark-draft"}),
@@ -161,12 +159,13 @@ def test_eagle3_launches_keep_their_verdict_and_name_their_method():
 
 
 def test_the_registry_gate_holds_for_every_method():
-    # rules/vllm/registry-lookup.yaml names "*": an unregistered target blocks an ngram launch as it blocks any.
+    # rules/vllm/registry-lookup.yaml names "*": an unregistered target blocks a launch of a method specaudit does not
+    # model (DSpark) as it blocks any.
     from specaudit.launch.target import Target
 
     target = Target("mystery", "test", {"architectures": ["MysteryForCausalLM"], "model_type": "mystery"})
-    result = audit(analysis("vllm==0.33.0"), Launch(target, method="ngram", speculative={"method": "ngram",
-                                                                                        "num_speculative_tokens": 3}))
+    result = audit(analysis("vllm==0.33.0"), Launch(target, method="dspark", speculative={"method": "dspark",
+                                                                                         "num_speculative_tokens": 3}))
     assert result.verdict == Verdict.BLOCKED
     assert [f.rule_id for f in result.blocking] == ["vllm-architecture-registered"]
     assert any(f.rule_id == "method-not-modeled" and f.status == Status.UNKNOWN for f in result.findings)
