@@ -302,3 +302,79 @@ def test_ngram_on_the_gpu_is_judged_as_ngram_is(platform):
     assert refused.verdict == Verdict.BLOCKED and "must be <= prompt_lookup_max=3" in refused.blocking[0].error
     # What the engine's config code would check after it refuses the launch is not listed as undecided.
     assert not [f for f in refused.findings if f.status == Status.UNDECIDED and f.phase == "speculative_config"]
+
+
+# -- metamorphic: a launch-value check written otherwise keeps its verdict ---------------------------------------------
+# vLLM 0.33.0's ngram checks, rewritten in the file the scan reads (analyze's overlay; the tree on disk is untouched):
+# `prompt_lookup_min > prompt_lookup_max` as an `if ...: raise` (as released), as an `assert`, moved into a method of
+# the class, and into a helper of another module imported inside __post_init__; `prompt_lookup_max >= 1` as pydantic's
+# Field(ge=1) (as released) and as a @field_validator.
+
+SPECULATIVE = "vllm/config/speculative.py"
+MIN_MAX_CHECK = '''            if self.prompt_lookup_min > self.prompt_lookup_max:
+                raise ValueError(
+                    f"prompt_lookup_min={self.prompt_lookup_min} must "
+                    f"be <= prompt_lookup_max={self.prompt_lookup_max}"
+                )
+'''
+FIELD = "    prompt_lookup_max: int | None = Field(default=None, ge=1)\n"
+VALIDATOR = '''    @field_validator("prompt_lookup_max")
+    @classmethod
+    def _check_prompt_lookup_max(cls, value):
+        if value is not None and value < 1:
+            raise ValueError(f"prompt_lookup_max={value} must be >= 1")
+        return value
+
+    @model_validator(mode="after")
+    def _verify_args(self) -> Self:'''
+LOOKUPS_MODULE = '''def check_lookups(low, high):
+    if low > high:
+        raise ValueError(f"prompt_lookup_min={low} must be <= prompt_lookup_max={high}")
+'''
+
+REWRITES = {
+    "as released": {},
+    "assert": {SPECULATIVE: [(MIN_MAX_CHECK, "            assert self.prompt_lookup_min <= self.prompt_lookup_max, "
+                                             "'prompt_lookup_min must be <= prompt_lookup_max'\n")]},
+    "a method of the class": {SPECULATIVE: [
+        (MIN_MAX_CHECK, "            self._check_lookups()\n"),
+        ("    @model_validator(mode=\"after\")\n    def _verify_args(self) -> Self:",
+         "    def _check_lookups(self):\n" + MIN_MAX_CHECK.replace("            ", "        ", 1)
+         .replace("\n            ", "\n        ") + "\n    @model_validator(mode=\"after\")\n"
+         "    def _verify_args(self) -> Self:")]},
+    "a helper imported inside the function": {SPECULATIVE: [
+        (MIN_MAX_CHECK, "            from vllm.config.utils import check_lookups\n\n"
+                        "            check_lookups(self.prompt_lookup_min, self.prompt_lookup_max)\n")],
+        "vllm/config/utils.py": [("\n\ndef ", "\n\n" + LOOKUPS_MODULE + "\n\ndef ")]},
+    "a field validator": {SPECULATIVE: [(FIELD, "    prompt_lookup_max: int | None = None\n"),
+                                        ("    @model_validator(mode=\"after\")\n    def _verify_args(self) -> Self:",
+                                         VALIDATOR)]},
+}
+_rewritten: dict[str, Analysis] = {}
+
+
+def rewritten(name: str) -> Analysis:
+    if name not in _rewritten:
+        tree = engine_tree("vllm==0.33.0")
+        overlay: dict[str, bytes] = {}
+        for relpath, edit in REWRITES[name].items():
+            source = (tree.root / relpath).read_text()
+            for old, new in edit:
+                assert old in source, (name, old)
+                source = source.replace(old, new, 1)
+            overlay[relpath] = source.encode()
+        _rewritten[name] = analyze(tree, overlay=overlay, platform="cpu")
+    return _rewritten[name]
+
+
+@pytest.mark.parametrize("name", list(REWRITES))
+@pytest.mark.parametrize("speculative, verdict", [
+    ({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 5}, Verdict.READY),
+    ({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5, "prompt_lookup_max": 2}, Verdict.BLOCKED),
+    ({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 0}, Verdict.BLOCKED),
+])
+def test_a_launch_value_check_written_otherwise_keeps_its_verdict(name, speculative, verdict):
+    result = audit(rewritten(name), launch(speculative))
+    assert result.verdict == verdict, (name, blocking(result), [(f.rule_id, f.why) for f in result.findings][:3])
+    if verdict == Verdict.BLOCKED:
+        assert result.blocking[0].file == SPECULATIVE

@@ -217,9 +217,12 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
     found = next((f for f in (_class(code, name) for name in spec.fields) if f is not None), None)
     if found is None:
         return {}, None
-    cls, relpath = found
+    cls, scope, relpath = found
     given = launch.speculative
     bound: dict[str, Any] = {}
+    refused = _field_validators(cls, scope, relpath, given)
+    if refused is not None:
+        return bound, refused
     for stmt in cls.body:
         if not isinstance(stmt, ast.AnnAssign) or not isinstance(stmt.target, ast.Name) or stmt.value is None:
             continue
@@ -241,6 +244,34 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
     return bound, None
 
 
+def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given: dict[str, Any]
+                      ) -> tuple[str, int, str, str] | None:
+    """pydantic's ``@field_validator("name")`` methods, played out on the value the launch gives that field (they run
+    before __post_init__): the first raise every way meets, as pydantic reports it."""
+    for function in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+        named = [a.value for d in function.decorator_list if isinstance(d, ast.Call)
+                 and (_dotted_text(d.func) or "").rsplit(".", 1)[-1] == "field_validator"
+                 for a in d.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        params = [a.arg for a in function.args.posonlyargs + function.args.args][1:]  # after cls
+        for field_name in (n for n in named if n in given):
+            if not params:
+                continue
+            interpreter = Interpreter("__return__", {params[0]: given[field_name]}, scope, (), True)
+            try:
+                outcomes = interpreter.run(function, None)
+            except (ValueError, RecursionError):
+                continue
+            if outcomes and all(o.raises for o in outcomes):
+                line, _, statement = (outcomes[0].raises or "0: ").partition(": ")
+                return relpath, int(line), statement, (f"pydantic ValidationError: 1 validation error for {cls.name}: "
+                                                       f"{field_name}: Value error, {outcomes[0].error or statement}")
+    return None
+
+
+def _dotted_text(node: ast.expr) -> str | None:
+    return ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+
+
 def _declared_default(value: ast.expr) -> tuple[Any, dict[str, Any]]:
     """A field's declared default (``= 5``, ``= Field(default=None, ge=1)``), UNKNOWN where it is not a constant,
     and the numeric constraints of its ``Field``/``field``."""
@@ -260,14 +291,15 @@ def _literal(node: ast.expr) -> Any:
         return UNKNOWN
 
 
-def _class(code: ReleaseCode, candidate: str) -> tuple[ast.ClassDef, str] | None:
+def _class(code: ReleaseCode, candidate: str) -> tuple[ast.ClassDef, ModuleScope, str] | None:
+    """The class the release defines under that name, the scope of its module (and of it), and its file."""
     module_name, _, name = candidate.partition(":")
     found = code.module_tree(module_name)
     if found is None:
         return None
     tree, relpath = found
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-    return (cls, relpath) if cls is not None else None
+    return (cls, ModuleScope(code, tree, relpath, owner=cls), relpath) if cls is not None else None
 
 
 def draft_config_of(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> tuple[Any, tuple[str, int, str, str] | None]:
