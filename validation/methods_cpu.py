@@ -72,6 +72,8 @@ CASES = {
     "ngram-min-gt-max": ("ngram", "target", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5,
                                              "prompt_lookup_max": 2}, None,
                          "prompt_lookup_min 5 > prompt_lookup_max 2: refused at config validation"),
+    "suffix": ("suffix", "target", {"method": "suffix", "num_speculative_tokens": 3}, None,
+               "suffix decoding in a venv without arctic-inference: refused at config validation"),
     "eagle1": ("eagle", "target", {"method": "eagle", "model": "eagle1", "num_speculative_tokens": 3}, 1.0,
                "an EAGLE-1 drafter (fc [H, 2H], one layer, llama_eagle.py's names): served"),
     "eagle1-fc3": ("eagle", "target", {"method": "eagle", "model": "eagle1-fc3", "num_speculative_tokens": 3}, None,
@@ -111,6 +113,13 @@ FINDINGS = [
     "fewer repeats. prompt_lookup_min 5 > prompt_lookup_max 2 is refused at speculative.py:1218 (a "
     "ValidationError again; its message has an f-string field between every run of words, so mtp_cpu's "
     "find_in_source does not find it: the scan's gate is matched to the message by the raise's own f-string).",
+    "suffix without arctic-inference in the engine venv: `ImportError: Arctic Inference is required for suffix "
+    "decoding` from `SpeculativeConfig._validate_suffix_decoding` (speculative.py:1598, called at :1229; an "
+    "ImportError, so pydantic does not wrap it). `specaudit scan --path SITE` reads the venv the tree is installed "
+    "in and says BLOCKED; smoke's preflight scan said READY: it scans its local mirror of the remote engine package "
+    "(specaudit/smoke/preflight.py _mirror_engine), beside which nothing is installed, so the `installed:"
+    "arctic_inference` binding is unknown (specaudit/tree/locate.py installed_beside returns None) and the gate is "
+    "left undecided without making the verdict UNKNOWN.",
     "EAGLE-1 (`method: eagle`): a drafter with llama_eagle.py's names (fc.weight [H, 2H], layers.0.* without "
     "input_layernorm, embed_tokens equal to the target's, no norm, no lm_head) is served, the target's embed_tokens "
     "and lm_head shared (\"Detected EAGLE model with embed_tokens identical to the target model\", \"without its own "
