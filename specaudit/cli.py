@@ -62,7 +62,7 @@ def _deliver(report, console: Console, formats: tuple[str, ...], out_dir: str) -
     written = [write_report(report, fmt, Path(out_dir)) for fmt in formats]
     print_report(report, console)
     for path in written:
-        console.print(f"report written to {path}")
+        console.print(f"report written to {path}", markup=False)  # a path the user named: text, not markup
 
 
 class _WithLaunchCommand(click.Command):
@@ -265,13 +265,13 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
         if show_status:
             print_patch_status(located, *patch_status(located), console)
         elif do_revert:
-            console.print(revert_patch(located, force=force).message)
+            console.print(revert_patch(located, force=force).message, markup=False)
         elif target:
             bundle = select_bundle(load_bundles(located.engine.name), target, located.version)
             outcome = apply_patch(located, bundle, dry_run=dry_run, force=force)
             if dry_run:
                 click.echo(outcome.diff, nl=False)
-            console.print(outcome.message)
+            console.print(outcome.message, markup=False)
             if not dry_run:
                 results = [run_scan(located, Launch(load_preset(preset), method=bundle.method))
                            for preset in bundle.presets]
@@ -280,11 +280,12 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
                                   + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))
                 for fmt in formats:
                     for result in results:
-                        console.print(f"report written to {write_report(result, fmt, Path(out_dir))}")
+                        console.print(f"report written to {write_report(result, fmt, Path(out_dir))}", markup=False)
 
 
 @main.command(cls=_WithLaunchCommand)
-@click.argument("host")
+@click.argument("hosts", nargs=-1)
+@click.option("--hosts-file", type=click.Path(dir_okay=False), help="More nodes, one a line (# comments).")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None,
               help="The engine the launch command must be (default: read from the command).")
 @click.option("--ssh-config", type=click.Path(dir_okay=False), help="An ssh config file instead of ~/.ssh/config.")
@@ -305,15 +306,19 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
 @click.option("--format", "formats", type=click.Choice(FORMATS), multiple=True, help="Also write the report.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
-def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | None, launch_anyway: bool,
-          check_lossless: bool, prompts: tuple[str, ...], prompt_set: str | None, max_tokens: int, ready_timeout: float,
-          lease: int, reconnect_within: float, runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
-    """Launch on HOST (as ssh names it) the command after --, audited first, watched live, exercised, stopped.
+def smoke(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, engine: str | None, ssh_config: str | None,
+          launch_anyway: bool, check_lossless: bool, prompts: tuple[str, ...], prompt_set: str | None, max_tokens: int,
+          ready_timeout: float, lease: int, reconnect_within: float, runs_dir: str, formats: tuple[str, ...],
+          out_dir: str) -> None:
+    """Launch on HOST (as ssh names it) the command after --, audited first, watched live, exercised, stopped. Several
+    hosts (the head first): a multi-node launch through the engine's own launcher, each node's part of the command
+    (its --node-rank, vLLM's workers --headless; Ray's ray start), every node audited first as fleet audits them.
 
     \b
     specaudit smoke gpu-node -- python3 -m vllm.entrypoints.openai.api_server --model /shared/kimi-k2.5-int4 \\
         --tensor-parallel-size 8 --speculative-config '{"method":"eagle3","model":"/data/eagle3","num_speculative_tokens":5}'
     specaudit smoke ops@gpu07 --engine sglang -- python3 -m sglang.launch_server ...
+    specaudit smoke gpu01 gpu02 -- vllm serve /shared/kimi-k2.5-int4 -tp 16 --nnodes 2 --master-addr 10.0.0.1 ...
 
     Exit codes: 0 passed, 1 failed or blocked, 7 ssh, 8 FLAGGED (runs, but acceptance or losslessness is
     wrong; the code of scan's DEGRADED), 130 interrupted.
@@ -335,14 +340,29 @@ def smoke(ctx: click.Context, host: str, engine: str | None, ssh_config: str | N
         argv = tuple(ctx.meta["launch_command"])
         if engine and parse_launch_command(list(argv)).engine != engine:
             raise SpecauditError(f"the launch command is not {engine}'s")
-        options = SmokeOptions(host=host, argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
+        if hosts_file:
+            from .fleet.hosts import node_names  # here: a launch on one node never loads the fleet stage
+
+            hosts = node_names(hosts, hosts_file)
+        nodes = hosts
+        if not nodes:
+            raise SpecauditError("name the node: HOST (several for a multi-node launch, the head first)")
+        twice = sorted({h for h in nodes if nodes.count(h) > 1})
+        if twice:
+            raise SpecauditError(f"a node is named twice: {', '.join(twice)}")
+        options = SmokeOptions(host=nodes[0], workers=nodes[1:], argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
                                launch_anyway=launch_anyway, check_lossless=check_lossless, ready_timeout=ready_timeout,
                                lease=lease, reconnect_within=reconnect_within, max_tokens=max_tokens, out_dir=Path(out_dir))
         if prompts or prompt_set:
             options = replace(options, prompts=(load_prompts(prompt_set) if prompt_set else ())
                               + tuple(Prompt(p) for p in prompts))
-        with LiveView(console, host) as view:
-            result = run_smoke(options, view)
+        launch = run_smoke
+        if options.workers:
+            from .fleet.smoke import run_fleet_smoke
+
+            launch = run_fleet_smoke
+        with LiveView(console, ", ".join(nodes)) as view:
+            result = launch(options, view)
         _deliver(result, console, formats, out_dir)
     sys.exit(result.exit_code)
 

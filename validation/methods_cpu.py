@@ -28,6 +28,7 @@ Resumable: each case writes validation/methods_cpu/<case>.json; validation/metho
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -78,6 +79,8 @@ CASES = {
                "an EAGLE-1 drafter (fc [H, 2H], one layer, llama_eagle.py's names): served"),
     "eagle1-fc3": ("eagle", "target", {"method": "eagle", "model": "eagle1-fc3", "num_speculative_tokens": 3}, None,
                    "the EAGLE-1 drafter with fc [H, 3H]: refused at the weight load"),
+    "eagle1-qwen2": ("eagle", "target", {"method": "eagle", "model": "eagle1-qwen2", "num_speculative_tokens": 3},
+                     None, "the EAGLE-1 drafter with a Qwen2 config: EagleQwen2ForCausalLM is not registered"),
     "eagle3-aux-declared": ("eagle3", "target-marked", {"method": "eagle3", "model": "eagle3-aux136",
                                                         "num_speculative_tokens": 3}, 1.0,
                             "built for aux layers (1, 3, 6), eagle_aux_hidden_state_layer_ids [1, 3, 6]"),
@@ -112,7 +115,7 @@ FINDINGS = [
     "lookup proposes it), per position [1, 0.78, 0.78]: a lookup proposes fewer than 3 tokens while the text holds "
     "fewer repeats. prompt_lookup_min 5 > prompt_lookup_max 2 is refused at speculative.py:1218 (a "
     "ValidationError again; its message has an f-string field between every run of words, so mtp_cpu's "
-    "find_in_source does not find it: the scan's gate is matched to the message by the raise's own f-string).",
+    "find_in_source does not find it: raise_of here matches each raise's own f-string to the message).",
     "suffix without arctic-inference in the engine venv: `ImportError: Arctic Inference is required for suffix "
     "decoding` from `SpeculativeConfig._validate_suffix_decoding` (speculative.py:1598, called at :1229; an "
     "ImportError, so pydantic does not wrap it). `specaudit scan --path SITE` reads the venv the tree is installed "
@@ -125,7 +128,10 @@ FINDINGS = [
     "and lm_head shared (\"Detected EAGLE model with embed_tokens identical to the target model\", \"without its own "
     "lm_head\"), 72 of 72 accepted. fc [H, 3H] fails the drafter's weight load: `AssertionError: Tried to load "
     "weights of size torch.Size([128, 384])to a parameter of size torch.Size([128, 256])` (linear.py:405, "
-    "from llama_eagle.py:143 load_weights).",
+    "from llama_eagle.py:143 load_weights). The same weights with a Qwen2 config are renamed "
+    "EagleQwen2ForCausalLM, which 0.32.0 does not register: `Model architectures ['EagleQwen2ForCausalLM'] are not "
+    "supported for now` (registry.py:1205, re-raised by pydantic from arg_utils.py:2099; mtp_cpu's find_in_source "
+    "placed it at vllm/config/vllm.py:1346, a line of another message).",
     "Issue 27's pair: the EAGLE-3 drafter built for aux layers (1, 3, 6) of an 8-layer target whose layers mark the "
     "residual stream. Declared as eagle_aux_hidden_state_layer_ids, the V1 runner logs \"Using auxiliary layers from "
     "speculative config: (1, 3, 6)\" and accepts 72 of 72. Declared only as eagle_config.layer_ids (read by "
@@ -141,9 +147,9 @@ FINDINGS = [
     "eagle_config.layer_ids; the scan decides the runner before the reader (not launched here: no GPU). On cuda the "
     "fc-width check vllm-eagle3-drafter-aux-layer-ids still counts the default layers [2, 4, 5] where V2 would "
     "capture [1, 3, 6] (the same count here, so it passes either way).",
-    "smoke's own agreement (its preflight scan against its root cause) disagrees on 5 launches. On suffix its "
-    "preflight scan was wrong (above). On four the scan's first gate was right and smoke's reading of the crash was "
-    "not: the three config refusals that pydantic re-raises (smoke places the crash at arg_utils.py:2099, "
+    "smoke's own agreement (its preflight scan against its root cause) disagrees on 6 launches. On suffix its "
+    "preflight scan was wrong (above). On five the scan's first gate was right and smoke's reading of the crash was "
+    "not: the four config refusals that pydantic re-raises (smoke places the crash at arg_utils.py:2099, "
     "\"where the scan knows no gate\", and calls it missed), and eagle1-fc3, whose crash signature "
     "(rules/signatures/vllm.yaml, the weight-shape one) names only the EAGLE-3 gates "
     "vllm-eagle3-drafter-fc-input-width and vllm-eagle3-drafter-vocab-maps, not EAGLE-1's "
@@ -222,8 +228,8 @@ def judge(r: dict) -> str:
     if r["outcome"] != "served":
         if verdict == "DEGRADED":
             return "DISAGREE (scan DEGRADED, launch crashed)"
-        said = mtp_cpu.agreement(r)
-        rc = r.get("root_cause") or {}
+        rc = root_cause(r)
+        said = mtp_cpu.agreement(dict(r, root_cause=rc))
         first = next((f for f in p.get("findings", []) if f["status"] == "blocks"), None)
         inside = calls_into(first, rc.get("message_in_source") or rc.get("raised_at") or "")
         if said.startswith("verdict agrees; gate") and inside:
@@ -271,25 +277,62 @@ def calls_into(gate: dict, raised: str) -> str | None:
     return None
 
 
+def _builds(node, message: str) -> bool:
+    """Whether a raise statement's string (a literal or an f-string, its fields as wildcards) is the message."""
+    import ast
+    import re
+
+    for text in (n for n in ast.walk(node) if isinstance(n, (ast.JoinedStr, ast.Constant))):
+        parts = text.values if isinstance(text, ast.JoinedStr) else [text]
+        pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) and isinstance(v.value, str) else ".*"
+                          for v in parts)
+        if len(pattern) > 12 and re.fullmatch(pattern, message.strip(), re.S):
+            return True
+    return False
+
+
+@functools.cache
+def raise_of(message: str) -> str | None:
+    """The engine's `raise` whose string builds the message pydantic wrapped (file:line under SITE): the files that
+    hold the message's leading words, each raise's literal or f-string matched whole. mtp_cpu's find_in_source reads
+    only vllm/config and vllm/engine and needs a run of literal words; the registry's refusal is elsewhere, and
+    ngram's has a field between every run of words."""
+    import ast
+    import re
+
+    lead = re.match(r"[A-Za-z_ ]{8,}", message or "")
+    if not lead:
+        return None
+    for path in sorted((SITE / "vllm").rglob("*.py")):
+        text = path.read_text(errors="replace")
+        if lead.group(0).strip() not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Raise) and _builds(node, message):
+                return f"{path.relative_to(SITE)}:{node.lineno}"
+    return None
+
+
+def root_cause(r: dict) -> dict:
+    """The recorded root cause, a message pydantic wrapped placed at the raise that builds it (raise_of) where there
+    is one: mtp_cpu's find_in_source placed the registry's refusal at a line of vllm/config/vllm.py."""
+    rc = dict(r.get("root_cause") or {})
+    if rc.get("message") and raise_of(rc["message"]):
+        rc["message_in_source"] = raise_of(rc["message"])
+    return rc
+
+
 def raises_message(gate: dict, message: str) -> bool:
     """Whether the raise at the gate (or the first within six lines of it) builds the message the engine printed:
     its string literal, f-string fields as wildcards. For a message pydantic re-raised whose literal mtp_cpu's
     find_in_source cannot find (f-string fields between every run of words)."""
     import ast
-    import re
 
     if not gate or not message or not (SITE / gate.get("file", "")).is_file():
         return False
     tree = ast.parse((SITE / gate["file"]).read_text())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Raise) and 0 <= node.lineno - int(gate["line"]) <= 6:
-            for text in (n for n in ast.walk(node) if isinstance(n, (ast.JoinedStr, ast.Constant))):
-                parts = text.values if isinstance(text, ast.JoinedStr) else [text]
-                pattern = "".join(re.escape(v.value) if isinstance(v, ast.Constant) and isinstance(v.value, str)
-                                  else ".*" for v in parts)
-                if len(pattern) > 12 and re.fullmatch(pattern, message.strip(), re.S):
-                    return True
-    return False
+    return any(isinstance(node, ast.Raise) and 0 <= node.lineno - int(gate["line"]) <= 6 and _builds(node, message)
+               for node in ast.walk(tree))
 
 
 def scan(case: str) -> dict:
@@ -318,7 +361,7 @@ def write_markdown() -> None:
     results = {c: json.loads((RESULTS / f"{c}.json").read_text()) for c in CASES if (RESULTS / f"{c}.json").is_file()}
     rows, judged = [], []
     for case, r in results.items():
-        rc = r.get("root_cause") or {}
+        rc = root_cause(r)
         where = rc.get("raised_at") or "-"
         if rc.get("message_in_source"):
             where = f"{rc['message_in_source']} (raise; re-raised by pydantic from {where})"

@@ -10,6 +10,8 @@ with the frames to paste into a bug report.
 
 from __future__ import annotations
 
+import re
+
 from ..core.engines import ENGINES
 from ..core.types import Finding, Status, Verdict
 from ..results.outcome import Agreement, Crash, Explanation, Frame, RootCause, SignatureMatch
@@ -50,6 +52,29 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
         return RootCause(f"the engine exited with status {exit_status}, without a traceback", "exit status",
                          None, None, None, None)
     return None
+
+
+def root_log(logs: list[tuple[Explanation, float | None, int | None]], wrappers: list[re.Pattern]) -> int:
+    """Which of several logs of one launch holds its root cause: a multi-node launch's, one log a node, each given
+    with when its first failure arrived and its engine's exit status. A crash is a traceback or a root signature line;
+    a log whose only crash is a wrapper ("Engine core initialization failed": something below it failed, here on
+    another node) ranks after every log with a crash of its own, and a log that shows only an exit status after
+    both; among equals, the earliest failure, then the first log (the head's)."""
+    def rank(i: int) -> tuple[int, float, int]:
+        explanation, at, status = logs[i]
+        crash = explanation.crash
+        wrapped = crash is not None and any(w.search(crash.text) for w in wrappers)
+        cause = explanation.cause
+        if crash is not None and not wrapped or cause is not None and cause.root and (
+                crash is None or cause.line_number < crash.line_number):
+            kind = 0
+        elif crash is not None or cause is not None:
+            kind = 1
+        else:
+            kind = 2 if status else 3
+        return kind, at if at is not None else float("inf"), i
+
+    return min(range(len(logs)), key=rank)
 
 
 def _names_crash(signature: SignatureMatch, crash: Crash) -> bool:

@@ -10,13 +10,14 @@ node of each group (the engine's files copied once, as the smoke preflight copie
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ..core.errors import SpecauditError
 from ..launch.command import parse_launch_command
 from ..launch.parallel import Arithmetic, arithmetic, parallelism
-from ..smoke.remote import RUNS_DIR, SSHError
+from ..smoke.remote import RUNS_DIR, SSHError, Transport
 from ..smoke.session import SmokeOptions, Stop
 from ..tree.provenance import invocation
 from .compare import differences
@@ -40,33 +41,40 @@ class FleetOptions:
 
 
 def audit_fleet(options: FleetOptions) -> FleetResult:
-    if not options.hosts:
-        raise SpecauditError("name the nodes: HOST..., --hosts-file, or --selector")
-    twice = sorted({h for h in options.hosts if options.hosts.count(h) > 1})
-    if twice:
-        raise SpecauditError(f"a node is named twice: {', '.join(twice)}")
+    # The ways in, made here: an interruption closes them all, which ends every command still waiting on one.
+    remotes = [transport(h, options.ssh_config, options.cluster) for h in _hosts(options)]
+    try:
+        result, _ = audit_nodes(options, remotes)
+    finally:
+        for remote in remotes:
+            remote.close()
+    return result
+
+
+def audit_nodes(options: FleetOptions, remotes: list[Transport], head_port: int = 0,
+                note: Callable[[str, str], None] | None = None) -> tuple[FleetResult, list[Node]]:
+    """The audit over ways in the caller made, one a node in the order of ``options.hosts``, and left open for it (a
+    multi-node smoke launches over them: fleet/smoke.py): the result and the nodes as probed. ``head_port``: the port
+    the head serves on, looked at by its probe (0: none); ``note(phase, text)``: each node's events as they come."""
+    _hosts(options)
     command = parse_launch_command(list(options.argv))
     started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     started = time.monotonic()
-    # The ways in, made here: an interruption closes them all, which ends every command still waiting on one.
-    remotes = [transport(h, options.ssh_config, options.cluster) for h in options.hosts]
     pool = ThreadPoolExecutor(max_workers=max(1, min(options.workers, len(options.hosts))))
     try:
-        nodes = list(pool.map(lambda r: probe(r, SmokeOptions(host=r.host, argv=options.argv, ssh_config=options.ssh_config,
-                                                              runs_dir=options.runs_dir), command, started), remotes))
+        nodes = list(pool.map(lambda ir: probe(ir[1], SmokeOptions(host=ir[1].host, argv=options.argv,
+                                                                   ssh_config=options.ssh_config, runs_dir=options.runs_dir),
+                                               command, started, head_port if ir[0] == 0 else 0, note),
+                              enumerate(remotes)))
     except BaseException:
         for remote in remotes:
             remote.close()
         raise
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
-    try:
-        # In this thread, one after another: a cold scan forks a process pool to parse in, which is safe only where
-        # no other thread of this process is mid-work.
-        scans = _scan_groups(nodes)
-    finally:
-        for node in nodes:
-            node.close()
+    # In this thread, one after another: a cold scan forks a process pool to parse in, which is safe only where
+    # no other thread of this process is mid-work.
+    scans = _scan_groups(nodes)
     audits = [n.audit for n in nodes]
     layout = parallelism(command, list(options.argv))
     reached = [a for a in audits if a.reached]
@@ -76,7 +84,16 @@ def audit_fleet(options: FleetOptions) -> FleetResult:
         command=list(options.argv), engine=command.engine, target=command.model, hosts=list(options.hosts),
         started=started_at, nodes=audits, differences=differences(audits), arithmetic=sums,
         parallel_gates=_parallel_gates(audits), scans=scans, seconds=round(time.monotonic() - started, 2),
-        provenance=invocation(", ".join(f"{a.host}:{a.preflight.engine_root}" for a in reached if a.preflight)))
+        provenance=invocation(", ".join(f"{a.host}:{a.preflight.engine_root}" for a in reached if a.preflight))), nodes
+
+
+def _hosts(options: FleetOptions) -> tuple[str, ...]:
+    if not options.hosts:
+        raise SpecauditError("name the nodes: HOST..., --hosts-file, or --selector")
+    twice = sorted({h for h in options.hosts if options.hosts.count(h) > 1})
+    if twice:
+        raise SpecauditError(f"a node is named twice: {', '.join(twice)}")
+    return options.hosts
 
 
 def _scan_groups(nodes: list[Node]) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,19 +17,24 @@ from ..results.outcome import Event
 from ..smoke.preflight import RemoteEngine
 from ..smoke.remote import Remote, SSHError, Transport
 from ..smoke.session import SmokeOptions, Stop
+from ..tree.provenance import state_problem
 from .kubectl import POD_PREFIX, Cluster, Kubectl
 from .results import BundleState, CheckpointDigest, NodeAudit
 
 
 class NodeSession:
-    """What the preflight needs of a node (smoke.preflight.Node): the options, the way in, a timeline."""
+    """What the preflight needs of a node (smoke.preflight.Node): the options, the way in, a timeline; ``echo`` sees
+    each event as it comes, in the node's name (a multi-node smoke's live view)."""
 
-    def __init__(self, options: SmokeOptions, remote: Transport, started: float):
-        self.options, self.remote, self.started = options, remote, started
+    def __init__(self, options: SmokeOptions, remote: Transport, started: float,
+                 echo: Callable[[str, str], None] | None = None):
+        self.options, self.remote, self.started, self.echo = options, remote, started, echo
         self.timeline: list[Event] = []
 
     def note(self, phase: str, text: str, at: float | None = None) -> None:
         self.timeline.append(Event(round((at or time.monotonic()) - self.started, 2), phase, text))
+        if self.echo is not None:
+            self.echo(phase, f"{self.options.host}: {text}")
 
 
 @dataclass
@@ -57,13 +63,15 @@ def transport(host: str, ssh_config: str | None, cluster: Cluster) -> Transport:
     return Kubectl(host, cluster) if host.startswith(POD_PREFIX) else Remote(host, ssh_config)
 
 
-def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, started: float) -> Node:
-    """Reach the node and probe it; what fails is the audit's ``error``, never an exception."""
+def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, started: float, port: int = 0,
+          echo: Callable[[str, str], None] | None = None) -> Node:
+    """Reach the node and probe it (``port``: whether it is free there; 0: not looked at); what fails is the
+    audit's ``error``, never an exception."""
     begun = time.monotonic()
     host = remote.host
-    session = NodeSession(options, remote, started)
+    session = NodeSession(options, remote, started, echo)
     node = Node(NodeAudit(host, "kubectl" if isinstance(remote, Kubectl) else "ssh", ""), session,
-                RemoteEngine(session, command, 0))
+                RemoteEngine(session, command, port))
     try:
         session.note("connect", f"{node.audit.transport} {host}")
         remote.connect()
@@ -112,8 +120,9 @@ def bundle_states(patches: dict[str, Any] | None) -> tuple[list[BundleState], st
     if "error" in patches:
         return [], f"{patches['dir']}/state.json: unreadable ({patches['error']})"
     state, current = patches.get("state"), patches.get("current") or {}
-    if not isinstance(state, dict) or not isinstance(state.get("bundles"), dict) or not isinstance(state.get("files"), dict):
-        return [], f"{patches['dir']}/state.json: not a patch state"
+    problem = state_problem(state) or ("" if isinstance(current, dict) else "the files' hashes are not a mapping")
+    if problem:
+        return [], f"{patches['dir']}/state.json: not a patch state ({problem})"
     out = []
     for bundle, entry in sorted(state["bundles"].items()):
         files = sorted(entry.get("files", [])) if isinstance(entry, dict) else []

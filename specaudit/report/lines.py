@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.types import ExitCode, Finding, Status, Verdict
 from ..explain.tracebacks import package_path
-from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Preflight, RootCause, SmokeResult
+from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Preflight, RootCause, SmokeNode, SmokeResult
 from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
 
 if TYPE_CHECKING:
@@ -279,6 +279,40 @@ def smoke_rows(result: SmokeResult) -> list[tuple[str, str]]:
         rows.append(("engine exit status", str(result.engine_exit)))
     return rows + _acceptance_rows(result.acceptance) + _lossless_rows(result.lossless) + [("log", log)
                                                                                           for log in result.logs]
+
+
+NODE_COLUMNS = ("node", "role", "engine", "scan", "launch")
+
+
+def smoke_node_rows(result: SmokeResult) -> list[tuple[str, str, str, str, str]]:
+    """A multi-node smoke's nodes as rows of NODE_COLUMNS: each node's part, its preflight and what its launch did (the
+    node whose log holds the root cause said so); none for a launch on one node."""
+    return [(n.host, n.role, n.preflight.engine if n.preflight else "-",
+             n.scan if n.scan.startswith(n.verdict) else f"{n.verdict}; scan {n.scan}",
+             _node_launch(n, n.host == result.root_node)) for n in result.nodes]
+
+
+def _node_launch(node: SmokeNode, root: bool) -> str:
+    if not node.process_groups:
+        return "not launched"
+    groups = ", ".join(str(g) for g in node.process_groups)
+    if node.root is not None:
+        what = ("ROOT CAUSE: " if root else "failed after the root cause: ") + node.root.summary
+    elif node.failed:
+        what = f"exited with status {node.exit_status}"
+    else:
+        what = "ran until teardown"
+    return f"process group {groups}: {what}" + "".join(f"; log {log}" for log in node.logs)
+
+
+def smoke_fleet_lines(result: SmokeResult) -> list[str]:
+    """What the fleet audit of a multi-node smoke found beside the nodes: the launch arithmetic, its checks, and where
+    the nodes differ in what must agree."""
+    if not result.nodes:
+        return []
+    out = [layout_line(result.arithmetic), *[check_line(c) for c in result.arithmetic.checks]] \
+        if result.arithmetic is not None else []
+    return out + [f"the nodes differ: {d}" for d in result.differences]
 
 
 def _preflight_rows(pre: Preflight | None) -> list[tuple[str, str]]:

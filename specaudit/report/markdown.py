@@ -10,6 +10,7 @@ from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch,
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
+    NODE_COLUMNS,
     absent_rules,
     cell_line,
     check_line,
@@ -34,6 +35,8 @@ from .lines import (
     release_provenance,
     root_lines,
     shown_first,
+    smoke_fleet_lines,
+    smoke_node_rows,
     smoke_rows,
     source_link,
     summary,
@@ -123,6 +126,10 @@ class Markdown(Renderer[str]):
                f"Started {result.started}, {result.seconds:.1f} s.", "", f"## {result.verdict}", "", result.reason, "",
                *_root(result.root, result.agreement), "```", result.command_line, "```", "", "| | |", "|---|---|"]
         out += [f"| {label} | {_cell(value)} |" for label, value in smoke_rows(result)]
+        if result.nodes:
+            out += ["", "## Nodes", "", "| " + " | ".join(NODE_COLUMNS) + " |", "|---" * len(NODE_COLUMNS) + "|"]
+            out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in smoke_node_rows(result)]
+            out += ["", *[f"- {line}" for line in smoke_fleet_lines(result)]]
         out += _crash(result)
         if result.answers:
             out += ["", "## Answers", "", "| prompt | ok | tokens | answer |", "|---|---|---|---|"]

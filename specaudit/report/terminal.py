@@ -16,6 +16,7 @@ from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch,
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
+    NODE_COLUMNS,
     absent_rules,
     answer_lines,
     cell_line,
@@ -40,6 +41,8 @@ from .lines import (
     release_provenance,
     root_lines,
     shown_first,
+    smoke_fleet_lines,
+    smoke_node_rows,
     smoke_rows,
     summary,
     without_controls,
@@ -121,6 +124,11 @@ class Terminal(Renderer[Group]):
         for label, value in smoke_rows(result):
             figures.add_row(Text(label, style="bold"), Text(value, style="yellow" if label == "flag" else ""))
         out.append(figures)
+        if result.nodes:
+            nodes = _table(list(NODE_COLUMNS), title="nodes")
+            for row in smoke_node_rows(result):
+                _row(nodes, *row)
+            out += [nodes, *[Text(line) for line in smoke_fleet_lines(result)]]
         out += [Text.assemble(("wrong answer", "red"), f" to {a.prompt!r}: {a.problem}") for a in result.answers
                 if not a.ok]
         timeline = _table(["s", "phase", ""], title="timeline", box=None)
@@ -167,7 +175,7 @@ class Terminal(Renderer[Group]):
             out += [Text(f"  {MARK[g.finding.status]} {g.finding.title} ({g.finding.location}) on {', '.join(g.hosts)}")
                     for g in result.parallel_gates]
         for n in result.nodes:
-            details = Table(show_header=False, box=None, title=n.host, title_justify="left")
+            details = Table(show_header=False, box=None, title=Text(n.host), title_justify="left")  # a name, not markup
             for label, value in node_rows(n):
                 details.add_row(Text(label, style="bold"), Text(value))
             out.append(details)

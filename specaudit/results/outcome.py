@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..core.types import ExitCode, SmokeVerdict
+from ..launch.parallel import Arithmetic
 from .scan import GateSite, Provenance, ScanResult
 
 
@@ -164,6 +165,24 @@ class Lossless:
     differences: list[str]  # the first diverging token of each prompt that differs
 
 
+@dataclass(frozen=True)
+class SmokeNode:
+    """One node of a multi-node smoke launch: its part of the launch and what its own log showed."""
+
+    host: str
+    role: str  # "node rank 0: the head (API server)", "node rank 1 --headless", "Ray worker (...)"
+    commands: list[list[str]]  # what it ran, in order (its engine's part; a Ray node's `ray start` first)
+    preflight: Preflight | None
+    scan: str  # its own engine's scan in a line ("READY", "BLOCKED: rule-id"), or why it was not scanned
+    verdict: str  # its fleet-audit verdict: READY, BLOCKED, UNKNOWN or UNREACHABLE
+    process_groups: list[int]  # one per launch on the node (a lossless check relaunches)
+    exit_status: int | None  # its engine's, when it exited on its own
+    failed: bool  # its log shows a crash, or its engine exited
+    root: RootCause | None  # its own log's root cause, when it failed
+    last_lines: list[str]
+    logs: list[str]  # local copies of its logs
+
+
 @dataclass
 class SmokeResult:
     host: str
@@ -188,6 +207,12 @@ class SmokeResult:
     logs: list[str]  # local copies of the remote logs, one per launch
     seconds: float
     provenance: Provenance | None = None  # the preflight scan's (this command made it); else this command's alone
+    # A launch across several nodes (fleet/smoke.py): each node's part, the node whose log holds the root cause, the
+    # launch arithmetic against the nodes, and where the nodes differ in what must agree (one line each).
+    nodes: list[SmokeNode] = field(default_factory=list)
+    root_node: str = ""
+    arithmetic: Arithmetic | None = None
+    differences: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -201,4 +226,7 @@ class SmokeResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["exit_code"] = self.exit_code
+        if not self.nodes:  # a launch on one node: its report as before the multi-node smoke
+            for key in ("nodes", "root_node", "arithmetic", "differences"):
+                del data[key]
         return data

@@ -3,6 +3,9 @@ engine's output), ``pid`` (its process group), ``rc`` (its exit status), ``heart
 and a watchdog that stops the group when the heartbeat goes stale for ``lease`` seconds: a launch survives a
 dropped connection long enough to be picked up again, and never outlives specaudit for long. Teardown stops
 the whole group, copies its log back and removes the run directory.
+
+A multi-node launch (fleet/smoke.py) is one run on each node, each over that node's own connection, with its own
+watchdog and lease; teardown stops them all, the nodes side by side.
 """
 
 from __future__ import annotations
@@ -11,12 +14,12 @@ import contextlib
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.cache import slug
 from ..core.errors import SpecauditError
-from .remote import Remote, bash_command, quote_command, remote_script
+from .remote import Transport, bash_command, quote_command, remote_script
 from .session import Session
 
 HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
@@ -31,22 +34,29 @@ class Run:
     directory: str  # on the remote
     pgid: int
     command: tuple[str, ...]
+    host: str = ""  # the node it runs on
+    remote: Transport | None = field(default=None, compare=False, repr=False)  # the way in to that node
 
 
 class Heartbeat(threading.Thread):
-    """Touches the heartbeat of the current run every few seconds, whatever the main thread waits on."""
+    """Touches the heartbeat of every running run every few seconds (one command a node), whatever the main thread
+    waits on."""
 
-    def __init__(self, remote: Remote, runs: list[Run]):
+    def __init__(self, runs: list[Run]):
         super().__init__(daemon=True)
-        self.remote, self.runs = remote, runs
+        self.runs = runs
         self.stopped = threading.Event()
 
     def run(self) -> None:
         while not self.stopped.wait(HEARTBEAT_SECONDS):
-            if self.runs:
+            by_node: dict[str, list[Run]] = {}
+            for run in list(self.runs):
+                by_node.setdefault(run.host, []).append(run)
+            for runs in by_node.values():
+                assert runs[0].remote is not None  # the launcher gives every run its way in
                 # A dropped connection: the main thread regains it, or the lease runs out.
                 with contextlib.suppress(SpecauditError):
-                    self.remote.run(f"touch {quote_command([self.runs[-1].directory + '/heartbeat'])}", timeout=30)
+                    runs[0].remote.run("touch " + quote_command([r.directory + "/heartbeat" for r in runs]), timeout=30)
 
     def stop(self) -> None:
         self.stopped.set()
@@ -59,59 +69,84 @@ class Launcher:
         self.session = session
         self.runs: list[Run] = []  # launched and not yet stopped
         self.launches = 0
-        self.heartbeat = Heartbeat(session.remote, self.runs)
+        self.heartbeat = Heartbeat(self.runs)
         self.teardown_notes: list[str] = []
         self.log_copies: list[str] = []  # each launch's log, copied back when it is stopped
+        self.kept: dict[str, str] = {}  # run directory -> its log's local copy
+        self._lock = threading.Lock()
 
-    def launch(self, argv: tuple[str, ...] | list[str], runs_dir: str) -> Run:
-        """Start ``argv`` in a new run directory under ``runs_dir`` (on the remote), its watchdog beside it."""
+    def launch(self, argv: tuple[str, ...] | list[str], runs_dir: str, host: str | None = None) -> Run:
+        """Start ``argv`` on ``host`` (default: the head) in a new run directory under ``runs_dir`` (as that node
+        expands it), its watchdog beside it."""
         options = self.session.options
+        host = host or options.host
+        remote = self.session.remotes[host]
         self.launches += 1
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{self.launches}"
         directory = os.path.join(runs_dir, stamp)
-        out = self.session.remote.run(bash_command(_LAUNCH, directory, str(options.lease), str(options.stop_grace),
-                                                   _WATCHDOG, quote_command(list(argv)), *argv), timeout=60)
-        run = Run(directory, int(out.stdout.decode().strip().splitlines()[-1]), tuple(argv))
+        out = remote.run(bash_command(_LAUNCH, directory, str(options.lease), str(options.stop_grace), _WATCHDOG,
+                                      quote_command(list(argv)), *argv), timeout=60)
+        run = Run(directory, int(out.stdout.decode().strip().splitlines()[-1]), tuple(argv), host, remote)
         self.runs.append(run)
-        self.session.note("launch", f"process group {run.pgid} on {options.host}, log {directory}/log")
+        self.session.note("launch", f"process group {run.pgid} on {host}, log {directory}/log")
         if self.launches == 1:
             self.heartbeat.start()
         return run
 
     def teardown(self) -> None:
-        """Stop what runs, unless the remote cannot be reached: then its watchdog will."""
+        """Stop what runs on every node, unless a node cannot be reached: then its watchdog will."""
         options = self.session.options
         self.heartbeat.stop()
-        remote = self.session.remote
-        if self.runs and not remote.alive() and not remote.reconnect(min(10.0, options.reconnect_within)):
-            self._note(f"could not reach {options.host}: the remote watchdog stops the launch "
-                       f"{options.lease} s after the last heartbeat")
-        else:
-            self.stop_runs()
+        for host in list(dict.fromkeys(r.host for r in self.runs)):
+            remote = self.session.remotes[host]
+            if not remote.alive() and not remote.reconnect(min(10.0, options.reconnect_within)):
+                self.runs[:] = [r for r in self.runs if r.host != host]
+                self._note(f"could not reach {host}: the remote watchdog stops the launch there "
+                           f"{options.lease} s after the last heartbeat")
+        self.stop_runs()
 
     def stop_runs(self) -> None:
-        """Stop every run's process group, copy its log back and remove its run directory."""
-        grace = self.session.options.stop_grace
+        """Stop every run's process group, copy its log back and remove its run directory: the nodes side by side,
+        each node's runs latest first."""
+        by_node: dict[str, list[Run]] = {}
         while self.runs:
             run = self.runs.pop()
+            by_node.setdefault(run.host, []).append(run)
+        if len(by_node) <= 1:
+            for runs in by_node.values():
+                self._stop(runs)
+            return
+        threads = [threading.Thread(target=self._stop, args=(runs,)) for runs in by_node.values()]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+    def _stop(self, runs: list[Run]) -> None:
+        grace = self.session.options.stop_grace
+        for run in runs:
+            remote = run.remote or self.session.remotes[run.host]
+            where = f" on {run.host}" if self.session.options.workers else ""
             try:
-                out = self.session.remote.run(bash_command(_STOP, run.directory, str(grace)), timeout=grace + 30)
+                out = remote.run(bash_command(_STOP, run.directory, str(grace)), timeout=grace + 30)
                 for line in out.stdout.decode().strip().splitlines():
-                    self._note(line)
-                log = self.session.remote.run(f"cat {quote_command([run.directory + '/log'])} && "
-                                              f"rm -rf {quote_command([run.directory])}", timeout=120).stdout
+                    self._note(line + where)
+                log = remote.run(f"cat {quote_command([run.directory + '/log'])} && "
+                                 f"rm -rf {quote_command([run.directory])}", timeout=120).stdout
                 self.log_copies.append(str(self._keep_log(run, log)))
             except SpecauditError as exc:
-                self._note(f"stopping {run.directory} failed: {exc}")
+                self._note(f"stopping {run.directory}{where} failed: {exc}")
 
     def _keep_log(self, run: Run, log: bytes) -> Path:
         out_dir = self.session.options.out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"smoke-{slug(self.session.options.host)}-{os.path.basename(run.directory)}.log"
+        path = out_dir / f"smoke-{slug(run.host)}-{os.path.basename(run.directory)}.log"
         path.write_bytes(log)
-        self._note(f"log copied to {path}; run directory removed from the remote")
+        self.kept[run.directory] = str(path)
+        self._note(f"log copied to {path}; run directory removed from {run.host}")
         return path
 
     def _note(self, text: str) -> None:
-        self.teardown_notes.append(text)
+        with self._lock:
+            self.teardown_notes.append(text)
         self.session.note("teardown", text)

@@ -4,7 +4,8 @@ acceptance from /metrics, optionally losslessness), and stop its whole process g
 module runs those stages in order and gives the verdict.
 
 Everything crosses one multiplexed SSH connection (remote.py); the remote side's shell lives in
-``specaudit/scripts/``.
+``specaudit/scripts/``. A launch across several nodes (fleet/smoke.py) is this class with two stages of its own: the
+preflight of every node (the fleet audit) and a launch of each node's part of the command.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from ..explain.diagnose import root_cause
 from ..launch.command import parse_launch_command, without_speculation
 from ..launch.request import method_of
 from ..results.outcome import Acceptance, Answer, Lossless, SmokeResult
+from ..results.scan import ScanResult
 from ..tree.provenance import launch_provenance
 from .exercise import Exercise, Server, compare_answers
-from .launcher import Launcher
+from .launcher import Launcher, Run
 from .metrics import load_serving
 from .preflight import RemoteEngine
 from .remote import SSHError
@@ -52,9 +54,7 @@ class Smoke:
         figures: Acceptance | None = None
         lossless: Lossless | None = None
         try:
-            self.session.note("connect", f"ssh {self.options.host}")
-            self.session.remote.connect()
-            self.remote_engine.preflight()
+            self.preflight()
             exercise = self._exercise()
             watch = self.launch(self.options.argv)
             watch.wait_ready(exercise.server.ready)
@@ -73,6 +73,12 @@ class Smoke:
                 self.teardown()
         return self._result(verdict, reason, answers, figures, lossless)
 
+    def preflight(self) -> None:
+        """Reach the node, probe it and scan its engine; stop before the launch on what the preflight finds."""
+        self.session.note("connect", f"ssh {self.options.host}")
+        self.session.remote.connect()
+        self.remote_engine.preflight()
+
     def _exercise(self) -> Exercise:
         """The requests, through a loopback port forwarded to the server's (for every launch of this smoke)."""
         server = Server(self.session.remote.forward(self.port), self.serving)
@@ -83,7 +89,10 @@ class Smoke:
 
     def launch(self, argv: tuple[str, ...] | list[str]) -> Watch:
         run = self.launcher.launch(argv, self.remote_engine.runs_dir)
-        self.watch = Watch(self.session, run.directory, self.engine, self.remote_engine.scan)
+        return self.watch_runs([run], {run.host: self.remote_engine.scan})
+
+    def watch_runs(self, runs: list[Run], scans: dict[str, ScanResult | None]) -> Watch:
+        self.watch = Watch(self.session, runs, self.engine, scans)
         self.watch.start()
         return self.watch
 
@@ -102,7 +111,7 @@ class Smoke:
         if self.watch is not None:
             self.watch.stop()
         self.launcher.teardown()
-        self.session.remote.close()
+        self.session.close()
 
     def _result(self, verdict: SmokeVerdict, reason: str, answers: list[Answer], figures: Acceptance | None,
                 lossless: Lossless | None) -> SmokeResult:
@@ -110,8 +119,10 @@ class Smoke:
         scan = self.remote_engine.scan
         cause = exit_status = root = agreement = None
         if self.watch is not None:
-            explanation = self.watch.log.explanation()
-            cause, exit_status = explanation.cause, self.watch.exit_status
+            part = self.watch.root_part()  # the head's, unless another node's log holds the root cause
+            scan = part.scan if part.scan is not None else scan
+            explanation = part.log.explanation()
+            cause, exit_status = explanation.cause, part.exit_status
             came_up = verdict in (SmokeVerdict.PASSED, SmokeVerdict.FLAGGED)  # a crash on the first request failed
             root = root_cause(explanation, scan, exit_status) if verdict == SmokeVerdict.FAILED else None
             if came_up or verdict == SmokeVerdict.FAILED:  # the launch ran its course: its outcome is known
@@ -120,8 +131,10 @@ class Smoke:
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
             target=self.command.model, started=self.started_at, verdict=verdict, reason=reason,
-            preflight=self.remote_engine.record, scan=scan, timeline=self.session.timeline, cause=cause, root=root,
-            agreement=agreement, engine_exit=exit_status, last_lines=self.watch.log.lines[-20:] if self.watch else [],
+            preflight=self.remote_engine.record, scan=self.remote_engine.scan, timeline=self.session.timeline,
+            cause=cause, root=root,
+            agreement=agreement, engine_exit=exit_status,
+            last_lines=self.watch.root_part().log.lines[-20:] if self.watch else [],
             answers=answers, acceptance=figures, lossless=lossless, teardown=self.launcher.teardown_notes,
             logs=self.launcher.log_copies, seconds=round(time.monotonic() - self.session.started, 2),
             provenance=launch_provenance(scan),

@@ -18,6 +18,8 @@ eagle1                  an EAGLE-1 drafter as vLLM 0.32.0's llama_eagle.py loads
                         input_layernorm, embed_tokens = the target's, no norm, no lm_head: the target's is shared).
                         fc carries dim 0 of the token embedding into dim 0, so it always proposes " x".
 eagle1-fc3              eagle1 with fc.weight [H, 3H] (an EAGLE-3 width): vLLM's fc is ReplicatedLinear(2H, H).
+eagle1-qwen2            eagle1's weights, its config a Qwen2 one (architectures Qwen2ForCausalLM, model_type qwen2):
+                        vLLM renames it EagleQwen2ForCausalLM, which 0.32.0 does not register.
 target-marked           an 8-layer Llama target that always answers " x" (as `target`), whose layer i also writes a
                         marker of about 0.1 into dim 1+i of the residual stream (one MLP unit: gate and up read dim 0,
                         down writes dim 1+i); the embedding's dims 1..8 are zero and so are lm_head's. So the stream
@@ -111,13 +113,14 @@ def eagle1(agree_token: int, target: dict[str, torch.Tensor], fc_inputs: int) ->
     return {k: v.contiguous() for k, v in t.items()}
 
 
-def eagle1_config() -> dict:
+def eagle1_config(arch: str = "LlamaForCausalLM", model_type: str = "llama") -> dict:
     """As yuhuili/EAGLE-LLaMA3-Instruct-8B's config.json: a one-layer Llama config (vLLM renames the architecture
     to EagleLlamaForCausalLM for method eagle)."""
     d = t3.drafter_config()
     d.pop("draft_vocab_size")
     d.pop("target_hidden_size")
-    d["architectures"] = ["LlamaForCausalLM"]
+    d["architectures"] = [arch]
+    d["model_type"] = model_type
     return d
 
 
@@ -169,7 +172,7 @@ def save_drafter(tensors: dict[str, torch.Tensor], config: dict, path: Path) -> 
 
 
 NAMES = ("target", "draft-llama", "draft-llama-vocab640", "eagle1", "eagle1-fc3", "target-marked", "eagle3-aux136",
-         "eagle3-aux136-v2only", "eagle3-aux136-noids")
+         "eagle3-aux136-v2only", "eagle3-aux136-noids", "eagle1-qwen2")
 
 
 def build(out: Path, names: list[str]) -> None:
@@ -183,6 +186,8 @@ def build(out: Path, names: list[str]) -> None:
         elif name.startswith("draft-llama"):
             size = OTHER_VOCAB if name.endswith("vocab640") else t3.VOCAB
             save_llama(draft_llama(agree_token, size), tok, path, vocab_size=size, num_hidden_layers=DRAFT_LAYERS)
+        elif name == "eagle1-qwen2":
+            save_drafter(eagle1(agree_token, target, 2), eagle1_config("Qwen2ForCausalLM", "qwen2"), path)
         elif name.startswith("eagle1"):
             save_drafter(eagle1(agree_token, target, 3 if name.endswith("fc3") else 2), eagle1_config(), path)
         elif name == "target-marked":
