@@ -1,14 +1,31 @@
-"""Where specaudit's own data lives: rules/ and patches/, and how their YAML is read."""
+"""Where specaudit's own data lives: rules/ and patches/, and how their YAML is read; and JSON from input (a config, a
+launch option, a patch state, a node's answer) read with every way it can be wrong one error."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from .errors import SpecauditError
 
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``text`` as JSON, or a SpecauditError naming ``what`` and why it is not: not JSON, not UTF-8, an integer past
+    Python's 4,300-digit limit (ValueError), or nested past the parser's reach (RecursionError, which no caller of
+    ``json.loads`` expects)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecauditError(f"{what}: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    except ValueError as exc:  # UnicodeDecodeError, or an integer past the digit limit
+        raise SpecauditError(f"{what}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise SpecauditError(f"{what}: JSON nested too deeply to be read") from None
 
 
 def data_dir(name: str) -> Path:

@@ -38,7 +38,7 @@ from ..core.data import data_dir
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode, Status
 from ..tree.locate import EngineTree
-from ..tree.provenance import read_state_json, record_hashes, shadow_dir
+from ..tree.provenance import read_state_json, record_hashes, shadow_dir, state_problem
 from .codemods import CODEMODS, Change, PatchContext
 
 if TYPE_CHECKING:
@@ -210,8 +210,9 @@ class Shadow:
     def state(self) -> dict[str, Any]:
         if self.state_file.exists():
             state = read_state_json(self.state_file)
-            if not _is_state(state):
-                raise PatchRefused(f"{self.state_file}: unreadable patch state (no bundles and files); move the "
+            problem = state_problem(state)
+            if problem:
+                raise PatchRefused(f"{self.state_file}: unreadable patch state ({problem}); move the "
                                    f"directory {self.dir} aside to start over (it holds the pristine copies)")
             return state
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
@@ -244,7 +245,8 @@ class Shadow:
             return []
         entries = read_state_json(self.journal)
         restore, hashes = entries.get("restore"), entries.get("hashes")
-        if not isinstance(restore, dict) or not isinstance(hashes, dict) or not _is_state(entries.get("state")):
+        if not isinstance(restore, dict) or not isinstance(hashes, dict) or state_problem(entries.get("state")) \
+                or not all(isinstance(entry, dict) for entry in hashes.values()):
             raise PatchRefused(f"{self.journal}: an interrupted run's journal that does not verify (no hashes of its "
                                f"files); nothing was restored. Move {self.dir} aside to start over")
         copies = {}
@@ -318,10 +320,6 @@ class _Lock:
 
 # Every write of a patch goes through here (the tests interrupt it).
 _replace = write_atomic
-
-
-def _is_state(state: Any) -> bool:
-    return isinstance(state, dict) and isinstance(state.get("bundles"), dict) and isinstance(state.get("files"), dict)
 
 
 def _relative(relpath: str) -> str:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import datetime
 import hashlib
-import json
 import shlex
 import sys
 from collections.abc import Iterable
@@ -17,6 +16,7 @@ from typing import Any
 
 from .. import __version__
 from ..core.cache import cache_dir, inside, slug
+from ..core.data import parse_json
 from ..core.errors import SpecauditError
 from ..results.scan import Provenance, ScanResult
 from .locate import EngineTree
@@ -55,13 +55,33 @@ def record_hashes(tree: EngineTree) -> dict[str, str]:
 def read_state_json(path: Path) -> dict[str, Any]:
     """A JSON file of the patch state (state.json, the journal), with the remedy when it cannot be read."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: not JSON, or an integer past the 4,300-digit limit
-        raise SpecauditError(f"{path}: unreadable patch state ({exc}); move the directory {path.parent} aside "
-                             f"to start over (it holds the pristine copies)") from None
+        data = parse_json(path.read_bytes(), str(path))
+    except (OSError, SpecauditError) as exc:
+        raise SpecauditError(f"{path}: unreadable patch state ({exc.strerror if isinstance(exc, OSError) else exc}); "
+                             f"move the directory {path.parent} aside to start over (it holds the pristine copies)") from None
     if not isinstance(data, dict):
         raise SpecauditError(f"{path}: unreadable patch state (not a JSON object)")
     return data
+
+
+def state_problem(state: Any) -> str:
+    """What is wrong with a patch state's shape ("" when nothing is), as ``specaudit patch`` writes it: ``bundles``,
+    each with the ``changes`` it made and its ``files``; ``files``, each with the ``pristine`` hash and, while a bundle
+    holds it, the ``applied`` hash and the ``bundle``. Every reader of a state (patch, a scan's provenance, a fleet's
+    node) checks it here before reading it, so that no state, however written, is read past what it holds."""
+    if not isinstance(state, dict) or not isinstance(state.get("bundles"), dict) or not isinstance(state.get("files"),
+                                                                                                  dict):
+        return "no bundles and files"
+    for bundle, entry in state["bundles"].items():
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(key), list) and
+                                                  all(isinstance(v, str) for v in entry[key])
+                                                  for key in ("changes", "files")):
+            return f"bundle {str(bundle)[:80]!r} without its lists of changes and files"
+    for rel, entry in state["files"].items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("pristine"), str) or \
+                not all(isinstance(entry.get(key, ""), str) for key in ("applied", "bundle")):
+            return f"file {str(rel)[:80]!r} without its hashes"
+    return ""
 
 
 def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
