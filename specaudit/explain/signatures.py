@@ -27,8 +27,12 @@ from ..launch.known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from ..results.outcome import Crash, Explanation, SignatureMatch
 from .tracebacks import CUT_OFF, TracebackReader
 
-# Terminal control sequences: colours, and the cursor and erase commands progress bars write (`\x1b[2K`).
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][A-Za-z0-9]|\x1b[=>]")
+# Terminal control sequences, whole: the strings of OSC (a hyperlink, a window title), DCS, SOS, PM and APC to their
+# terminator, CSI (colours, and the cursor and erase commands progress bars write: `\x1b[2K`) in its 7- and 8-bit
+# forms, the other escapes; then any control character left but the tab. A log line never reaches a terminal or a
+# report with a sequence of its own (each alternative is linear: no quantifier inside another).
+_ANSI = re.compile(r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+                   r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?|\x1b[ -/]*[0-~]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 CONTEXT_LINES = 3
 
 
@@ -142,8 +146,8 @@ def clean_line(line: str) -> str:
     """A log line as a terminal shows it: without control sequences, and only what the last carriage return
     left (a progress bar redraws its line with `\r`; a CRLF line ends with one); and no longer than
     ``MAX_LINE_CHARS``: an engine's message is read from its start, and no pattern's work grows with a line's."""
-    line = line[:MAX_LINE_CHARS * 2].rstrip("\n").rstrip("\r")
-    return _ANSI.sub("", line.rpartition("\r")[2])[:MAX_LINE_CHARS]
+    line = line[:MAX_LINE_CHARS * 2].rstrip("\n").rstrip("\r").rpartition("\r")[2]
+    return (line if line.isprintable() else _ANSI.sub("", line))[:MAX_LINE_CHARS]  # most lines hold no control
 
 
 MAX_LINE_CHARS = 16384

@@ -10,6 +10,7 @@ node of each group (the engine's files copied once, as the smoke preflight copie
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -90,7 +91,7 @@ def audit_nodes(options: FleetOptions, remotes: list[Transport], head_port: int 
 def _hosts(options: FleetOptions) -> tuple[str, ...]:
     if not options.hosts:
         raise SpecauditError("name the nodes: HOST..., --hosts-file, or --selector")
-    twice = sorted({h for h in options.hosts if options.hosts.count(h) > 1})
+    twice = sorted(h for h, count in Counter(options.hosts).items() if count > 1)  # linear: a hosts file may be long
     if twice:
         raise SpecauditError(f"a node is named twice: {', '.join(twice)}")
     return options.hosts

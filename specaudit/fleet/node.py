@@ -17,6 +17,7 @@ from ..results.outcome import Event
 from ..smoke.preflight import RemoteEngine
 from ..smoke.remote import Remote, SSHError, Transport
 from ..smoke.session import SmokeOptions, Stop
+from ..tree.provenance import state_problem
 from .kubectl import POD_PREFIX, Cluster, Kubectl
 from .results import BundleState, CheckpointDigest, NodeAudit
 
@@ -119,8 +120,9 @@ def bundle_states(patches: dict[str, Any] | None) -> tuple[list[BundleState], st
     if "error" in patches:
         return [], f"{patches['dir']}/state.json: unreadable ({patches['error']})"
     state, current = patches.get("state"), patches.get("current") or {}
-    if not isinstance(state, dict) or not isinstance(state.get("bundles"), dict) or not isinstance(state.get("files"), dict):
-        return [], f"{patches['dir']}/state.json: not a patch state"
+    problem = state_problem(state) or ("" if isinstance(current, dict) else "the files' hashes are not a mapping")
+    if problem or not isinstance(state, dict):
+        return [], f"{patches['dir']}/state.json: not a patch state ({problem})"
     out = []
     for bundle, entry in sorted(state["bundles"].items()):
         files = sorted(entry.get("files", [])) if isinstance(entry, dict) else []

@@ -183,5 +183,7 @@ def json_option(key: str, value: str) -> dict[str, Any]:
 def _scalar(value: str) -> Any:
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON: the word itself
         return value
+    except RecursionError:
+        raise SpecauditError(f"--{key}: JSON nested too deeply to be a config") from None

@@ -54,7 +54,7 @@ def cached_config(repo: str) -> tuple[Path, dict] | None:
         return None
     try:
         config = json.loads(Path(found).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     return (Path(found), config) if isinstance(config, dict) else None
 
@@ -182,7 +182,7 @@ def read_checkpoint_anywhere(name: str, revision: str | None = None):
         shards = sorted(set(index["weight_map"].values()))
     except SpecauditError:
         shards = ["model.safetensors"]  # no index: one shard
-    except (ValueError, KeyError, TypeError, AttributeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         raise SpecauditError(f"{source.label}: {INDEX_FILE} is not a safetensors index (no weight_map)") from None
     files = [HubFile(name, shard, revision) for shard in shards]
     tensors = {}

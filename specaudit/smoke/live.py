@@ -11,9 +11,11 @@ from collections import deque
 
 from rich.console import Console, Group
 from rich.live import Live
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
+from ..explain.signatures import clean_line
 from ..results.outcome import Event
 
 TAIL_LINES = 12
@@ -21,7 +23,7 @@ TAIL_LINES = 12
 
 class LiveView:
     def __init__(self, console: Console, host: str):
-        self.console, self.host = console, host
+        self.console, self.host = console, clean_line(host)
         self.started = time.monotonic()
         self.phase = "connect"
         self.events: deque[Event] = deque(maxlen=6)
@@ -39,6 +41,7 @@ class LiveView:
             self._live.stop()
 
     def event(self, event: Event) -> None:
+        event = Event(event.seconds, event.phase, clean_line(event.text))  # what the node said: no sequence of its own
         self.phase = event.phase
         self.events.append(event)
         if self._live is None:
@@ -46,7 +49,7 @@ class LiveView:
                                              event.text))
 
     def line(self, text: str) -> None:
-        self.tail.append(text)
+        self.tail.append(clean_line(text))
 
     def _render(self) -> Panel:
         elapsed = time.monotonic() - self.started
@@ -54,4 +57,4 @@ class LiveView:
                                  for e in self.events)
         tail = Text("\n").join(Text(line[:200], style="dim") for line in self.tail)
         return Panel(Group(events, Text(""), tail),
-                     title=f"specaudit smoke {self.host}: [bold]{self.phase}[/] {elapsed:.0f} s", title_align="left")
+                     title=f"specaudit smoke {escape(self.host)}: [bold]{self.phase}[/] {elapsed:.0f} s", title_align="left")

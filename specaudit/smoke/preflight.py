@@ -16,7 +16,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
-from ..core.cache import cache_dir, slug, staged_tree
+from ..core.cache import cache_dir, inside, slug, staged_tree
+from ..core.data import parse_json
 from ..core.engines import ENGINES
 from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict, Verdict
@@ -81,7 +82,7 @@ class RemoteEngine:
         profile = ENGINES[self.engine]
         request = {"package": profile.package, "distributions": list(profile.distributions), "port": self.port,
                    "runs_dir": self.runs_dir, "checkpoints": paths}
-        info = json.loads(self._probe("info", request).decode())
+        info = _probe_answer(self._probe("info", request), self.host)
         self.runs_dir = info["runs_dir"]
         record = self.record = preflight_of(info, self.port, self.engine)
         self.session.note("preflight", f"{record.python}; {record.engine} at {record.engine_root}")
@@ -136,9 +137,9 @@ class RemoteEngine:
             where = f"{hub['snapshot']}/config.json, from the node's Hub cache" if hub else f"{model}/config.json"
             source = f"{self.host}:{where}"
             try:
-                config = json.loads(checkpoints[model]["config"])
-            except ValueError as exc:
-                raise Stop(SmokeVerdict.BLOCKED, f"{source}: malformed JSON ({exc})") from None
+                config = parse_json(checkpoints[model]["config"], source)
+            except SpecauditError as exc:
+                raise Stop(SmokeVerdict.BLOCKED, str(exc)) from None
             if not isinstance(config, dict):
                 raise Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
             target = Target(name=f"{model}@{revision}" if revision else model, source=source, config=config)
@@ -146,8 +147,9 @@ class RemoteEngine:
 
     def _mirror_engine(self, engine: dict) -> EngineTree:
         """The remote engine's ``.py`` files, copied once per content (the probe's fingerprint)."""
-        name = f"{self.engine}-{engine['version']}-{engine['fingerprint'][:16]}"
-        dest = cache_dir("remote", slug(self.host)) / name
+        # The version is the node's METADATA's: one safe component, as every name built from input.
+        base = cache_dir("remote", slug(self.host))
+        dest = inside(base, base / slug(f"{self.engine}-{engine['version']}-{engine['fingerprint'][:16]}"))
         if not (dest / ".complete").exists():
             self.session.note("scan", "copying the remote engine's .py files (once per release)")
             profile = ENGINES[self.engine]
@@ -165,6 +167,8 @@ def _mirror_checkpoint(path: str, checkpoint: dict) -> Path:
     dest = cache_dir("remote", "checkpoints", key)
     (dest / "config.json").write_text(checkpoint["config"], encoding="utf-8")
     for name, entry in checkpoint["files"].items():
+        if Path(name).name != name:  # the probe lists a directory: a name with a folder in it is not the probe's
+            raise SpecauditError(f"{path}: the node named a checkpoint file {name[:80]!r}, not a file name")
         if "text" in entry:
             (dest / name).write_text(entry["text"], encoding="utf-8")
             continue
@@ -175,6 +179,23 @@ def _mirror_checkpoint(path: str, checkpoint: dict) -> Path:
                 fh.write(base64.b64decode(data))
             fh.truncate(entry["size"])
     return dest
+
+
+def _probe_answer(raw: bytes, host: str) -> dict:
+    """The probe's answer: a JSON object with what the probe always reports. What else came back (a ``python3`` that
+    prints a banner first, a wrapper that is not Python) stops the node's preflight in one line."""
+    try:
+        info = parse_json(raw, f"the probe's answer from {host}")
+    except SpecauditError as exc:
+        raise Stop(SmokeVerdict.BLOCKED, f"{exc}: is the launch command's Python a Python?") from None
+    kinds: dict[str, type | tuple[type, ...]] = {
+        "python": dict, "hostname": str, "engine": (dict, type(None)), "patches": (dict, type(None)), "checkpoints": dict,
+        "leftovers": list, "runs_dir": str}
+    wrong = [key for key, kind in kinds.items() if not isinstance(info, dict) or not isinstance(info.get(key), kind)]
+    if wrong:
+        raise Stop(SmokeVerdict.BLOCKED, f"the probe's answer from {host} is not the probe's "
+                                         f"({', '.join(wrong)} missing or mistyped)")
+    return info
 
 
 def preflight_of(info: dict, port: int, engine_name: str) -> Preflight:

@@ -66,6 +66,8 @@ def read_prompt_file(path: Path) -> tuple[Prompt, ...]:
             data = json.loads(text) if path.suffix.lower() == ".json" else yaml.load(text, Loader=YAML_LOADER)
         except (ValueError, yaml.YAMLError) as exc:
             raise SpecauditError(f"{path}: not valid {path.suffix[1:].upper()} ({str(exc).splitlines()[0]})") from None
+        except RecursionError:
+            raise SpecauditError(f"{path}: nested too deeply to be a prompt file") from None
         groups = data.items() if isinstance(data, dict) else [("", data)]
         for kind, items in groups:
             if not isinstance(kind, str) or not isinstance(items, list) \
