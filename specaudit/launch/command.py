@@ -175,6 +175,8 @@ def json_option(key: str, value: str) -> dict[str, Any]:
         raise SpecauditError(f"--{key} is not valid JSON: {exc.msg} at column {exc.colno}") from None
     except ValueError as exc:  # an integer past Python's 4,300-digit limit
         raise SpecauditError(f"--{key}: {exc}") from None
+    except RecursionError:
+        raise SpecauditError(f"--{key}: JSON nested too deeply to be a config") from None
     if not isinstance(parsed, dict):
         raise SpecauditError(f"--{key} must be a JSON object")
     return parsed
@@ -185,5 +187,3 @@ def _scalar(value: str) -> Any:
         return json.loads(value)
     except (ValueError, RecursionError):  # not JSON: the word itself
         return value
-    except RecursionError:
-        raise SpecauditError(f"--{key}: JSON nested too deeply to be a config") from None
