@@ -118,7 +118,7 @@ FINDINGS = [
     "The scan's one miss among the refusals: a draft of 3 attention heads under a target of TP 2 (the draft's TP "
     "defaults to the target's) is refused by the draft's `ModelConfig.verify_with_parallel_config` (model.py:1547, "
     "\"Total number of attention heads (3) must be divisible by tensor parallel size (2)\"), called from "
-    "SpeculativeConfig's validator at speculative.py:1856 (`self.draft_model_config.verify_with_parallel_config("
+    "SpeculativeConfig's validator at speculative.py:1850 (`self.draft_model_config.verify_with_parallel_config("
     "self.draft_parallel_config)`), re-raised by pydantic in the API server. The scan says READY, the gate not even "
     "listed undecided: the resolving code's call into the draft ModelConfig's method, with the draft's head count "
     "(a checkpoint fact) and the draft TP (a launch value), is not played out.",
