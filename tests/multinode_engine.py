@@ -6,7 +6,8 @@ can tell (vllm/entrypoints/cli/serve.py, v1/executor/multiproc_executor.py, 0.32
   once all are in, it serves the OpenAI API on ``--host:--port`` (/health, /v1/models, /v1/completions of exactly
   ``max_tokens`` tokens, and /metrics counting as vllm/v1/spec_decode/metrics.py counts, every draft token accepted);
 - a worker (``--headless``) joins the head; told to crash (``~/standin.json``: ``{"crash": LOG}``), it prints the
-  worker traceback of a real launch log (tests/fixtures/logs) and exits 1; told to hang, it never joins;
+  worker traceback of a real launch log (tests/fixtures/logs) and exits 1; told to hang, it never joins; told to exit,
+  it exits with that status before joining, with no traceback;
 - when a worker drops out before it is in, the head prints the wrappers that log printed after the worker's traceback
   (EngineCore's "WorkerProc initialization failed", the API server's "Engine core initialization failed") and exits 1.
 
@@ -72,6 +73,8 @@ def worker(args: argparse.Namespace, behaviour: dict) -> int:
     if behaviour.get("hang"):
         time.sleep(3600)
         return 0
+    if "exit" in behaviour:  # fails to start, saying nothing a traceback would
+        return int(behaviour["exit"])
     deadline = time.monotonic() + 60
     while True:
         try:

@@ -88,12 +88,12 @@ def options(nodes, config, tmp_path, port, **extra) -> SmokeOptions:
                         out_dir=tmp_path / "reports", **settings)
 
 
-def assert_torn_down(result, nodes) -> None:
+def assert_torn_down(result, nodes, launches: int = 1) -> None:
     groups = [g for node in result.nodes for g in node.process_groups]
-    assert len(groups) == len(nodes) and not any(group_alive(g) for g in groups), groups
-    for node in nodes:  # each node's run directory removed, its log copied back
+    assert len(groups) == launches * len(nodes) and not any(group_alive(g) for g in groups), groups
+    for node in nodes:  # each node's run directories removed, its logs copied back
         assert not any((node.home / ".cache/specaudit/runs").iterdir())
-    assert all(len(n.logs) == 1 and Path(n.logs[0]).exists() for n in result.nodes)
+    assert all(len(n.logs) == launches and all(Path(log).exists() for log in n.logs) for n in result.nodes)
 
 
 def test_a_worker_crash_is_the_root_cause_not_the_heads_wrapper(pair, tmp_path):
@@ -128,8 +128,10 @@ def test_a_healthy_pair_serves_through_the_head_and_is_torn_down(pair, tmp_path)
     nodes, config = pair
     behave(nodes)
     view = View()
-    result = run_fleet_smoke(options(nodes, config, tmp_path, free_port()), view)
+    result = run_fleet_smoke(options(nodes, config, tmp_path, free_port(), check_lossless=True), view)
     assert result.verdict == "PASSED", result.reason
+    # Relaunched on both nodes without the drafter (every node's part stopped first): the same greedy tokens.
+    assert result.lossless.identical and result.lossless.compared == 3
     assert len(result.answers) == 3 and all(a.ok for a in result.answers)
     assert result.acceptance.acceptance_rate == 1.0 and result.acceptance.mean_acceptance_length == 4.0
     assert [n.host for n in result.nodes] == ["head", "worker"] and not any(n.failed for n in result.nodes)
@@ -137,9 +139,21 @@ def test_a_healthy_pair_serves_through_the_head_and_is_torn_down(pair, tmp_path)
     assert result.differences == []
     phases = [e.phase for e in result.timeline]
     assert phases.index("preflight") < phases.index("fleet") < phases.index("launch") < phases.index("ready")
-    assert sum(e.phase == "launch" for e in result.timeline) == 2
-    assert_torn_down(result, nodes)
+    assert sum(e.phase == "launch" for e in result.timeline) == 4
+    assert_torn_down(result, nodes, launches=2)
     assert "## Nodes" in to_markdown(result)
+
+
+def test_a_worker_that_fails_to_start_fails_the_launch_and_the_head_is_stopped(pair, tmp_path):
+    nodes, config = pair
+    behave(nodes, worker={"exit": 3})
+    result = run_fleet_smoke(options(nodes, config, tmp_path, free_port()), View())
+    assert result.verdict == "FAILED" and result.root_node == "worker", result.reason
+    assert result.root.by == "exit status" and result.engine_exit == 3
+    assert result.reason == "on worker (node rank 1 --headless): the engine exited with status 3, without a traceback"
+    head, worker = result.nodes
+    assert worker.failed and worker.exit_status == 3 and not head.failed
+    assert_torn_down(result, nodes)
 
 
 def test_a_worker_that_never_joins_times_out_and_both_nodes_are_stopped(pair, tmp_path):
