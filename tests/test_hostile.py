@@ -29,20 +29,41 @@ BAD_INPUT, DRIFT = 2, 4
 SANDBOX = Path(__file__).parent / "sandbox"  # its sitecustomize.py logs every path a command writes
 
 
-def run_recorded(tmp_path: Path, args: list[str], allowed: list[Path]) -> subprocess.CompletedProcess:
-    """The CLI with every path it writes recorded (tests/sandbox/sitecustomize.py); a path outside ``allowed``
-    fails the test."""
-    log = tmp_path / "writes.log"
+def run_recorded(tmp_path: Path, args: list[str], allowed: list[Path], env: dict[str, str] | None = None,
+                 timeout: float = 600) -> subprocess.CompletedProcess:
+    """The CLI with every path it writes recorded (tests/sandbox/sitecustomize.py); a path outside ``allowed`` (and
+    the cache) fails the test. Two nets besides: the sandbox ``tmp_path`` is compared before and after, outside those
+    directories (what a child that is not Python writes: git, ssh), and the temporary directory the command is given
+    must be empty when it ends (a temporary file is no leftover of the user's)."""
+    log, scratch = tmp_path / "writes.log", tmp_path / "tmp"
+    scratch.mkdir(exist_ok=True)
+    roots = [Path(a).resolve() for a in [*allowed, tmp_path / "cache", scratch]]
+    before = _listing(tmp_path, [*roots, log])
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{SANDBOX}:{ROOT}", "HOME": str(tmp_path / "home"),
-           "SPECAUDIT_CACHE": str(tmp_path / "cache"), "SPECAUDIT_WRITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1"}
+           "SPECAUDIT_CACHE": str(tmp_path / "cache"), "SPECAUDIT_WRITE_LOG": str(log), "PYTHONDONTWRITEBYTECODE": "1",
+           "TMPDIR": str(scratch), **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "specaudit.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=600)
+                          timeout=timeout)
     written = log.read_text().splitlines() if log.exists() else []
-    roots = [str(Path(a).resolve()) for a in [*allowed, tmp_path / "cache"]]
-    outside = [w for w in written if not any(os.path.realpath(w) == r or os.path.realpath(w).startswith(r + os.sep)
-                                             for r in roots)]
+    outside = sorted({w for w in written if w != os.devnull and not any(Path(os.path.realpath(w)).is_relative_to(r)
+                                                                          for r in roots)})
     assert not outside, outside
+    assert _listing(tmp_path, [*roots, log]) == before
+    assert not list(scratch.iterdir()), list(scratch.iterdir())
     return proc
+
+
+def _listing(directory: Path, skipped: list[Path]) -> dict[str, tuple[int, int]]:
+    """Every path under ``directory`` but those under ``skipped``, with its size and modification time."""
+    found = {}
+    for folder, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not any(Path(folder, d).resolve().is_relative_to(s) for s in skipped)]
+        for name in [*dirs, *files]:
+            path = Path(folder, name)
+            if not any(path.resolve().is_relative_to(s) for s in skipped):
+                st = path.lstat()
+                found[str(path)] = (st.st_size if not path.is_dir() else 0, st.st_mtime_ns if not path.is_dir() else 0)
+    return found
 
 
 def one_line(proc: subprocess.CompletedProcess) -> str:
@@ -220,6 +241,12 @@ def test_a_patched_file_deleted_by_hand_is_put_back_by_revert(tmp_path):
     (state,) = cache.glob("patches/*/state.json")
     gone = destination / sorted(json.loads(state.read_text())["files"])[0]
     os.unlink(gone)
+    gone.mkdir()  # replaced by a directory: said, and refused in one line until it is moved aside
+    listing = specaudit("patch", str(destination), "--status", env_cache=cache)
+    assert listing.returncode == 0 and "deleted, or no" in listing.stdout, listing.stdout + listing.stderr
+    proc = specaudit("patch", str(destination), "--revert", env_cache=cache)
+    assert proc.returncode == DRIFT and "is a directory now" in one_line(proc)
+    gone.rmdir()
     listing = specaudit("patch", str(destination), "--status", env_cache=cache)
     assert listing.returncode == 0 and "deleted" in listing.stdout, listing.stdout + listing.stderr
     proc = specaudit("patch", str(destination), "--revert", env_cache=cache)
@@ -279,6 +306,35 @@ def test_sigterm_during_an_apply_rolls_back_like_ctrl_c(tmp_path):
     assert "rolled back" in one_line(proc)
     assert snapshot(destination) == before
     assert not list(destination.rglob("*.specaudit-tmp"))
+
+
+def test_a_full_disk_mid_apply_rolls_back_in_one_line(tmp_path):
+    # It ended in two tracebacks and a mixed tree with temporary files left. Here the second engine file's write goes
+    # to /dev/full (a real ENOSPC from the write, after its temporary file was made), as a disk that fills up does.
+    destination = tmp_path / "vllm-0.14.0"
+    shutil.copytree(vllm_tree("0.14.0").root, destination)
+    before = snapshot(destination)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "HOME": str(Path.home()),
+           "SPECAUDIT_CACHE": str(tmp_path / "cache")}
+    script = ("import os, sys, tempfile\n"
+              "real, n, tree = tempfile.mkstemp, [0], sys.argv[1]\n"
+              "def full(*a, **k):\n"
+              "    fd, name = real(*a, **k)\n"
+              "    if str(k.get('dir', '')).startswith(tree + '/vllm/'):\n"
+              "        n[0] += 1\n"
+              "        if n[0] == 2:\n"
+              "            os.close(fd)\n"
+              "            return os.open('/dev/full', os.O_WRONLY), name\n"
+              "    return fd, name\n"
+              "tempfile.mkstemp = full\n"
+              "sys.argv = ['specaudit', 'patch', sys.argv[1], '--target', 'kimi_k2']\n"
+              "from specaudit.cli import main; main()\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(destination)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == BAD_INPUT and "No space left on device" in one_line(proc)
+    assert snapshot(destination) == before
+    assert not list(destination.rglob("*.specaudit-tmp"))
+    assert specaudit("patch", str(destination), "--status", env_cache=tmp_path / "cache").returncode == 0
 
 
 # -- inputs rendered ------------------------------------------------------------------------------------------------
@@ -599,3 +655,140 @@ def test_status_says_what_it_rolled_back_from_an_interrupted_run(tmp_path):
     assert proc.returncode == -9, proc.stderr
     listing = specaudit("patch", str(destination), "--status", env_cache=cache)
     assert listing.returncode == 0 and "recovered" in listing.stdout and "no bundle applied" in listing.stdout
+
+
+# -- beyond the list: the same classes in fleet, smoke and the readers added since ----------------------------------
+
+
+def test_a_hostile_node_is_one_line_on_that_node_and_nothing_is_written_outside(tmp_path):
+    # Two "pods" behind the stand-in kubectl (tests/kubectl_standin.py): the first's engine METADATA names a version
+    # that climbs out of the cache (the mirror of its engine was made there: smoke/preflight.py), its patch state is
+    # malformed (fleet/node.py read it into a traceback) and its name is rich markup (a table title: MarkupError);
+    # the second's python3 answers the probe with a banner (a JSONDecodeError traceback).
+    from fleet_nodes import launch_command, write_engine, write_models
+
+    pods_dir, states = tmp_path / "pods", {}
+    for name in ("a[/x]b", "banner"):
+        home, site, bin_dir = pods_dir / name / "home", pods_dir / name / "site", pods_dir / name / "bin"
+        bin_dir.mkdir(parents=True)
+        write_engine(site, "0.17.0")
+        write_models(home)
+        states[name] = {"labels": {}, "env": {"HOME": str(home), "PYTHONPATH": str(site), "PATH": f"{bin_dir}:/usr/bin:/bin",
+                                              "PYTHONDONTWRITEBYTECODE": "1",
+                                              "SPECAUDIT_CACHE": str(home / ".cache/specaudit")}}
+    first = pods_dir / "a[/x]b"
+    (first / "bin/python3").symlink_to(os.path.realpath(sys.executable))
+    (first / "site/vllm-0.17.0.dist-info/METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: 0/../../../../../../..{tmp_path}/outside/x\n\n")
+    package = (first / "site/vllm").stat()
+    key = hashlib.sha1(f"{package.st_dev}:{package.st_ino}".encode()).hexdigest()[:12]
+    state_dir = first / f"home/.cache/specaudit/patches/vllm-0.17.0-{key}"
+    state_dir.mkdir(parents=True)
+    (state_dir / "state.json").write_text(json.dumps({"bundles": {"b": {"files": 5}}, "files": {"x": 5}}))
+    (pods_dir / "banner/bin/python3").write_text("#!/bin/sh\necho 'Welcome to the cluster!'\n")
+    (pods_dir / "banner/bin/python3").chmod(0o755)
+    (pods_dir / "pods.json").write_text(json.dumps({"pods": states}))
+    out = tmp_path / "reports"
+    proc = run_recorded(tmp_path, ["fleet", "pod/a[/x]b", "pod/banner", "--kubectl", str(ROOT / "tests/kubectl_standin.py"),
+                                   "--format", "json", "--format", "md", "--out", str(out), "--", *launch_command()],
+                        allowed=[out, pods_dir], env={"KUBECTL_STANDIN": str(pods_dir / "pods.json")})
+    assert proc.returncode == 7 and proc.stderr == "", proc.stderr  # the worst node's: not reached
+    assert "pod/a[/x]b" in proc.stdout
+    nodes = {n["host"]: n for n in json.loads(next(out.glob("*.json")).read_text())["nodes"]}
+    assert "is not a PEP 440 version" in nodes["pod/a[/x]b"]["scan_problem"]
+    assert "not a patch state (bundle 'b'" in nodes["pod/a[/x]b"]["patch_problem"]
+    assert "the probe's answer from pod/banner: not valid JSON" in nodes["pod/banner"]["error"]
+    assert not (tmp_path / "outside").exists()
+
+
+@pytest.mark.parametrize("state, problem", [
+    ({"bundles": {}, "files": {"vllm/config.py": 5}}, "file 'vllm/config.py' without its hashes"),
+    ({"bundles": {"b": 5}, "files": {}}, "bundle 'b' without its lists"),
+    ({"bundles": {"b": {"changes": 5, "files": []}}, "files": {}}, "bundle 'b' without its lists"),
+    ({"bundles": {}, "files": {"vllm/config.py": {"pristine": "0" * 64, "applied": 7}}}, "without its hashes"),
+])
+def test_a_patch_state_is_checked_whole_before_it_is_read(tmp_path, state, problem):
+    # Only its top level was: `"files": {"x": 5}` was a TypeError traceback in --status and --revert, and in a
+    # fleet's reading of a node's state.
+    from specaudit.fleet.node import bundle_states
+    from specaudit.patch.bundles import revert, status
+
+    shadow = planted_journal(tmp_path, {}, {}, {})
+    shadow.journal.unlink()
+    shadow.state_file.write_text(json.dumps(state))
+    for command in (status, revert):
+        with pytest.raises(PatchRefused, match=problem):
+            command(shadow.tree)
+    assert problem in bundle_states({"dir": "d", "state": state, "current": {}})[1]
+
+
+def test_json_nested_past_the_parsers_reach_is_one_line(tmp_path):
+    # A RecursionError, which no reader of JSON caught: --speculative-config, a launch option, a prompt file.
+    from specaudit.launch.command import parse_launch_command
+    from specaudit.launch.request import parse_speculative_config
+    from specaudit.smoke.prompts import read_prompt_file
+
+    deep = "[" * 100_000 + "]" * 100_000
+    with pytest.raises(SpecauditError, match="nested too deeply"):
+        parse_speculative_config('{"a": ' + deep + "}")
+    assert parse_launch_command(["vllm", "serve", "M", "--max-model-len", deep]).model == "M"
+    (tmp_path / "p.json").write_text(deep)
+    with pytest.raises(SpecauditError, match="nested too deeply"):
+        read_prompt_file(tmp_path / "p.json")
+
+
+def test_log_lines_lose_every_escape_sequence_not_only_colours():
+    # OSC 8 hyperlinks and OSC titles, DCS strings, 8-bit CSI and stray controls reached smoke's live view raw.
+    from specaudit.explain.signatures import clean_line
+
+    line = "a\x1b]8;;http://evil.example\x1b\\b\x1b]0;title\x07c\x1bPq\x1b\\d\x9b31me\x07f\x08\x1b(Bg\x1b[2K\tRuntimeError"
+    assert clean_line(line) == "abcdefg\tRuntimeError"
+    assert clean_line("loading 10%\rloading 100%\r\n") == "loading 100%"
+
+
+def test_a_path_the_user_names_is_text_on_the_terminal(tmp_path):
+    # "report written to {path}" was rich markup: an --out of `o[/x]` was a MarkupError after the report was written.
+    out = tmp_path / "o[/x]"
+    proc = run_recorded(tmp_path, ["scan", str(small_tree(tmp_path / "tree", "0.0.1")), "--target", "llama3", "--format",
+                                   "json", "--out", str(out)], allowed=[tmp_path / "o["])
+    assert proc.returncode in (1, 3) and "Traceback" not in proc.stderr, proc.stderr
+    assert f"report written to {out}/" in proc.stdout.replace("\n", "")
+
+
+def test_smokes_log_copy_never_follows_a_planted_symlink(tmp_path):
+    # launcher._keep_log wrote the run's log with write_bytes: through a symlink planted at its name in --out.
+    from types import SimpleNamespace
+
+    from specaudit.smoke.launcher import Launcher, Run
+
+    victim, out = tmp_path / "victim", tmp_path / "reports"
+    victim.write_text("keep me\n")
+    out.mkdir()
+    (out / "smoke-gpu01-run-1.log").symlink_to(victim)
+    launcher = SimpleNamespace(session=SimpleNamespace(options=SimpleNamespace(out_dir=out)), kept={},
+                               _note=lambda text: None)
+    path = Launcher._keep_log(launcher, Run("/runs/run-1", 1, (), host="gpu01"), b"the log\n")  # type: ignore[arg-type]
+    assert path == out / "smoke-gpu01-run-1.log" and not path.is_symlink() and path.read_bytes() == b"the log\n"
+    assert victim.read_text() == "keep me\n"
+
+
+def test_a_long_hosts_list_is_checked_in_linear_time():
+    # A node named twice was found with list.count for each node: a hosts file of 3 million lines never ended.
+    from specaudit.fleet.audit import FleetOptions, audit_fleet
+
+    with pytest.raises(SpecauditError, match="named twice: h0, h1$"):
+        audit_fleet(FleetOptions(hosts=tuple(f"h{i % 200_000}" for i in range(200_002)), argv=("vllm", "serve", "M")))
+
+
+def test_a_wheel_member_failing_its_crc_is_one_line(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-0.0.1-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("vllm/__init__.py", b"X = 1\n" * 10)
+        archive.writestr("vllm-0.0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: vllm\nVersion: 0.0.1\n\n")
+    data = bytearray(wheel.read_bytes())
+    data[data.find(b"X = 1")] = ord("Y")  # the member's bytes, not its recorded CRC-32
+    wheel.write_bytes(bytes(data))
+    proc = run_recorded(tmp_path, ["scan", str(wheel), "--target", "llama3"], allowed=[])
+    assert proc.returncode == BAD_INPUT and "vllm/__init__.py is damaged (Bad CRC-32" in one_line(proc)

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.cache import slug
+from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
 from .remote import Transport, bash_command, quote_command, remote_script
 from .session import Session
@@ -140,8 +140,10 @@ class Launcher:
     def _keep_log(self, run: Run, log: bytes) -> Path:
         out_dir = self.session.options.out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"smoke-{slug(run.host)}-{os.path.basename(run.directory)}.log"
-        path.write_bytes(log)
+        # Written as every report is: a name of one safe component, inside --out, through a file of its own (a symlink
+        # planted at the name is replaced, never followed).
+        path = inside(out_dir, out_dir / f"{slug(f'smoke-{run.host}-{os.path.basename(run.directory)}')}.log")
+        write_atomic(path, log)
         self.kept[run.directory] = str(path)
         self._note(f"log copied to {path}; run directory removed from {run.host}")
         return path
