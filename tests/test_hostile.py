@@ -792,3 +792,13 @@ def test_a_wheel_member_failing_its_crc_is_one_line(tmp_path):
     wheel.write_bytes(bytes(data))
     proc = run_recorded(tmp_path, ["scan", str(wheel), "--target", "llama3"], allowed=[])
     assert proc.returncode == BAD_INPUT and "vllm/__init__.py is damaged (Bad CRC-32" in one_line(proc)
+
+
+@pytest.mark.parametrize("argv, fragment", [(["nonsense"], "not a launch command"),
+                                            (["vllm", "serve", "M", "--port", "abc"], "--port abc: not a TCP port"),
+                                            (["vllm", "serve", "M", "--port", "99999999"], "not a TCP port")])
+def test_smokes_bad_launch_command_is_one_line_and_leaves_no_temporary_directory(tmp_path, argv, fragment):
+    # The session made its ssh control directory before the command was read, and left it in $TMPDIR; a --port
+    # that is not a number was a ValueError traceback.
+    proc = run_recorded(tmp_path, ["smoke", "node.invalid", "--", *argv], allowed=[])
+    assert proc.returncode == BAD_INPUT and fragment in one_line(proc)

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict
 from ..explain.diagnose import agreement as diagnose_agreement
 from ..explain.diagnose import root_cause
@@ -38,11 +39,12 @@ class Smoke:
 
     def __init__(self, options: SmokeOptions, view: SmokeView):
         self.options = options
-        self.session = Session(options, view)
+        # The launch command is read before the session opens its ways in: bad input leaves nothing behind.
         self.command = parse_launch_command(list(options.argv))
         self.engine = self.command.engine
         self.serving = load_serving(self.engine)
-        self.port = int(self.command.options.get("port") or self.serving.default_port)
+        self.port = _port(self.command.options.get("port"), self.serving.default_port)
+        self.session = Session(options, view)
         self.started_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.remote_engine = RemoteEngine(self.session, self.command, self.port)
         self.launcher = Launcher(self.session)
@@ -139,6 +141,17 @@ class Smoke:
             logs=self.launcher.log_copies, seconds=round(time.monotonic() - self.session.started, 2),
             provenance=launch_provenance(scan),
         )
+
+
+def _port(value: object, default: int) -> int:
+    """The launch command's --port, as the engine's argument parser would take it."""
+    try:
+        port = int(str(value)) if value not in (None, "") else default
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise SpecauditError(f"--port {value}: not a TCP port (1 to 65535)")
+    return port
 
 
 def run_smoke(options: SmokeOptions, view: SmokeView) -> SmokeResult:
