@@ -76,7 +76,33 @@ class _WithLaunchCommand(click.Command):
         return super().parse_args(ctx, args)
 
 
-@click.group()
+class _OneLineUsage(click.Group):
+    """A usage error (an option that does not exist, a value click refuses) is bad input like any other: one line on
+    stderr and exit 2, not click's usage block."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode: bool = True,  # type: ignore[override]
+             **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # no command at all: the help, as click gives it
+                exc.show()
+                sys.exit(exc.exit_code)
+            where = exc.ctx.command_path if exc.ctx else "specaudit"
+            click.echo(f"specaudit: error: {exc.format_message()} (`{where} --help` lists the options)", err=True)
+            sys.exit(ExitCode.BAD_INPUT)
+        except click.ClickException as exc:
+            click.echo(f"specaudit: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:  # Ctrl-C while click itself reads (a prompt): an interrupt
+            click.echo("specaudit: interrupted", err=True)
+            sys.exit(ExitCode.INTERRUPTED)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+@click.group(cls=_OneLineUsage)
 @click.version_option(__version__, prog_name="specaudit")
 def main() -> None:
     """Audit speculative-decoding integrations of vLLM and SGLang before launch."""

@@ -195,6 +195,19 @@ BAD_INPUTS = {
     "matrix with an unknown target": (["matrix", "--target", "kimi-k9", "{tree}"], "unknown target preset"),
     "missing --ssh-config": (["smoke", "node", "--ssh-config", "{tmp}/none", "--", "vllm", "serve", "M"],
                              "no such file"),
+    # fleet's, and what click refuses (its usage block was four lines)
+    "fleet without nodes": (["fleet", "--", "vllm", "serve", "M"], "name the nodes"),
+    "fleet without a launch command": (["fleet", "node"], "give the launch command after --"),
+    "fleet with a node named twice": (["fleet", "a", "b", "a", "--", "vllm", "serve", "M"], "a node is named twice: a"),
+    "fleet with a missing --hosts-file": (["fleet", "--hosts-file", "{tmp}/none", "--", "vllm", "serve", "M"],
+                                          "none: No such file or directory"),
+    "fleet with a command it does not know": (["fleet", "node", "--", "nonsense"], "not a launch command"),
+    "fleet --selector without kubectl": (["fleet", "--selector", "app=x", "--kubectl", "{tmp}/none", "--", "vllm",
+                                          "serve", "M"], "not found (install kubectl"),
+    "fleet --format not a format": (["fleet", "node", "--format", "pdf", "--", "vllm", "serve", "M"],
+                                    "Invalid value for '--format'"),
+    "an option that does not exist": (["scan", "{tree}", "--targte", "llama3"], "No such option '--targte'"),
+    "explain a directory": (["explain", "{tmp}"], "is a directory"),
 }
 
 
