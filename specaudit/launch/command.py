@@ -98,6 +98,18 @@ _SGLANG_ALIASES = {"model": "model_path", "tensor_parallel_size": "tp_size", "tp
 _SGLANG_FLAGS = {"trust_remote_code", "enable_dp_attention", "disable_overlap_schedule", "enable_mixed_chunk",
                  "skip_server_warmup", "enable_multi_layer_eagle", "disable_cuda_graph", "enable_torch_compile"}
 _SGLANG_PATHS = {"model_path", "speculative_draft_model_path", "tokenizer_path"}
+# The speculative config's keys as SGLang's server arguments name them.
+SGLANG_SPECULATIVE = {"method": "speculative_algorithm", "model": "speculative_draft_model_path",
+                      "revision": "speculative_draft_model_revision",
+                      "num_speculative_tokens": "speculative_num_draft_tokens"}
+
+
+def sglang_arguments(speculative: dict[str, Any]) -> dict[str, Any]:
+    """The server arguments a speculative config given as JSON (or by --draft) sets on SGLang."""
+    arguments = {SGLANG_SPECULATIVE[k]: v for k, v in speculative.items() if k in SGLANG_SPECULATIVE and v is not None}
+    if isinstance(arguments.get("speculative_algorithm"), str):
+        arguments["speculative_algorithm"] = arguments["speculative_algorithm"].upper()
+    return arguments
 
 
 def _sglang_command(args: list[str]) -> LaunchCommand:
@@ -121,9 +133,7 @@ def _sglang_command(args: list[str]) -> LaunchCommand:
     # As given: SGLang's own resolution (NEXTN is EAGLE, ...) is read from the release (methods/).
     method = str(options.get("speculative_algorithm") or "").lower() or None
     # The drafter's revision: speculative_draft_model_revision (sglang/srt/managers/tp_worker.py reads it).
-    speculative = {"method": method, "model": options.get("speculative_draft_model_path"),
-                   "revision": options.get("speculative_draft_model_revision"),
-                   "num_speculative_tokens": options.get("speculative_num_draft_tokens")}
+    speculative = {key: options.get(argument) for key, argument in SGLANG_SPECULATIVE.items()} | {"method": method}
     return LaunchCommand("sglang", options.get("model_path"), {k: v for k, v in speculative.items() if v}, options)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..core.types import PHASES, EngineFunction, Finding, Phase, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
+from ..launch.command import sglang_arguments
 from ..launch.known import known_failures, launch_features
 from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
@@ -141,9 +142,13 @@ class LaunchJudge:
             module = index.module(name) if pattern.match(relpath) else None
             for cls in (module.classes.values() if module else ()):
                 values.update(cls.defaults)
-        values["speculative_algorithm"] = (self.launch.method or "").upper()
+        if index.tree.engine.name == "sglang":
+            draft = {"model": self.launch.draft} if self.launch.draft else {}
+            values.update(sglang_arguments({**draft, **self.launch.speculative}))
         if self.launch.engine == index.tree.engine.name:
             values.update(self.launch.options)
+        # As the engine's own resolution leaves it (NEXTN is EAGLE), before the handlers read it.
+        values["speculative_algorithm"] = (self.launch.method or "").upper()
         return values
 
     def token_attributes(self) -> list[str]:
@@ -480,7 +485,7 @@ def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex)
                 return True
         return False
 
-    return [replace(d, status=Status.PASSES, error=None,
+    return [replace(d, status=Status.PASSES, error=None, bypassed=True,
                     why="not reached: the engine's resolving code, played out on this launch's values, takes no way "
                         "to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
             and not_reached(d.obligation) else d for d in decisions]
@@ -581,7 +586,7 @@ def _with_path(findings: list[Finding], decisions: list, sites: dict[str, list],
         steps[claimant] = min(steps.get(claimant, o.step), o.step)
         rule_finding = findings[claimant]
         if rule_finding.status == Status.BLOCKS and decision.status == Status.PASSES \
-                and decision.why.startswith("not reached"):
+                and decision.bypassed:
             # The rule judges the gate; the path shows this launch does not reach it (a drafter without aux states
             # skips the runner's EAGLE-3 interface check): a gate not reached stops nothing.
             findings[claimant] = replace(rule_finding, status=Status.NOT_APPLICABLE,

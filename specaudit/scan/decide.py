@@ -140,6 +140,9 @@ class Decision:
     why: str
     error: str | None
     unknown: str | None = None  # what was not understood, when the status is unknown or undecided
+    # Not reached for what the launch fixes (its method, its values, a drafter flag), not because the target fails
+    # on the way: the gate itself stops nothing for this launch.
+    bypassed: bool = False
 
 
 MAX_VALUE_CHARS = 1_000_000  # a string the evaluator builds past this is unknown: `.replace("k", "kk")` chains double
@@ -753,7 +756,7 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
         if value is False:
             return Decision(obligation, Status.PASSES,
                             f"not reached: {condition.written} is {'false' if condition.holds else 'true'} "
-                            f"for this launch", None)
+                            f"for this launch", None, bypassed=not reads_target(condition.source))
         if isinstance(value, Unknown) and condition.checked:
             continue  # a check passed on the way: whether it does is that check's own decision
         if isinstance(value, Unknown):
