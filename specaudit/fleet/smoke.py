@@ -135,8 +135,8 @@ class FleetSmoke(Smoke):
             result.root_node = root.host
             result.reason = f"on {root.host} ({self._role(root.host)}): {result.root.summary}"
         audits = {a.host: a for a in self.fleet.nodes} if self.fleet is not None else {}
-        result.nodes = [self._node(part, audits.get(part.host), [p for p in parts if p.host == part.host])
-                        for part in self.parts]
+        result.nodes = [self._node(part, audits.get(part.host), [p for p in parts if p.host == part.host],
+                                   verdict == SmokeVerdict.FAILED) for part in self.parts]
         if self.fleet is not None:
             result.arithmetic = self.fleet.arithmetic
             result.differences = [f"{d.aspect}: " + "; ".join(f"{v} ({', '.join(h)})" for v, h in d.values.items())
@@ -146,10 +146,12 @@ class FleetSmoke(Smoke):
     def _role(self, host: str) -> str:
         return next((p.role for p in self.parts if p.host == host), "")
 
-    def _node(self, part: NodePart, audit: NodeAudit | None, watched: list[Part]) -> SmokeNode:
+    def _node(self, part: NodePart, audit: NodeAudit | None, watched: list[Part], launch_failed: bool) -> SmokeNode:
+        """The node's part as it ended: a crash in its log counts where the launch failed (a launch that came up went
+        through any traceback a node printed); an exit of its engine always does."""
         from ..explain.diagnose import root_cause
 
-        failed = next((p for p in watched if p.failed), None)
+        failed = next((p for p in watched if p.exited or launch_failed and p.failed), None)
         shown = failed or (watched[-1] if watched else None)
         root = root_cause(failed.log.explanation(), failed.scan, failed.exit_status) if failed is not None else None
         runs = [r for r in self.launched if r.host == part.host]

@@ -167,19 +167,6 @@ class Watch:
                       for run in runs]
         self.wrappers = self.parts[0].log.wrappers
 
-    @property
-    def log(self) -> LogWatch:
-        """The log the outcome is read from: the root part's (the head's, while nothing failed)."""
-        return self.root_part().log
-
-    @property
-    def exit_status(self) -> int | None:
-        return self.root_part().exit_status
-
-    @property
-    def run_directory(self) -> str:
-        return self.parts[0].run_directory
-
     def root_part(self) -> Part:
         """The part whose log holds the launch's root cause (diagnose.root_log); the head while none failed."""
         failed = [p for p in self.parts if p.failed]
