@@ -802,3 +802,24 @@ def test_smokes_bad_launch_command_is_one_line_and_leaves_no_temporary_directory
     # that is not a number was a ValueError traceback.
     proc = run_recorded(tmp_path, ["smoke", "node.invalid", "--", *argv], allowed=[])
     assert proc.returncode == BAD_INPUT and fragment in one_line(proc)
+
+
+def test_a_servers_figures_that_are_no_counts_are_not_read_as_acceptance():
+    # smoke's acceptance (issue 27) summed meta_info values as they came: a string was a TypeError traceback, a
+    # billion draft tokens per step a loop that never ended, and a NaN counter a rate no floor flags (NaN < x is False).
+    import signal
+
+    from specaudit.smoke.metrics import acceptance, load_serving, meta_acceptance
+
+    names = load_serving("vllm")
+    nan = "\n".join(f"{name}_total NaN" for name in names.counters.values())
+    figures = acceptance("", nan, names, "eagle3", 3, 3)
+    assert figures.acceptance_rate is None and "none of the speculative-decoding metrics" in figures.flags[0]
+    assert meta_acceptance([{"spec_verify_ct": "x", "spec_num_proposed_drafts": 1}], "eagle3") is None
+    signal.alarm(20)  # a guard against the hang, not a measurement
+    try:
+        huge = meta_acceptance([{"spec_verify_ct": 1, "spec_num_proposed_drafts": 1e9, "spec_accept_histogram": [1, 1]}],
+                               "eagle3")
+    finally:
+        signal.alarm(0)
+    assert huge is not None and huge.per_position[:2] == [0.5, 0.0]

@@ -6,6 +6,7 @@ are the floors below which a method's figures mean a silently broken drafter (``
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ def parse_prometheus(text: str) -> dict[str, list[tuple[dict[str, str], float]]]
         try:
             value = float(found["value"])
         except ValueError:
+            continue
+        if not math.isfinite(value):  # NaN or Inf is no count: read as absent (said), never as a rate that passes
             continue
         name = found["name"]
         if name.endswith("_created"):
@@ -226,13 +229,26 @@ META_VERIFY, META_PROPOSED, META_CORRECT, META_HISTOGRAM = (
 VERIFY_CALLS = "sglang:spec_verify_calls"
 
 
+MAX_DRAFT_POSITIONS = 256  # more draft tokens per step than any method proposes: a meta_info that says so is not read
+
+
+def _counts(meta: dict) -> bool:
+    """Whether a meta_info's speculative figures are counts: finite, not negative, numbers (not a string, a NaN)."""
+    def count(value: object) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+
+    histogram = meta.get(META_HISTOGRAM) or []
+    return all(count(meta[key]) for key in (META_VERIFY, META_PROPOSED, META_CORRECT) if key in meta) \
+        and isinstance(histogram, list) and all(count(v) for v in histogram)
+
+
 def meta_acceptance(metas: list[dict], method: str, names: ServingProfile | None = None,
                     before: str = "", after: str = "") -> Acceptance | None:
     """The figures of SGLang requests from their meta_info: verify steps (drafts), draft tokens proposed and accepted,
     and per position the share of steps that accepted at least that many drafts (from the accept histogram: entry k
     counts the steps that accepted k). None when no response carries them. ``before``/``after``: /metrics around
     the requests, whose verify-call counter is noted as a cross-check."""
-    usable = [m for m in metas if isinstance(m, dict) and META_VERIFY in m and META_PROPOSED in m]
+    usable = [m for m in metas if isinstance(m, dict) and META_VERIFY in m and META_PROPOSED in m and _counts(m)]
     if not usable:
         return None
     drafts = float(sum(m[META_VERIFY] for m in usable))
@@ -245,8 +261,9 @@ def meta_acceptance(metas: list[dict], method: str, names: ServingProfile | None
             histogram[k] += count
     steps = sum(histogram)
     # the draft positions of a step: the tokens proposed per verify step (3 for --speculative-num-draft-tokens 4)
-    positions = round(draft_tokens / drafts) if drafts else len(histogram) - 1
-    per_position = [sum(histogram[p + 1:]) / steps for p in range(positions)] if steps else []
+    positions = min(round(draft_tokens / drafts) if drafts else len(histogram) - 1, MAX_DRAFT_POSITIONS)
+    beyond = [sum(histogram[p + 1:]) for p in range(min(positions, len(histogram)))]  # steps past each position
+    per_position = [(beyond[p] if p < len(beyond) else 0.0) / steps for p in range(positions)] if steps else []
     rate = accepted / draft_tokens if draft_tokens else None
     length = 1 + accepted / drafts if drafts else None
     floors = load_floors(method)
