@@ -823,3 +823,11 @@ def test_a_servers_figures_that_are_no_counts_are_not_read_as_acceptance():
     finally:
         signal.alarm(0)
     assert huge is not None and huge.per_position[:2] == [0.5, 0.0]
+
+
+@pytest.mark.parametrize("body", ['{"choices": [5]}', '{"choices": [{"text": "x"}], "usage": [1]}', '{"choices": "abc"}',
+                                  "[" * 100_000])
+def test_an_answer_of_another_shape_is_a_wrong_answer_not_a_traceback(body):
+    from specaudit.smoke.exercise import check_answer
+
+    assert not check_answer("p", 200, body, 32).ok

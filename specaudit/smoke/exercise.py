@@ -155,7 +155,7 @@ def check_answer(prompt: str, status: int, text: str, max_tokens: int) -> Answer
     (the requests ask for ignore_eos): a 200 alone proves little."""
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return Answer(prompt, False, "", None, None, f"HTTP {status}, not JSON: {text[:200]!r}")
     if status != 200 or not isinstance(data, dict) or "error" in data or data.get("object") == "error":
         error = data.get("error", data) if isinstance(data, dict) else data
@@ -164,7 +164,9 @@ def check_answer(prompt: str, status: int, text: str, max_tokens: int) -> Answer
     choices = data.get("choices") or []
     if not choices:
         return Answer(prompt, False, "", None, None, "no choices in the answer")
-    choice, usage = choices[0], data.get("usage") or {}
+    choice, usage = choices[0] if isinstance(choices, list) else None, data.get("usage") or {}
+    if not isinstance(choice, dict) or not isinstance(usage, dict) or not isinstance(choice.get("text") or "", str):
+        return Answer(prompt, False, "", None, None, f"not a completion: {text[:200]!r}")  # an answer of another shape
     tokens, produced = choice.get("token_ids"), usage.get("completion_tokens")
     problem = ""
     if produced is not None and produced != max_tokens:
