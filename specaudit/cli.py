@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -373,7 +374,7 @@ def smoke(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, en
         nodes = hosts
         if not nodes:
             raise SpecauditError("name the node: HOST (several for a multi-node launch, the head first)")
-        twice = sorted({h for h in nodes if nodes.count(h) > 1})
+        twice = sorted(h for h, count in Counter(nodes).items() if count > 1)  # linear: a hosts file may be long
         if twice:
             raise SpecauditError(f"a node is named twice: {', '.join(twice)}")
         options = SmokeOptions(host=nodes[0], workers=nodes[1:], argv=argv, ssh_config=ssh_config, runs_dir=runs_dir,
