@@ -71,13 +71,12 @@ class Scope(Protocol):
 @dataclass
 class Coverage:
     """Where the played-out code went, over every way (``where``: the scope's file): the functions played out, the
-    statements run, the raises met, and the statements whose insides were not played out (a condition not known
-    that sets no method, a loop). A raise in a function played out, outside those, that no way ran, is not reached
-    by this launch: the launch's values decide it."""
+    statements run, and the statements whose insides were not played out (a condition not known that sets no
+    method, a loop). A raise in a function played out, outside those, that no way ran, is not reached by this
+    launch: the launch's values decide it."""
 
     played: set[tuple[str, int, int]] = field(default_factory=set)
     ran: set[tuple[str, int]] = field(default_factory=set)
-    raised: set[tuple[str, int]] = field(default_factory=set)
     opaque: set[tuple[str, int, int]] = field(default_factory=set)
 
     def not_reached(self, where: str, line: int) -> bool:
@@ -222,14 +221,10 @@ class Interpreter:
         if self.coverage is not None:
             self.coverage.ran.add((self.scope.where, stmt.lineno))
         try:
-            ways = self._statement(stmt, way)
+            return self._statement(stmt, way)
         except _Raised as raised:  # the engine's own code fails here on the launch's values
             way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error)
-            ways = [way]
-        if self.coverage is not None and any(w.done is not None and w.done.raises is not None
-                                             and w.done.raises.startswith(f"{stmt.lineno}: ") for w in ways):
-            self.coverage.raised.add((self.scope.where, stmt.lineno))
-        return ways
+            return [way]
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if isinstance(stmt, ast.If):
