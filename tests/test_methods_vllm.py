@@ -378,3 +378,13 @@ def test_a_launch_value_check_written_otherwise_keeps_its_verdict(name, speculat
     assert result.verdict == verdict, (name, blocking(result), [(f.rule_id, f.why) for f in result.findings][:3])
     if verdict == Verdict.BLOCKED:
         assert result.blocking[0].file == SPECULATIVE
+
+
+def test_suffix_on_a_smoke_node_reads_the_modules_its_environment_lists():
+    # smoke's preflight scans a local mirror of the node's engine, with the top-level modules the node's python lists
+    # (smoke/remote_probe.py info: pkgutil.iter_modules): the mirror has nothing installed beside it.
+    mirror = engine_tree("vllm==0.33.0")
+    without = audit(analyze(replace(mirror, modules=frozenset({"torch", "numba"}))), launch(SUFFIX))
+    assert without.verdict == Verdict.BLOCKED and "Arctic Inference" in without.blocking[0].error
+    with_it = audit(analyze(replace(mirror, modules=frozenset({"torch", "arctic_inference"}))), launch(SUFFIX))
+    assert with_it.verdict == Verdict.READY, blocking(with_it)

@@ -103,7 +103,7 @@ class RemoteEngine:
 
     def scan_engine(self, info: dict) -> ScanResult:
         """The static scan of the remote engine's own files, for the target and drafter named on the remote."""
-        tree = self._mirror_engine(info["engine"])
+        tree = replace(self._mirror_engine(info["engine"]), modules=frozenset(info.get("modules") or ()) or None)
         checkpoints = info["checkpoints"]
         target = self._target(checkpoints)
         draft = self.command.speculative.get("model")

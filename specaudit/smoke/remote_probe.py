@@ -15,6 +15,7 @@ import importlib.util
 import io
 import json
 import os
+import pkgutil
 import platform
 import shutil
 import socket
@@ -287,6 +288,9 @@ def info(request):
     engine = find_engine(request["package"], request["distributions"])
     return {
         "python": {"executable": sys.executable, "version": platform.python_version()},
+        # What the engine's environment can import at the top level (an optional package the engine checks for, such
+        # as suffix decoding's arctic_inference): names only, nothing imported.
+        "modules": sorted({m.name for m in pkgutil.iter_modules()}),
         "hostname": socket.gethostname(),
         "engine": engine,
         "patches": patch_state(engine, request["package"]),

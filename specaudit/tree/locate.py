@@ -43,6 +43,9 @@ class EngineTree:
     version: str
     root: Path  # the directory that holds the package directory
     origin: str  # how the tree was found, for the report
+    # The top-level modules of the environment the engine runs in, where it was listed there (a smoke node's);
+    # None: read beside the tree, where it is installed (installed_beside).
+    modules: frozenset[str] | None = None
 
     @property
     def package_dir(self) -> Path:
@@ -57,6 +60,8 @@ def installed_beside(tree: EngineTree, module: str) -> bool | None:
     """Whether the environment ``tree`` is installed in can import the top-level ``module`` (a package directory, a
     module file or an extension beside the engine's): None where the tree is no environment (a release fetched or
     unpacked on its own has nothing installed beside it)."""
+    if tree.modules is not None:
+        return module in tree.modules
     if tree.root.name not in ("site-packages", "dist-packages") and not tree.origin.startswith("installed in"):
         return None
     return (tree.root / module / "__init__.py").is_file() or (tree.root / f"{module}.py").is_file() \
