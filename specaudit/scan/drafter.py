@@ -152,8 +152,12 @@ def check_fc_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
         return _unread(rule, ctx, "the width of fc.weight")
     if len(fc.shape) != 2:
         return None
-    built, how = ctx.fc_inputs(rule.params.get("states"), tuple(rule.params.get("width")
-                                                                 or ("target_hidden_size", "hidden_size")))
+    engine = rule.params.get("engine") or {}
+    if engine.get("builder"):  # the release's own fc, played out on the drafter config (SGLang)
+        built, how, _ = release_fc(ctx, str(engine["builder"]))
+    else:
+        built, how = ctx.fc_inputs(rule.params.get("states"), tuple(rule.params.get("width")
+                                                                     or ("target_hidden_size", "hidden_size")))
     evidence = fc.describe()
     if built is None:
         return _finding(rule, ctx, Status.UNKNOWN, how, evidence, fc.file)
@@ -192,6 +196,9 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
     repeated id or one past the last layer gives fewer states than ids."""
     if without_aux(ctx) is not None:
         return None  # the head takes the target's last hidden state, not aux ones (fc_input_width says where)
+    engine = rule.params.get("engine") or {}
+    if engine.get("capture"):  # the ids where the release reads them, the layers as its target captures them
+        return _captured_aux_layers(rule, ctx, engine)
     layers, source = ctx.aux_layers()
     count, hidden = ctx.target_text.get("num_hidden_layers"), ctx.target_text.get("hidden_size")
     fc = ctx.draft.tensor("fc.weight")
@@ -236,8 +243,19 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
                                     f"(tokens x {len(kept) * hidden})")
 
 
+# What a release fails on in a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``; all but d2t_short
+# where it names none, as vLLM loads d2t into a parameter of draft_vocab_size entries): lm_head_rows (lm_head's rows
+# against the config's draft vocab), vocab_size (the drafter's vocab_size against the target's), no_d2t (no d2t and a
+# draft vocab other than the target's), d2t_length (d2t of another length than the draft vocab), d2t_short (d2t
+# shorter than it: an engine that keeps d2t as loaded and indexes it by draft id, SGLang's hot_token_id), d2t_range
+# (a draft id mapped outside the target vocab), t2d_length (t2d of another length than the target vocab).
+VOCAB_PROBLEMS = ("lm_head_rows", "vocab_size", "no_d2t", "d2t_length", "d2t_range", "t2d_length")
+
+
 @check("vocab_maps")
 def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
+    engine = rule.params.get("engine") or {}
+    wanted = set(engine.get("problems") or VOCAB_PROBLEMS)
     target_vocab = ctx.target_text.get("vocab_size")
     draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
     d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
@@ -249,34 +267,39 @@ def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
     problems, evidence = [], []
     if lm_head is not None:
         evidence.append(lm_head.describe())
-        if draft_vocab and lm_head.shape[0] != draft_vocab:
+        if "lm_head_rows" in wanted and draft_vocab and lm_head.shape[0] != draft_vocab:
             problems.append(f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}")
     declared_vocab = ctx.draft_config.get("vocab_size")
-    if declared_vocab is not None and declared_vocab != target_vocab:
+    if "vocab_size" in wanted and declared_vocab is not None and declared_vocab != target_vocab:
         problems.append(f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}")
     if d2t is None:
-        if draft_vocab and draft_vocab != target_vocab:
+        if "no_d2t" in wanted and draft_vocab and draft_vocab != target_vocab:
             problems.append(f"no d2t map, so the draft vocab ({draft_vocab}) must be the target's ({target_vocab})")
     else:
         evidence.append(d2t.describe())
-        if d2t.numel != draft_vocab:
+        if "d2t_length" in wanted and d2t.numel != draft_vocab:
             problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}")
-        else:
-            offsets = ctx.draft.integers(d2t)
+        elif "d2t_short" in wanted and isinstance(draft_vocab, int) and d2t.numel < draft_vocab:
+            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}: draft ids {d2t.numel} "
+                            f"to {draft_vocab - 1} index past its end at the first draft step")
+        elif "d2t_range" in wanted:
+            offsets = ctx.draft.integers(d2t)[:draft_vocab] if isinstance(draft_vocab, int) else \
+                ctx.draft.integers(d2t)  # the entries the draft ids read
             bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
             if bad:
                 problems.append(f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
                                 f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})")
-    if t2d is not None:
+    if t2d is not None and "t2d_length" in wanted:
         evidence.append(t2d.describe())
         if t2d.numel != target_vocab:
             problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
     text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
     if problems:
         shown = d2t or lm_head
-        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None,
-                        f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b "
-                        f"({d2t.numel if d2t else target_vocab})")
+        error = str(engine["error"]) if engine.get("error") else \
+            f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b " \
+            f"({d2t.numel if d2t else target_vocab})"
+        return _finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None, error)
     return _finding(rule, ctx, Status.PASSES,
                     f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
 
@@ -458,8 +481,8 @@ def config_reads(function: ast.AST) -> set[tuple[str, ...]]:
             node.func.value if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) else \
             node.value if isinstance(node, (ast.Subscript, ast.Attribute)) else None
         owner = base.id if isinstance(base, ast.Name) else None
-        if isinstance(node, ast.Attribute) and owner in configs:
-            reads.add((node.attr,))
+        if isinstance(node, ast.Attribute) and owner in configs and not isinstance(node.ctx, ast.Store):
+            reads.add((node.attr,))  # not what it assigns: SGLang's `config.eagle_aux_hidden_state_layer_ids = ...`
         for key in named(node):
             if owner in containers and not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
                 reads |= {(container, key) for container in containers[owner]}
@@ -969,3 +992,243 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
                            f"{replaced}, and the drafter's own head differs from the target's (rows sampled over the "
                            "vocabulary): the head it was trained with is silently replaced, so it drafts from a "
                            "distribution it was not trained to produce (no error, no log line)", evidence, sharer)
+
+
+# -- what the release builds of an EAGLE-3 head and what its target captures (SGLang) --------------------------------
+# SGLang's drafter checks read both from the release's code: the fc that the drafter class's module builds (played out
+# on the drafter's config.json) and, for the aux hidden states, where the release reads the ids in the drafter config
+# and how the target class turns them (or none) into the layers it captures.
+
+
+def _module_functions(judge: Judge, module: str) -> tuple[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """The functions and methods of one module of the release, in file order (the judge's index)."""
+    index = getattr(getattr(judge, "resolver", None), "index", None)
+    relpath = index.files.get(module) if index is not None else None
+    if index is None or relpath is None:
+        return module.replace(".", "/") + ".py", []
+    try:
+        tree = index.syntax(relpath)
+    except (SyntaxProblem, OSError):  # a file that does not parse: nothing read from it
+        return relpath, []
+    return relpath, [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
+
+
+def _self_call(stmt: ast.stmt, attribute: str) -> ast.Call | None:
+    """The call of ``self.<attribute> = <Call>(...)``."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
+            and stmt.targets[0].attr == attribute and isinstance(stmt.targets[0].value, ast.Name) \
+            and stmt.targets[0].value.id == "self" and isinstance(stmt.value, ast.Call):
+        return stmt.value
+    return None
+
+
+def _drafter_module(ctx: DraftContext) -> tuple[str, str] | None:
+    """The module and class the release registers for the drafter's architectures."""
+    entry = ctx.judge.registered(list(ctx.draft_config.get("architectures") or ())) if ctx.judge else None
+    return (entry.module, entry.class_name) if entry is not None else None
+
+
+def release_fc(ctx: DraftContext, attribute: str) -> tuple[int | None, str, EngineFunction | None]:
+    """The input width of the fc the release builds for this drafter: the function of the drafter class's module that
+    assigns ``self.<attribute> = Linear(<in>, ...)`` (SGLang's llama_eagle3.py LlamaModel.__init__), its statements
+    before that one played out on the drafter's config.json (``specaudit.methods.interpret``, never run) and ``<in>``
+    evaluated there. SGLang 0.5.8 builds ``hidden_size_in * 3``; 0.5.17 and 0.5.23 ``hidden_size_in *
+    num_aux_hidden_states`` (the config's num_aux_hidden_states, else the length of eagle_config's
+    eagle_aux_hidden_state_layer_ids, else 3); hidden_size_in is target_hidden_size where the config has one."""
+    import copy
+
+    from ..methods.interpret import UNKNOWN, LiteralScope, call
+
+    found = _drafter_module(ctx)
+    if found is None:
+        return None, "the release registers no class for the drafter's architectures: which fc it builds is not known", \
+            None
+    relpath, functions = _module_functions(_judge_of(ctx), found[0])
+    for function in functions:
+        at = next((i for i, stmt in enumerate(function.body) if _self_call(stmt, attribute)), None)
+        if at is None:
+            continue
+        built = _self_call(function.body[at], attribute)
+        assert built is not None
+        width = built.args[0] if built.args else next(
+            (k.value for k in built.keywords if k.arg in ("in_features", "input_size")), None)
+        where = EngineFunction(relpath, function.body[at].lineno, function.name, function)
+        if width is None:
+            break
+        played = ast.parse("def played(self, config):\n    pass").body[0]
+        assert isinstance(played, ast.FunctionDef)
+        played.args = function.args
+        played.body = [*function.body[:at], ast.copy_location(ast.Return(width), function.body[at])]
+        fields = {f"self.{t.attr}": UNKNOWN for stmt in function.body[:at] for node in ast.walk(stmt)
+                  if isinstance(node, ast.Assign) for t in node.targets
+                  if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+        try:
+            outcomes, _ = call(played, LiteralScope(where=relpath), [], {"config": copy.deepcopy(ctx.draft_config)},
+                               fields=fields)
+        except (ValueError, RecursionError):
+            outcomes = []
+        values = {o.method for o in outcomes if o.raises is None}
+        code = " ".join(ast.unparse(width).split())
+        if len(values) == 1 and isinstance(next(iter(values)), int):
+            value = next(iter(values))
+            return value, f"{code} ({_where(where)}, on the drafter config)", where
+        return None, f"{_where(where)} builds fc with {code} inputs, which this drafter config does not fix", where
+    return None, f"{relpath} (the drafter's module) assigns no self.{attribute}: which fc it builds is not known", None
+
+
+def _file_functions(judge: Judge, names: list[str], files: list[str]) -> list[EngineFunction]:
+    """The functions of these names in the files the globs name, on the traced path or not."""
+    index = getattr(getattr(judge, "resolver", None), "index", None)
+    found = []
+    for module, relpath in sorted(index.files.items()) if index is not None else ():
+        if _matches(relpath, files):
+            found += [EngineFunction(relpath, f.lineno, f.name, f) for f in _module_functions(judge, module)[1]
+                      if f.name in names]
+    return found
+
+
+def _judge_of(ctx: DraftContext) -> Judge:
+    assert ctx.judge is not None
+    return ctx.judge
+
+
+def _layers_of(statements: list[ast.stmt], result: ast.expr, layers: int) -> list[int] | None:
+    """A list expression evaluated after the simple assignments among ``statements``, for a target of ``layers``
+    layers (evaluate_layers on a function made of them)."""
+    function = ast.parse("def _():\n    pass").body[0]
+    assert isinstance(function, ast.FunctionDef)
+    function.body = [s for s in statements if isinstance(s, ast.Assign) and len(s.targets) == 1
+                     and isinstance(s.targets[0], ast.Name)] + [ast.Return(result)]
+    return evaluate_layers(function, layers)
+
+
+def captured_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, ids: list[int] | None,
+                    layers: int) -> list[int] | None:
+    """The layer indices a target's ``set_eagle3_layers_to_capture(layer_ids)`` captures, read from its code: under
+    ``if layer_ids is None`` the list literal it sets (SGLang's ``[2, num_layers // 2, num_layers - 3]``), else the
+    comprehension over the ids (``[val + 1 for val in layer_ids]``: the model captures the input of layer i, the output
+    of layer i - 1). None where the method has another shape."""
+    params = [a.arg for a in function.args.args]
+    if len(params) < 2:
+        return None
+    param = params[1]
+    for node in ast.walk(function):
+        test = node.test if isinstance(node, ast.If) else None
+        if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == param
+                and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.IsNot))
+                and isinstance(test.comparators[0], ast.Constant) and test.comparators[0].value is None):
+            continue
+        assert isinstance(node, ast.If)
+        default, given = (node.body, node.orelse) if isinstance(test.ops[0], ast.Is) else (node.orelse, node.body)
+        if ids is None:
+            lists = [n for s in default for n in ast.walk(s) if isinstance(n, (ast.List, ast.Tuple)) and n.elts]
+            return _layers_of([*function.body, *default], lists[0], layers) if len(lists) == 1 else None
+        comps = [n for s in given for n in ast.walk(s) if isinstance(n, ast.ListComp) and len(n.generators) == 1
+                 and isinstance(n.generators[0].target, ast.Name) and isinstance(n.generators[0].iter, ast.Name)
+                 and n.generators[0].iter.id == param]
+        if len(comps) != 1:
+            return None
+        target = comps[0].generators[0].target
+        assert isinstance(target, ast.Name)
+        kept = []
+        for i in ids:
+            value = _layers_of([ast.Assign([ast.Name(target.id, ast.Store())], ast.Constant(i))],
+                               ast.List([comps[0].elt], ast.Load()), layers)
+            if value is None:
+                return None
+            kept += value
+        return kept
+    return None
+
+
+def _skips_fc(ctx: DraftContext, attribute: str) -> EngineFunction | None:
+    """The drafter module's function that applies fc only where the states differ in width from the embeddings
+    (SGLang's llama_eagle3.py forward: ``if hidden_states.shape[-1] != embeds.shape[-1]: ... self.fc(...)``)."""
+    found = _drafter_module(ctx)
+    if found is None:
+        return None
+    relpath, functions = _module_functions(_judge_of(ctx), found[0])
+    for function in functions:
+        for node in ast.walk(function):
+            if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                    and isinstance(node.test.ops[0], ast.NotEq) and "shape" in ast.unparse(node.test) \
+                    and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == attribute
+                            for s in node.body for n in ast.walk(s)):
+                return EngineFunction(relpath, node.lineno, function.name, function)
+    return None
+
+
+def _captured_aux_layers(rule: Rule, ctx: DraftContext, engine: dict) -> Finding | None:
+    """aux_layer_ids as the release reads and captures them (``params.engine``): the ids are read where the reader
+    (a function of ``readers`` in ``files`` that reads a drafter-config key of AUX_DECLARED and sets ``sets``) reads
+    them, else none; the target class's ``capture`` method turns them, or none, into the layers it captures, and the
+    target keeps one hidden state per distinct layer inside its layers (the layer loop's ``if i in
+    layers_to_capture``). Their width against the fc the release builds (``builder``) fails the first forward."""
+    judge = ctx.judge
+    count, hidden = ctx.target_text.get("num_hidden_layers"), ctx.target_text.get("hidden_size")
+    if judge is None:
+        return None
+    capture = judge.target_method(str(engine["capture"]))
+    if capture is None:
+        return None  # the target cannot capture aux states at all: a rule on the method says so (required_method)
+    built, how, _ = release_fc(ctx, str(engine.get("builder") or "fc"))
+    fc = ctx.draft.tensor("fc.weight")
+    width = built or (fc.shape[1] if fc is not None and len(fc.shape) == 2 else None)
+    if width is None:
+        return None  # no fc to fill
+    sets = str(engine.get("sets") or "eagle_aux_hidden_state_layer_ids")
+    names, files = list(engine.get("readers") or ()), list(engine.get("files") or ())
+
+    def setter(found: list[EngineFunction]) -> EngineFunction | None:
+        return next((f for f in found if any(isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == sets for t in n.targets) for n in ast.walk(f.node))), None)
+
+    # On the traced path first, else in the files: a name the path meets elsewhere (``__init__``) must not hide the
+    # reader the path does not reach (0.5.8's ModelRunner.__init__).
+    reader = setter(judge.engine_functions(names, files)) or setter(_file_functions(judge, names, files))
+    if reader is None:
+        return _finding(rule, ctx, Status.UNKNOWN, f"no function of this release sets {sets} from the drafter config "
+                        f"(looked for {', '.join(engine.get('readers') or ())}): which aux layers the target captures "
+                        "is not known", f"fc takes {width} inputs")
+    reads = config_reads(reader.node)
+    declared = _declared_aux(ctx.draft_config)
+    used = next((where for where in declared if where in reads), None)
+    ids = declared[used] if used else None
+    if not isinstance(count, int) or not isinstance(hidden, int):
+        return _engine_finding(rule, ctx, Status.UNKNOWN, "the target config lacks num_hidden_layers or hidden_size: "
+                               f"how many aux hidden states of which width reach fc ({width} inputs) cannot be told",
+                               f"fc takes {width} inputs", reader)
+    layers = captured_layers(capture.node, ids, count)
+    read = ", ".join(".".join(r) for r in sorted(reads) if r[-1] in {w[-1] for w in AUX_DECLARED}) or "no aux ids"
+    unread = [".".join(w) for w in declared if w != used]
+    source = (f"ids {ids} from the drafter config's {'.'.join(used)}" if used else "no ids") + \
+        f" ({_where(reader)} reads {read}" + (f"; not {', '.join(unread)}, which the drafter config declares" if unread
+                                              else "") + f"), turned into layers by {_where(capture)}"
+    if layers is None:
+        return _engine_finding(rule, ctx, Status.UNKNOWN, f"which layers {_where(capture)} captures for {ids} could "
+                               "not be read from its code", source, capture)
+    kept = sorted({i for i in layers if 0 <= i < count})
+    evidence = f"{source}: it captures layers {layers}; target num_hidden_layers = {count}, " \
+               f"hidden_size = {hidden}; fc takes {width} inputs ({how})"
+    given = len(kept) * hidden
+    if given == width:
+        return _engine_finding(rule, ctx, Status.PASSES, f"the target keeps {len(kept)} aux hidden states (layers "
+                               f"{kept}) of width {hidden}: the {width} inputs of fc", evidence, reader)
+    lost = []
+    if len(set(layers)) < len(layers):
+        lost.append(f"layers repeat ({layers}): the target keeps each once")
+    outside = sorted({i for i in layers if not 0 <= i < count})
+    if outside:
+        lost.append(f"layers {outside} are outside the target's {count} layers (0 to {count - 1}): never kept")
+    why = f"the target hands the drafter {len(kept)} aux hidden states (layers {kept}) of width {hidden} = {given} " \
+          f"inputs, fc takes {width}" + (f"; {'; '.join(lost)}" if lost else "") + \
+          (f" (this release reads no ids where the drafter config declares them: {', '.join(unread)})"
+           if unread and not used else "")
+    skip = _skips_fc(ctx, str(engine.get("builder") or "fc"))
+    if skip is not None and given == ctx.draft_config.get("hidden_size"):
+        return _engine_finding(rule, ctx, Status.DEGRADES, f"{why}: {given} is the drafter's own hidden size, so "
+                               f"{_where(skip)} skips fc and the head drafts from a state it was not trained on (no "
+                               "error)", evidence, skip)
+    return _engine_finding(rule, ctx, Status.BLOCKS, why, evidence, reader,
+                           f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (tokens x {given} and {width} x "
+                           f"{ctx.draft_config.get('hidden_size')})")

@@ -176,11 +176,7 @@ def log_runner(log: Path) -> str:
 EXPLAINED = {
     ("vllm", "llama--ngram"): "method not modeled",
     ("vllm", "llama--draft_model"): "method not modeled",
-    ("sglang", "llama--d2t-short"): "no SGLang drafter check",
-    ("sglang", "llama--fc-width"): "no SGLang drafter check",
-    ("sglang", "qwen2--aux-inside"): "SGLang's aux layer ids",
-    ("sglang", "qwen3--agree"): "SGLang's aux layer ids",
-    ("sglang", "qwen3moe--aux-inside"): "SGLang's aux layer ids",
+    ("sglang", "llama--d2t-short"): "an asynchronous device assert",
     ("sglang", "llava--agree"): "SGLang's Transformers fallback",
     ("sglang", "llama--agree--compiled"): "the trimmed SGLang install",
 }
@@ -189,20 +185,15 @@ WHY = {
         "UNKNOWN by design: specaudit does not model these methods yet (rules/methods/). Both came up on V1: the runner decision "
         "(V1: `Model Runner V2 does not yet support ngram/ngram_gpu speculative decoding`, resp. `speculative method "
         "'draft_model'`, vllm/config/vllm.py _get_v2_model_runner_unsupported_features) matches the log."),
-    "no SGLang drafter check": (
-        "SGLang loads this broken drafter without a check of its own: the d2t of 127 entries fails at the first "
-        "forward as a CUDA device-side assert (`index out of bounds`, which `explain` files under the device "
-        "signature), the narrow fc as `Attempted to load weight (torch.Size([256, 384])) into parameter "
-        "(torch.Size([256, 768]))` (sglang/srt/model_loader/weight_utils.py:1376). The scan's drafter checks "
-        "(rules/vllm/drafter-*.yaml) are vLLM's: SGLang needs its own (the rules' owner)."),
-    "SGLang's aux layer ids": (
-        "SGLang reads the aux layer ids from the drafter config's `eagle_config.eagle_aux_hidden_state_layer_ids` "
-        "(sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py), not the top-level key vLLM "
-        "reads: without it the target captures layers [2, L//2, L-3] (sglang/srt/models/llama.py "
-        "set_eagle3_layers_to_capture), two distinct ones on these 4-layer targets, and the drafter's fc gets 512 "
-        "inputs for 768 (`mat1 and mat2 shapes cannot be multiplied (21x512 and 768x256)`, "
-        "sglang/srt/models/llama_eagle3.py:238). The same drafter with [1, 2, 3] top-level came up on the 8-layer "
-        "Llama (aux-inside, aux-beyond: layer 20 ignored). The scan has no SGLang aux-layer check yet."),
+    "an asynchronous device assert": (
+        "The scan blocks it (sglang-eagle3-drafter-vocab-maps: d2t has 127 entries for a draft vocab of 128; SGLang keeps "
+        "d2t as loaded, `hot_token_id = loaded_weight + torch.arange(loaded_weight.shape[0])` in "
+        "sglang/srt/models/llama_eagle3.py load_weights, and maps each draft token with `self.hot_token_id[topk_index]` "
+        "in sglang/srt/speculative/eagle_worker_v2.py). The log's root cause is the kernel's assert line "
+        "(IndexKernel.cu `index out of bounds`), printed before the traceback that reports it at a later call "
+        "(eagle_worker_v2.py draft_forward, then the draft model's embedding) and filed by `explain` under the "
+        "engine-neutral device signature, which names no gate: not comparable until explain holds an asynchronous "
+        "device assert against the traceback that reports it."),
     "SGLang's Transformers fallback": (
         "SGLang 0.5.17 serves this LLaVA through its Transformers backend (`Using Transformers backend.`), which "
         "reads `get_input_embeddings().num_embeddings` of the vision tower's Conv2d (sglang/srt/models/"
