@@ -105,8 +105,10 @@ SGLANG_SPECULATIVE = {"method": "speculative_algorithm", "model": "speculative_d
 
 
 def sglang_arguments(speculative: dict[str, Any]) -> dict[str, Any]:
-    """The server arguments a speculative config given as JSON (or by --draft) sets on SGLang."""
-    arguments = {SGLANG_SPECULATIVE[k]: v for k, v in speculative.items() if k in SGLANG_SPECULATIVE and v is not None}
+    """The server arguments a speculative config given as JSON (or by --draft) sets on SGLang: its algorithm and
+    draft (a token count is not one of SGLang's: num_steps, topk and num_draft_tokens are set together or not)."""
+    arguments = {SGLANG_SPECULATIVE[k]: v for k, v in speculative.items()
+                 if k in ("method", "model", "revision") and v is not None}
     if isinstance(arguments.get("speculative_algorithm"), str):
         arguments["speculative_algorithm"] = arguments["speculative_algorithm"].upper()
     return arguments

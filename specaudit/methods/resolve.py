@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,9 @@ class Resolution:
     coverage: Coverage = field(default_factory=Coverage, compare=False)
     # The speculative config's fields as the resolving code leaves them (those every way agrees on and knows).
     fields: dict[str, Any] = field(default_factory=dict, compare=False)
+    # Its own methods (`use_eagle()`, `uses_draft_model()`), played out on those fields: name -> value, UNKNOWN
+    # where the release has none of that name or its ways disagree.
+    methods: Callable[[str], Any] = field(default=lambda name: UNKNOWN, compare=False)
 
     @property
     def in_release(self) -> bool | None:
@@ -148,7 +152,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     def resolution(method: str | None, problem: str, stops: tuple[str, int, str, str] | None = None) -> Resolution:
         found = _resolution(requested, method, how, code, spec, named, functions, problem)
         return replace(found, stops=stops, warnings=tuple(warnings), draft_config=draft if isinstance(draft, dict)
-                       else None, separate_draft=separate, coverage=coverage, fields=left)
+                       else None, separate_draft=separate, coverage=coverage, fields=left,
+                       methods=functools.partial(_method_value, code, spec, left))
 
     model = launch.speculative.get("model") or launch.draft
     own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
@@ -242,6 +247,21 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
         elif default is not UNKNOWN and launch.speculative:
             bound[f"self.{name}"] = default  # a scan given no speculative config imagines one: nothing is fixed
     return bound, None
+
+
+def _method_value(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any], name: str) -> Any:
+    """What a method of the engine's speculative config (``fields`` of the methods file) returns on these fields."""
+    found = next((f for f in (_class(code, c) for c in spec.fields) if f is not None), None)
+    function = next((n for n in found[0].body if isinstance(n, ast.FunctionDef) and n.name == name), None) \
+        if found else None
+    if found is None or function is None:
+        return UNKNOWN
+    try:
+        outcomes, _ = call(function, found[1], [], {}, fields={f"self.{k}": v for k, v in fields.items()})
+    except (ValueError, RecursionError):
+        return UNKNOWN
+    values = [o.method for o in outcomes if o.raises is None]
+    return values[0] if values and len(values) == len(outcomes) and all(v == values[0] for v in values) else UNKNOWN
 
 
 def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given: dict[str, Any]

@@ -23,6 +23,7 @@ from typing import Any
 from ..core.types import Finding, Phase, Status
 from ..core.values import COMPARISONS
 from ..launch.target import Target
+from ..methods.interpret import UNKNOWN
 from .facts import ClassInfo, ModuleInfo, dotted_name
 from .gates import render_message
 from .registry import Registry
@@ -105,9 +106,18 @@ class ModelConfig:
 @dataclass(frozen=True)
 class SpeculativeFields:
     """The engine's speculative config object: its fields as the engine's resolving code leaves them for the launch
-    (methods/resolve.py), the others not known."""
+    (methods/resolve.py), the others not known; ``methods``: what its own methods return on them (name -> value)."""
 
     values: dict[str, Any]
+    methods: Callable[[str], Any] | None = None
+
+
+@dataclass(frozen=True)
+class SpeculativeMethod:
+    """A method of the engine's speculative config, looked up but not called."""
+
+    owner: SpeculativeFields
+    name: str
 
 
 @dataclass(frozen=True)
@@ -168,7 +178,7 @@ class Evaluator:
                  path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None,
                  registry: Registry | None = None, speculative: dict[str, Any] | None = None,
                  fixed: dict[str, Any] | None = None, speculative_fields: dict[str, Any] | None = None,
-                 draft_config: dict[str, Any] | None = None):
+                 draft_config: dict[str, Any] | None = None, speculative_methods: Callable[[str], Any] | None = None):
         self.resolver = resolver
         # What the launch's platform fixes, as the engine writes it (`HAS_TRITON`, `current_platform.is_rocm()`).
         self.fixed = dict(fixed or {})
@@ -187,7 +197,7 @@ class Evaluator:
             placeholder(METHOD): method,
             placeholder(OPTIONS): dict(options or {}),
             placeholder(SPECULATIVE): dict(speculative or {}),
-            placeholder(SPECULATIVE_CONFIG): SpeculativeFields(dict(speculative_fields or {})),
+            placeholder(SPECULATIVE_CONFIG): SpeculativeFields(dict(speculative_fields or {}), speculative_methods),
             placeholder(DRAFT_CONFIG): dict(draft_config or {}),  # the drafter's config.json, for the path's facts
             placeholder(CONFIG): Config(target.config, config_class, complete, "config"),
             placeholder(TEXT_CONFIG): Config(target.text_config, config_class if target.text_config is target.config
@@ -287,10 +297,12 @@ class Evaluator:
 
     def attribute(self, base: Any, name: str, text: str) -> Any:
         if isinstance(base, SpeculativeFields):
-            if name not in base.values:
-                return Unknown(f"{text} (the speculative config's {name})")
-            value = base.values[name]
-            return SpeculativeFields(value) if isinstance(value, dict) else value  # an object it holds
+            if name in base.values:
+                value = base.values[name]
+                return SpeculativeFields(value) if isinstance(value, dict) else value  # an object it holds
+            if base.methods is not None:
+                return SpeculativeMethod(base, name)
+            return Unknown(f"{text} (the speculative config's {name})")
         if isinstance(base, ModelConfig):
             key = base.prefix + name
             found = self.model_config.get(key)
@@ -419,6 +431,9 @@ class Evaluator:
             return failed
         if isinstance(func, Function):
             return self.run(func.summary, args, kwargs)
+        if isinstance(func, SpeculativeMethod) and not args and not kwargs and func.owner.methods is not None:
+            value = func.owner.methods(func.name)
+            return Unknown(f"{_text(node)} (the speculative config's {func.name}())") if value is UNKNOWN else value
         if isinstance(func, Method):
             returned = self.returned(func)
             if returned is None and func.name in self.parts.language_model:
@@ -696,7 +711,7 @@ _NONE = type("ReturnsNone", (), {"__bool__": lambda self: False})()  # `return` 
 def _truth(value: Any) -> bool | Unknown:
     if isinstance(value, Unknown):
         return value
-    if isinstance(value, (TargetModel, ClassValue, Method, Function, Config)):
+    if isinstance(value, (TargetModel, ClassValue, Method, Function, Config, SpeculativeFields)):
         return True
     try:
         return bool(value)
