@@ -81,7 +81,8 @@ def test_014_llama3_and_qwen3_ready(preset):
     # 'llama' and 'qwen' are substrings of their text model types.
     result = vllm_scan("0.14.0", preset)
     assert result.verdict == "READY" and result.exit_code == 0
-    assert {f.status for f in result.findings} <= {"passes", "not applicable"}
+    # Every gate passes or does not apply; what only the launch's machine knows is listed undecided, outside the verdict.
+    assert {f.status for f in result.findings} <= {"passes", "not applicable", "undecided"}
 
 
 def test_033_kimi_k25_ready():
@@ -95,11 +96,15 @@ def test_033_kimi_k25_ready():
     assert image.file == "vllm/v1/spec_decode/llm_base_proposer.py" and "media_placeholder_token_id" in image.why
 
 
+# A draft model and an EAGLE-1 head are built through the same registry as the target: their rules find its raise.
+REGISTRIES = {REGISTRY, "vllm-draft-architecture-registered", "vllm-eagle-draft-architecture-registered"}
+
+
 @pytest.mark.parametrize("version,gates", [
-    ("0.11.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
-    ("0.14.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
-    ("0.17.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
-    ("0.33.0", {IMAGE_TOKEN, INTERFACE, REGISTRY, DRAFT_CLASS}),
+    ("0.11.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, DRAFT_CLASS} | REGISTRIES),
+    ("0.14.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, DRAFT_CLASS} | REGISTRIES),
+    ("0.17.0", {ALLOWLIST, IMAGE_TOKEN, INTERFACE, DRAFT_CLASS} | REGISTRIES),
+    ("0.33.0", {IMAGE_TOKEN, INTERFACE, DRAFT_CLASS} | REGISTRIES),
 ])
 def test_each_rule_finds_its_gate_across_releases(version, gates):
     # The same rule finds the same gate though it moved: the allowlist was renamed in 0.17
