@@ -450,11 +450,18 @@ def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ss
 
 @contextmanager
 def _interrupt_on_termination() -> Iterator[None]:
-    """SIGTERM and SIGHUP (a closed terminal) stop a command as Ctrl-C does."""
+    """SIGTERM and SIGHUP (a closed terminal) stop a command as Ctrl-C does. One that arrives while a finalizer
+    runs (``__del__``: GitPython's Repo stops its helper processes there) is delivered again 50 ms later: raised
+    inside a finalizer, it would be printed as "Exception ignored" and lost, and the command would go on."""
     def interrupt(signum, frame):
+        while frame is not None:
+            if frame.f_code.co_name == "__del__":
+                signal.setitimer(signal.ITIMER_REAL, 0.05)  # SIGALRM: this handler again, once the finalizer is done
+                return
+            frame = frame.f_back
         raise KeyboardInterrupt
 
-    saved = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    saved = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGALRM)}
     try:
         yield
     finally:

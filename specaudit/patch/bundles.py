@@ -227,10 +227,12 @@ class Shadow:
             _replace(path, data)
         _replace(self.state_file, (json.dumps(state, indent=2, sort_keys=True) + "\n").encode())
         _crash_point()
-        repo = self.repo
-        repo.git.add(A=True)
-        if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
-            repo.index.commit(message)
+        # Closed here, not by its finalizer: GitPython's Repo.__del__ stops git's helper processes, and an interrupt
+        # that lands in a finalizer is swallowed (printed as "Exception ignored in"), not raised.
+        with self.repo as repo:
+            repo.git.add(A=True)
+            if repo.is_dirty(index=True, untracked_files=True) or not repo.head.is_valid():
+                repo.index.commit(message)
 
     def lock(self) -> _Lock:
         return _Lock(self.dir / "lock")
