@@ -23,6 +23,9 @@ class EngineProfile:
     launch_program: str  # the console script, used as `<program> serve MODEL`
     # A file of a release in the engine's public repository, at the release's tag: {version}, {file}, {line}.
     source_url: str = ""
+    # The server arguments that carry a speculative config's keys, where the engine takes them as arguments (SGLang's
+    # --speculative-algorithm...; vLLM takes one JSON): the argument gates read them.
+    speculative_arguments: tuple[tuple[str, str], ...] = ()
 
     def source_link(self, version: str, file: str, line: int) -> str | None:
         """Where a file and line of a release are in the public repository; None for a local version."""
@@ -56,6 +59,9 @@ SGLANG = EngineProfile(
     launch_modules=("sglang.launch_server",),
     launch_program="sglang",
     source_url="https://github.com/sgl-project/sglang/blob/v{version}/python/{file}#L{line}",  # the package in python/
+    speculative_arguments=(("method", "speculative_algorithm"), ("model", "speculative_draft_model_path"),
+                           ("revision", "speculative_draft_model_revision"),
+                           ("num_speculative_tokens", "speculative_num_draft_tokens")),
 )
 
 ENGINES: dict[str, EngineProfile] = {VLLM.name: VLLM, SGLANG.name: SGLANG}

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.engines import ENGINES
+from ..core.engines import ENGINES, SGLANG, EngineProfile
 from ..core.errors import SpecauditError
 
 _FLAGS = {"--trust-remote-code", "--enforce-eager", "--enable-auto-tool-choice", "--disable-log-requests",
@@ -98,19 +98,18 @@ _SGLANG_ALIASES = {"model": "model_path", "tensor_parallel_size": "tp_size", "tp
 _SGLANG_FLAGS = {"trust_remote_code", "enable_dp_attention", "disable_overlap_schedule", "enable_mixed_chunk",
                  "skip_server_warmup", "enable_multi_layer_eagle", "disable_cuda_graph", "enable_torch_compile"}
 _SGLANG_PATHS = {"model_path", "speculative_draft_model_path", "tokenizer_path"}
-# The speculative config's keys as SGLang's server arguments name them.
-SGLANG_SPECULATIVE = {"method": "speculative_algorithm", "model": "speculative_draft_model_path",
-                      "revision": "speculative_draft_model_revision",
-                      "num_speculative_tokens": "speculative_num_draft_tokens"}
 
 
-def sglang_arguments(speculative: dict[str, Any]) -> dict[str, Any]:
-    """The server arguments a speculative config given as JSON (or by --draft) sets on SGLang: its algorithm and
-    draft (a token count is not one of SGLang's: num_steps, topk and num_draft_tokens are set together or not)."""
-    arguments = {SGLANG_SPECULATIVE[k]: v for k, v in speculative.items()
-                 if k in ("method", "model", "revision") and v is not None}
-    if isinstance(arguments.get("speculative_algorithm"), str):
-        arguments["speculative_algorithm"] = arguments["speculative_algorithm"].upper()
+def speculative_arguments(engine: EngineProfile, speculative: dict[str, Any]) -> dict[str, Any]:
+    """The server arguments a speculative config given as JSON (or by --draft) sets, where the engine takes it as
+    arguments (SGLang): its algorithm, as the engine spells it, and its draft. A token count is not carried: SGLang's
+    num_steps, topk and num_draft_tokens are set together or not at all."""
+    names = dict(engine.speculative_arguments)
+    arguments = {names[k]: v for k, v in speculative.items() if k in ("method", "model", "revision") and k in names
+                 and v is not None}
+    method = names.get("method")
+    if method and isinstance(arguments.get(method), str):
+        arguments[method] = arguments[method].upper()
     return arguments
 
 
@@ -135,7 +134,7 @@ def _sglang_command(args: list[str]) -> LaunchCommand:
     # As given: SGLang's own resolution (NEXTN is EAGLE, ...) is read from the release (methods/).
     method = str(options.get("speculative_algorithm") or "").lower() or None
     # The drafter's revision: speculative_draft_model_revision (sglang/srt/managers/tp_worker.py reads it).
-    speculative = {key: options.get(argument) for key, argument in SGLANG_SPECULATIVE.items()} | {"method": method}
+    speculative = {key: options.get(argument) for key, argument in SGLANG.speculative_arguments} | {"method": method}
     return LaunchCommand("sglang", options.get("model_path"), {k: v for k, v in speculative.items() if v}, options)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from ..core.types import PHASES, EngineFunction, Finding, Phase, Rule, Site, Status, Verdict
 from ..launch.checkpoint import Checkpoint
-from ..launch.command import sglang_arguments
+from ..launch.command import speculative_arguments
 from ..launch.known import known_failures, launch_features
 from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
@@ -142,9 +142,8 @@ class LaunchJudge:
             module = index.module(name) if pattern.match(relpath) else None
             for cls in (module.classes.values() if module else ()):
                 values.update(cls.defaults)
-        if index.tree.engine.name == "sglang":
-            draft = {"model": self.launch.draft} if self.launch.draft else {}
-            values.update(sglang_arguments({**draft, **self.launch.speculative}))
+        draft = {"model": self.launch.draft} if self.launch.draft else {}
+        values.update(speculative_arguments(index.tree.engine, {**draft, **self.launch.speculative}))
         if self.launch.engine == index.tree.engine.name:
             values.update(self.launch.options)
         # As the engine's own resolution leaves it (NEXTN is EAGLE), before the handlers read it.
