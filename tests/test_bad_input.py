@@ -299,11 +299,17 @@ def _draft(tmp_path: Path, case: str) -> Path:
         (draft / "model.safetensors.index.json").write_text('{"weight_map": {"w": {"file": "x"}}}')
     elif case == "a directory named model.safetensors":
         (draft / "model.safetensors").mkdir()
+    elif case == "a header nested past the parser's reach":
+        header = b"[" * 100_000 + b"]" * 100_000
+        (draft / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    elif case == "an index nested past the parser's reach":
+        (draft / "model.safetensors.index.json").write_text("[" * 100_000 + "]" * 100_000)
     return draft
 
 
 @pytest.mark.parametrize("case", ["a dtype given as a list", "weight_map is a number", "weight_map with dict values",
-                                  "a directory named model.safetensors"])
+                                  "a directory named model.safetensors", "a header nested past the parser's reach",
+                                  "an index nested past the parser's reach"])
 def test_a_malformed_drafter_checkpoint_is_one_line_and_exit_2(tmp_path, case):
     proc = specaudit("scan", str(vllm_tree("0.17.0").root), "--target", "llama3", "--draft", str(_draft(tmp_path, case)),
                      env_cache=tmp_path / "cache")

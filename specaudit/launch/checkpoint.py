@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..core.data import parse_json
 from ..core.errors import SpecauditError
 
 ITEM_SIZE = {
@@ -43,6 +44,7 @@ INDEX_FILE = "model.safetensors.index.json"
 BIN_INDEX_FILE = "pytorch_model.bin.index.json"
 MAX_PICKLE_BYTES = 64_000_000  # a state dict's pickle is kilobytes to a few MB: its tensors' data lies outside it
 MAX_PICKLE_OPS = 5_000_000
+MAX_DIMENSIONS = 16  # a weight has a handful; a pickle naming thousands is not a state dict of weights
 MAX_ZIP_ENTRIES = 1_000_000
 # torch's storage classes -> the safetensors dtype names the checks read.
 TORCH_STORAGES = {
@@ -197,8 +199,8 @@ def _indexed(directory: Path, index: Path) -> list[Path]:
     if index.stat().st_size > MAX_JSON_BYTES:
         raise SpecauditError(f"{index}: {index.stat().st_size / 1e6:.0f} MB, larger than any shard index: not read")
     try:
-        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
-    except (ValueError, KeyError, TypeError):  # ValueError: not JSON (or UTF-8), or an integer past the limit
+        weight_map = parse_json(index.read_bytes(), str(index))["weight_map"]
+    except (KeyError, TypeError):
         raise SpecauditError(f"{index}: malformed index (expected a JSON object with a weight_map)") from None
     if not isinstance(weight_map, dict) or not all(isinstance(n, str) for n in weight_map.values()):
         raise SpecauditError(f"{index}: malformed index (weight_map must map tensor names to shard file names)")
@@ -232,10 +234,7 @@ def read_header(source: ByteSource) -> dict[str, TensorInfo]:
     if 8 + length > size:
         raise SpecauditError(f"{file}: truncated safetensors file (header of {length} bytes, file of {size})")
     raw = source.read(8, length)
-    try:
-        header = json.loads(raw)
-    except ValueError:  # not UTF-8, not JSON, or an integer past the 4,300-digit limit
-        raise SpecauditError(f"{file}: the safetensors header is not valid JSON") from None
+    header = parse_json(raw, f"{file}: the safetensors header")
     if not isinstance(header, dict):
         raise SpecauditError(f"{file}: the safetensors header is not a JSON object")
     data_start = 8 + length
@@ -343,11 +342,12 @@ def _tensors(path: Path, state: object, prefix: str, members: dict[str, zipfile.
         dtype = value.storage.dtype
         if dtype is None:
             raise UnreadableBin(f"{name} is held in a storage class specaudit does not know")
+        if len(value.shape) > MAX_DIMENSIONS:
+            raise UnreadableBin(f"{name} has {len(value.shape)} dimensions, more than any weight has")
         numel = math.prod(value.shape)
         start = end = -1  # not readable by offset, unless stored contiguous and uncompressed
         member = members.get(f"{prefix}data/{value.storage.key}")
-        contiguous = all(value.stride[i] == math.prod(value.shape[i + 1:]) for i in range(len(value.shape)) if
-                         value.shape[i] > 1) if len(value.stride) == len(value.shape) else False
+        contiguous = len(value.stride) == len(value.shape) and _contiguous(value.shape, value.stride)
         if member is not None and member.compress_type == zipfile.ZIP_STORED and contiguous:
             data_start = _data_offset(path, member)
             if data_start is not None:
@@ -357,6 +357,17 @@ def _tensors(path: Path, state: object, prefix: str, members: dict[str, zipfile.
                     raise UnreadableBin(f"{name}'s data ends past its storage")
         found[name] = TensorInfo(name, dtype, value.shape, str(path), start, end)
     return found
+
+
+def _contiguous(shape: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """Row-major and dense: each stride the product of the sizes after it (sizes of 1 take any stride), the products
+    made once, from the last dimension back."""
+    expected = 1
+    for size, step in zip(reversed(shape), reversed(stride)):
+        if size > 1 and step != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _data_offset(path: Path, member: zipfile.ZipInfo) -> int | None:
