@@ -237,6 +237,10 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
         default, constraints = _declared_default(stmt.value)
         if name in given:
             value = given[name]
+            refusal = _type_refusal(stmt.annotation, value)
+            if refusal:
+                return bound, (relpath, stmt.lineno, ast.unparse(stmt), f"pydantic ValidationError: 1 validation "
+                                                                       f"error for {cls.name}: {name}: {refusal}")
             for key, bound_value in constraints.items():
                 holds, words = _CONSTRAINTS[key]
                 if isinstance(value, (int, float)) and not isinstance(value, bool) and not holds(value, bound_value):
@@ -262,6 +266,30 @@ def _method_value(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any]
         return UNKNOWN
     values = [o.method for o in outcomes if o.raises is None]
     return values[0] if values and len(values) == len(outcomes) and all(v == values[0] for v in values) else UNKNOWN
+
+
+# pydantic's lax reading of a scalar field: what it accepts of each type, and its words for what it refuses.
+_SCALARS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "int": (int, "Input should be a valid integer, unable to parse string as an integer"),
+    "float": (float, "Input should be a valid number, unable to parse string as a number"),
+}
+
+
+def _type_refusal(annotation: ast.expr, value: Any) -> str:
+    """What pydantic says of a launch's value for a field declared ``int``/``float`` (``| None`` or ``Optional``):
+    a string that does not parse as one, or a list or an object; "" where it takes the value or the type is another."""
+    names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} - {"None", "Optional"}
+    if len(names) != 1 or not names <= set(_SCALARS) or value is None:
+        return ""
+    convert, words = _SCALARS[next(iter(names))]
+    if isinstance(value, (list, dict)):
+        return words.partition(",")[0]
+    if isinstance(value, str):
+        try:
+            convert(value.strip())
+        except ValueError:
+            return f"{words} (given {value!r})"
+    return ""
 
 
 def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given: dict[str, Any]
