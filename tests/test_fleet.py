@@ -244,3 +244,16 @@ def test_workers_launched_through_the_api_server_module_are_refused():
     assert check.status == Status.BLOCKS and "collective_rpc" in check.engine_says
     served = arithmetic(layout(*VLLM, "-tp", "2", "--nnodes", "2", "--master-addr", "10.0.0.1"), ["a", "b"], {"a": 1, "b": 1})
     assert "worker entry point" not in [c.name for c in served.checks] and served.status == Status.PASSES
+
+
+@pytest.mark.parametrize("extra, fragment", [
+    (("-tp", "-4"), "--tensor-parallel-size: '-4' is below 1"),
+    (("-tp", "9" * 5000), "is not a whole number"),  # past Python's digit limit; the value is shown cut
+    (("--node-rank", "-1", "--nnodes", "2"), "--node-rank: '-1' is below 0"),
+])
+def test_a_size_or_rank_out_of_its_range_is_one_short_line(extra, fragment):
+    from specaudit.core.errors import SpecauditError
+
+    with pytest.raises(SpecauditError) as raised:
+        layout(*VLLM, *extra)
+    assert fragment in str(raised.value) and len(str(raised.value)) < 120

@@ -128,7 +128,7 @@ def parallelism(command: LaunchCommand, argv: list[str]) -> Parallelism:
         draft = command.speculative.get("draft_tensor_parallel_size")
         api_server = any(w.endswith("api_server") for w in words[1:3]) and words[1:2] == ["-m"]
         return Parallelism(
-            engine="vllm", **{name: _int(options.get(key), name, 0 if name == "node_rank" else 1)  # type: ignore[arg-type]
+            engine="vllm", **{name: _int(options.get(key), f"--{key}", 0 if name == "node_rank" else 1)  # type: ignore[arg-type]
                               for name, key in keys.items()},
             master=_str(options.get("master-addr") or options.get("data-parallel-address")),
             headless=options.get("headless") is True,
@@ -140,7 +140,7 @@ def parallelism(command: LaunchCommand, argv: list[str]) -> Parallelism:
                                             "data-parallel-backend") if k in options)))
     keys = {"tensor": "tp_size", "pipeline": "pp_size", "data": "dp_size", "nnodes": "nnodes", "node_rank": "node_rank"}
     return Parallelism(
-        engine="sglang", **{name: _int(options.get(key), name, 0 if name == "node_rank" else 1)  # type: ignore[arg-type]
+        engine="sglang", **{name: _int(options.get(key), f"--{key.replace('_', '-')}", 0 if name == "node_rank" else 1)  # type: ignore[arg-type]
                             for name, key in keys.items()},
         data_attention=options.get("enable_dp_attention") is True,
         master=_str(options.get("dist_init_addr")),
@@ -274,12 +274,17 @@ def _drop(argv: list[str], flags: tuple[str, ...]) -> list[str]:
 
 
 def _int(value: Any, name: str, default: int) -> int:
+    """A size or rank the command gives: a whole number, at least 0 for a rank and 1 for a size."""
     if value is None or value is True:
         return default
+    shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:40]}..."
     try:
-        return int(value)
+        number = int(value)
     except (TypeError, ValueError):
-        raise SpecauditError(f"{name}: {value!r} is not a whole number") from None
+        raise SpecauditError(f"{name}: {shown} is not a whole number") from None
+    if number < default:
+        raise SpecauditError(f"{name}: {shown} is below {default}")
+    return number
 
 
 def _str(value: Any) -> str | None:
