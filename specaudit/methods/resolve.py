@@ -153,7 +153,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         found = _resolution(requested, method, how, code, spec, named, functions, problem)
         return replace(found, stops=stops, warnings=tuple(warnings), draft_config=draft if isinstance(draft, dict)
                        else None, separate_draft=separate, coverage=coverage, fields=left,
-                       methods=functools.partial(_method_value, code, spec, left))
+                       methods=functools.cache(functools.partial(_method_value, code, spec, left)))
 
     model = launch.speculative.get("model") or launch.draft
     own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
