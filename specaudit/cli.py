@@ -33,6 +33,17 @@ except KeyboardInterrupt:
     sys.exit(130)  # ExitCode.INTERRUPTED, which may not be imported yet
 
 
+def _check_remote_arguments(ctx: click.Context, ssh_config: str | None, formats: tuple[str, ...], out_dir: str) -> None:
+    """What smoke and fleet check before they connect anywhere: a launch command after --, the ssh config named, and
+    the directory the reports go to."""
+    if "launch_command" not in ctx.meta:
+        raise SpecauditError("give the launch command after --")
+    if ssh_config and not Path(ssh_config).expanduser().is_file():
+        raise SpecauditError(f"--ssh-config {ssh_config}: no such file")
+    if formats:
+        check_out_dir(Path(out_dir))
+
+
 @contextmanager
 def _reported_errors(interrupted: str) -> Iterator[None]:
     """Bad input ends as one line on stderr and its exit code; an error of the machine (a full disk, a file that
@@ -358,12 +369,7 @@ def smoke(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, en
 
     console = Console()
     with _reported_errors("interrupted"):
-        if "launch_command" not in ctx.meta:
-            raise SpecauditError("give the launch command after --")
-        if ssh_config and not Path(ssh_config).expanduser().is_file():
-            raise SpecauditError(f"--ssh-config {ssh_config}: no such file")
-        if formats:
-            check_out_dir(Path(out_dir))
+        _check_remote_arguments(ctx, ssh_config, formats, out_dir)
         argv = tuple(ctx.meta["launch_command"])
         if engine and parse_launch_command(list(argv)).engine != engine:
             raise SpecauditError(f"the launch command is not {engine}'s")
@@ -432,12 +438,7 @@ def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ss
 
     console = Console()
     with _reported_errors("interrupted"):
-        if "launch_command" not in ctx.meta:
-            raise SpecauditError("give the launch command after --")
-        if ssh_config and not Path(ssh_config).expanduser().is_file():
-            raise SpecauditError(f"--ssh-config {ssh_config}: no such file")
-        if formats:
-            check_out_dir(Path(out_dir))
+        _check_remote_arguments(ctx, ssh_config, formats, out_dir)
         cluster = Cluster(kubectl=kubectl, context=kube_context, namespace=namespace, container=container)
         options = FleetOptions(hosts=node_names(hosts, hosts_file, selector, cluster),
                                argv=tuple(ctx.meta["launch_command"]), ssh_config=ssh_config, cluster=cluster,
