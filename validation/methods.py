@@ -39,7 +39,7 @@ VLLM = [
      "BLOCKED"),
     ("ngram", {"method": "ngram", "prompt_lookup_max": 0, "num_speculative_tokens": 3}, "BLOCKED"),
     ("ngram", {"method": "ngram"}, "BLOCKED"),
-    ("suffix", {"method": "suffix", "num_speculative_tokens": 3}, "READY"),  # arctic-inference: listed, undecided
+    ("suffix", {"method": "suffix", "num_speculative_tokens": 3}, "UNKNOWN"),  # arctic-inference: not readable here
     ("dflash", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 8}, "UNKNOWN"),
     ("dspark", {"method": "dspark", "num_speculative_tokens": 3}, None),  # UNKNOWN; not in 0.20.0: BLOCKED
     # No layer ids: refused by the proposer; a preset that is a snapshot of some keys cannot say the target's config

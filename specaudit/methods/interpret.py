@@ -78,6 +78,14 @@ class Coverage:
     played: set[tuple[str, int, int]] = field(default_factory=set)
     ran: set[tuple[str, int]] = field(default_factory=set)
     opaque: set[tuple[str, int, int]] = field(default_factory=set)
+    # Opaque statements whose condition calls what the launch binds and the scan could not read (whether
+    # arctic_inference is installed, for a release fetched on its own): span -> that call.
+    unread: dict[tuple[str, int, int], str] = field(default_factory=dict)
+
+    def unread_at(self, where: str, line: int) -> str | None:
+        """The bound call the scan could not read that decides whether the statement at ``line`` is reached."""
+        return next((call for (w, first, last), call in self.unread.items() if w == where and first <= line <= last),
+                    None)
 
     def not_reached(self, where: str, line: int) -> bool:
         """Whether no way of this launch reaches the statement at ``line``: False where that is not known."""
@@ -201,9 +209,20 @@ class Interpreter:
         self.coverage.span(self.scope.where, function, self.coverage.played)
         return ways
 
-    def _opaque(self, node: ast.stmt | ast.excepthandler) -> None:
-        if self.coverage is not None:
-            self.coverage.span(self.scope.where, node, self.coverage.opaque)
+    def _opaque(self, node: ast.stmt | ast.excepthandler, test: ast.expr | None = None,
+                env: dict[str, Any] | None = None) -> None:
+        """A statement not played out; where its ``test`` calls what the launch binds and the scan could not read (a
+        bound call's key, ``name()``, holds UNKNOWN: nothing else assigns such keys), that call is recorded."""
+        if self.coverage is None:
+            return
+        self.coverage.span(self.scope.where, node, self.coverage.opaque)
+        if test is None or env is None:
+            return
+        for call in (n for n in ast.walk(test) if isinstance(n, ast.Call)):
+            key = f"{_dotted(call.func)}()"
+            if env.get(key, None) is UNKNOWN:
+                self.coverage.unread[(self.scope.where, node.lineno, node.end_lineno or node.lineno)] = key
+                return
 
     # -- statements ----------------------------------------------------------------------------------------------
 
@@ -233,7 +252,7 @@ class Interpreter:
                 # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
                 # it may assign is no longer known.
                 self._forget(stmt, way.env)
-                self._opaque(stmt)
+                self._opaque(stmt, stmt.test, way.env)
                 return [way]
             test = ast.unparse(stmt.test)
             ways = []
@@ -265,7 +284,7 @@ class Interpreter:
         if isinstance(stmt, ast.Assert):
             holds = self.evaluate(stmt.test, way.env)
             if holds is UNKNOWN:
-                self._opaque(stmt)
+                self._opaque(stmt, stmt.test, way.env)
             if holds is not UNKNOWN and not _truth(holds):
                 way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}",
                         f"AssertionError: {ast.unparse(stmt.test)}")

@@ -484,6 +484,15 @@ def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex)
                 return True
         return False
 
+    def unread(d: Decision) -> Decision:
+        # A gate the launch's own bound facts decide, where the scan could not read one: not undecided, UNKNOWN.
+        call = coverage.unread_at(d.obligation.file, d.obligation.line) \
+            if d.status is Status.UNDECIDED and d.obligation.kind in ("raise", "assert") else None
+        return replace(d, status=Status.UNKNOWN, unknown=call,
+                       why=f"{d.why}; it turns on {call}, which this scan could not read (for an optional package: "
+                           "scan the environment the engine is installed in)") if call else d
+
+    decisions = [unread(d) for d in decisions]
     return [replace(d, status=Status.PASSES, error=None, bypassed=True,
                     why="not reached: the engine's resolving code, played out on this launch's values, takes no way "
                         "to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
