@@ -13,13 +13,14 @@ import pytest
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_preset
 from specaudit.results.scan import ScanResult
-from specaudit.scan.audit import scan
+from specaudit.scan.audit import Analysis, analyze, scan
 from specaudit.tree.locate import EngineTree, locate
 
 from loopback_sshd import start_sshd
 
 _trees: dict[str, EngineTree] = {}
 _scans: dict[tuple[str, str | None], ScanResult] = {}
+_analyses: dict[tuple[str, str], Analysis] = {}
 
 
 def engine_tree(requirement: str) -> EngineTree:
@@ -27,6 +28,14 @@ def engine_tree(requirement: str) -> EngineTree:
     if requirement not in _trees:
         _trees[requirement] = locate(requirement)
     return _trees[requirement]
+
+
+def engine_analysis(requirement: str, platform: str = "cuda") -> Analysis:
+    """A real release analysed once per session and platform, for every test module that judges launches on it."""
+    key = (requirement, platform)
+    if key not in _analyses:
+        _analyses[key] = analyze(engine_tree(requirement), platform=platform)
+    return _analyses[key]
 
 
 def engine_scan(requirement: str, preset: str | None) -> ScanResult:

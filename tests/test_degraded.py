@@ -27,19 +27,13 @@ from specaudit.launch.checkpoint import read_checkpoint
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model
 from specaudit.report import RENDERERS, TERMINAL
-from specaudit.scan.audit import Analysis, analyze, audit
+from specaudit.scan.audit import audit
 
-from conftest import engine_tree
+from conftest import engine_analysis
 
 pytestmark = pytest.mark.network
 
-_analyses: dict[tuple[str, str], Analysis] = {}
-
-
-def analysis(release: str, platform: str = "cuda") -> Analysis:
-    if (release, platform) not in _analyses:
-        _analyses[release, platform] = analyze(engine_tree(release), platform=platform)
-    return _analyses[release, platform]
+analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
 # A head as wide as its target, as public EAGLE-3 heads are (hidden 64 here, fc over 3 x 64).

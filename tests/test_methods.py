@@ -33,19 +33,13 @@ from specaudit.launch.target import load_preset
 from specaudit.methods.catalog import load_engine_methods, load_methods
 from specaudit.methods.interpret import Interpreter, LiteralScope
 from specaudit.methods.resolve import resolve
-from specaudit.scan.audit import Analysis, _TreeCode, analyze, audit
+from specaudit.scan.audit import _TreeCode, audit
 
-from conftest import engine_tree
+from conftest import engine_analysis, engine_tree
 
 pytestmark = pytest.mark.network
 
-_analyses: dict[str, Analysis] = {}
-
-
-def analysis(release: str) -> Analysis:
-    if release not in _analyses:
-        _analyses[release] = analyze(engine_tree(release))
-    return _analyses[release]
+analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
 def launch(speculative: dict, preset: str = "llama3", drafter_config: dict | None = None, tmp_path=None) -> Launch:

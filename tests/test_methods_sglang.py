@@ -23,19 +23,13 @@ from specaudit.launch.checkpoint import Checkpoint
 from specaudit.launch.command import parse_launch_command
 from specaudit.launch.request import Launch, method_of
 from specaudit.launch.target import load_preset
-from specaudit.scan.audit import Analysis, analyze, audit
+from specaudit.scan.audit import audit
 
-from conftest import engine_tree
+from conftest import engine_analysis
 
 pytestmark = pytest.mark.network
 
-_analyses: dict[str, Analysis] = {}
-
-
-def analysis(release: str) -> Analysis:
-    if release not in _analyses:
-        _analyses[release] = analyze(engine_tree(release))
-    return _analyses[release]
+analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
 HOOK = "sglang/srt/arg_groups/speculative_hook.py"

@@ -27,17 +27,11 @@ from specaudit.launch.request import Launch
 from specaudit.launch.target import load_preset
 from specaudit.scan.audit import Analysis, analyze, audit
 
-from conftest import engine_tree
+from conftest import engine_analysis, engine_tree
 
 pytestmark = pytest.mark.network
 
-_analyses: dict[tuple[str, str], Analysis] = {}
-
-
-def analysis(release: str, platform: str = "cuda") -> Analysis:
-    if (release, platform) not in _analyses:
-        _analyses[release, platform] = analyze(engine_tree(release), platform=platform)
-    return _analyses[release, platform]
+analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
 def launch(speculative: dict, preset: str = "llama3", drafter: Checkpoint | None = None, **options) -> Launch:

@@ -34,21 +34,15 @@ from specaudit.core.types import Status, Verdict
 from specaudit.launch.checkpoint import Checkpoint, read_checkpoint
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model, load_preset
-from specaudit.scan.audit import Analysis, analyze, audit, scan
+from specaudit.scan.audit import audit, scan
 
-from conftest import engine_tree
+from conftest import engine_analysis, engine_tree
 from helpers import specaudit
 
 pytestmark = pytest.mark.network
 
 RELEASES = ("vllm==0.17.0", "vllm==0.20.0", "vllm==0.33.0")
-_analyses: dict[str, Analysis] = {}
-
-
-def analysis(release: str) -> Analysis:
-    if release not in _analyses:
-        _analyses[release] = analyze(engine_tree(release))
-    return _analyses[release]
+analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
 def mtp(target, k: int | None = 1, **options) -> Launch:
