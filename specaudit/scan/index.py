@@ -20,6 +20,7 @@ import pickle
 import re
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,11 +226,26 @@ class WorkerPool:
         # Interrupted (Ctrl-C) or failed: the workers are stopped, not waited for; one blocked on a full pipe
         # would never finish.
         processes = list(getattr(self._executor, "_processes", {}).values())
+        _unreported(getattr(self._executor, "_executor_manager_thread", None))
         for process in processes:
             process.terminate()
         self._executor.shutdown(wait=False, cancel_futures=True)
         for process in processes:
             process.join(timeout=1)
+
+
+def _unreported(thread: threading.Thread | None) -> None:
+    """The pool's manager thread, which reads the workers' results, may fail on a worker stopped mid-message: that
+    failure is the stop itself, not news, and is not printed as "Exception in thread"."""
+    if thread is None:
+        return
+    report = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.thread is not thread:
+            report(args)
+
+    threading.excepthook = hook
 
 
 def _worker_init() -> None:
