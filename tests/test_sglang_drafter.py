@@ -15,7 +15,7 @@ from specaudit.launch.checkpoint import read_checkpoint
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model
 from specaudit.scan.audit import analyze, audit
-from specaudit.scan.drafter import captured_layers
+from specaudit.scan.drafter.engine_code import captured_layers
 
 from conftest import engine_tree
 

@@ -79,7 +79,7 @@ FIXED = [
      "vLLM's default aux layers (2, L//2, L-3) are (2, 2, 1) on a 4-layer target, and the target keeps each layer "
      "once (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(layers))): two hidden states reach an fc built "
      "for three. The aux-layer check now counts the states the target keeps (distinct ids inside its layers) "
-     "against fc's width (specaudit/scan/drafter.py check_aux_layer_ids)."),
+     "against fc's width (specaudit/scan/drafter/aux_layers.py check_aux_layer_ids)."),
     ("gpt2 × d2t-short, fc-width: the scan named the proposer's AttributeError (_maybe_share_embeddings) first, "
      "the launch failed loading the drafter's weights",
      "EagleProposer.load_model loads the drafter (_get_model) before it shares the target's embeddings, but the "

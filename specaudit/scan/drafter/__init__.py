@@ -1,0 +1,12 @@
+"""The drafter checkpoint against its target and the engine: checks made from two config.json files, the
+safetensors headers and the release's own code, before any launch.
+
+Each check is one function, registered with ``@check`` under the name a rule of kind ``drafter_contract`` gives in
+``params.check``, in the module of its family; it returns a Finding with the numbers on both sides, or None when it
+has nothing to say (e.g. no d2t tensor). A new family is a new module here, imported below.
+"""
+
+from . import aux_layers, fc, mtp, parallel, positions, vocab  # noqa: F401  (each registers its checks)
+from .context import CHECKS, OWN_LAYERS, DraftContext, check
+
+__all__ = ["CHECKS", "OWN_LAYERS", "DraftContext", "check"]

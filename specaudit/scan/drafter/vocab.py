@@ -1,0 +1,166 @@
+"""The drafter's vocabulary against the target's: EAGLE-3's ``lm_head`` has ``draft_vocab_size`` rows (else
+``vocab_size``), ``d2t`` maps draft id i to target id ``i + d2t[i]`` and without it the logits must have the
+target's vocabulary (``t2d`` is not loaded); a draft model's vocabulary equal to the target's; a drafter's own
+``lm_head`` or embedding replaced by the target's when the release shares them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...core.types import EngineFunction, Finding, Rule, Status
+from ...launch.checkpoint import Checkpoint, LocalFile, TensorInfo
+from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
+from .engine_code import class_method, flag_when_missing, raise_message, shares_under
+
+# What a release fails on in a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``; all but d2t_short
+# where it names none, as vLLM loads d2t into a parameter of draft_vocab_size entries): lm_head_rows (lm_head's rows
+# against the config's draft vocab), vocab_size (the drafter's vocab_size against the target's), no_d2t (no d2t and a
+# draft vocab other than the target's), d2t_length (d2t of another length than the draft vocab), d2t_short (d2t
+# shorter than it: an engine that keeps d2t as loaded and indexes it by draft id, SGLang's hot_token_id), d2t_range
+# (a draft id mapped outside the target vocab), t2d_length (t2d of another length than the target vocab).
+VOCAB_PROBLEMS = ("lm_head_rows", "vocab_size", "no_d2t", "d2t_length", "d2t_range", "t2d_length")
+
+
+@check("vocab_maps")
+def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
+    engine = rule.params.get("engine") or {}
+    wanted = set(engine.get("problems") or VOCAB_PROBLEMS)
+    target_vocab = ctx.target_text.get("vocab_size")
+    draft_vocab = ctx.draft_config.get("draft_vocab_size") or ctx.draft_config.get("vocab_size")
+    d2t, t2d = ctx.draft.tensor("d2t"), ctx.draft.tensor("t2d")
+    lm_head = ctx.draft.tensor("lm_head.weight")
+    if d2t is None and lm_head is None and ctx.draft.unread:
+        return unread_finding(rule, ctx, "the vocab maps (d2t, t2d, lm_head)")
+    if not isinstance(target_vocab, int):
+        return None
+    problems, evidence = [], []
+    if lm_head is not None:
+        evidence.append(lm_head.describe())
+        if "lm_head_rows" in wanted and draft_vocab and lm_head.shape[0] != draft_vocab:
+            problems.append(f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}")
+    declared_vocab = ctx.draft_config.get("vocab_size")
+    if "vocab_size" in wanted and declared_vocab is not None and declared_vocab != target_vocab:
+        problems.append(f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}")
+    if d2t is None:
+        if "no_d2t" in wanted and draft_vocab and draft_vocab != target_vocab:
+            problems.append(f"no d2t map, so the draft vocab ({draft_vocab}) must be the target's ({target_vocab})")
+    else:
+        evidence.append(d2t.describe())
+        if "d2t_length" in wanted and d2t.numel != draft_vocab:
+            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}")
+        elif "d2t_short" in wanted and isinstance(draft_vocab, int) and d2t.numel < draft_vocab:
+            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}: draft ids {d2t.numel} "
+                            f"to {draft_vocab - 1} index past its end at the first draft step")
+        elif "d2t_range" in wanted:
+            offsets = ctx.draft.integers(d2t)[:draft_vocab] if isinstance(draft_vocab, int) else \
+                ctx.draft.integers(d2t)  # the entries the draft ids read
+            bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
+            if bad:
+                problems.append(f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
+                                f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})")
+    if t2d is not None and "t2d_length" in wanted:
+        evidence.append(t2d.describe())
+        if t2d.numel != target_vocab:
+            problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
+    text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
+    if problems:
+        shown = d2t or lm_head
+        error = str(engine["error"]) if engine.get("error") else \
+            f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b " \
+            f"({d2t.numel if d2t else target_vocab})"
+        return draft_finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None, error)
+    return draft_finding(rule, ctx, Status.PASSES,
+                    f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
+
+
+@check("equal_vocab")
+def check_equal_vocab(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """The draft's vocabulary size against the target's, where the engine requires them equal (a whole draft model
+    that proposes token ids of its own vocabulary). The engine's check is the function ``params.engine.checks``
+    names (in ``params.engine.files``): the finding stands there, with its raise's message; a release without it
+    does not check at load, and what a draft of another vocabulary does there is not known."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    draft = ctx.draft_config.get("vocab_size", (ctx.draft_config.get("text_config") or {}).get("vocab_size"))
+    target = ctx.target_text.get("vocab_size")
+    evidence = f"draft vocab_size = {draft}; target vocab_size = {target}"
+    checks = judge.engine_functions(engine.get("checks") or (), engine.get("files") or ()) if judge else []
+    fn = next((f for f in checks if f.on_path), checks[0] if checks else None)
+    if not isinstance(draft, int) or not isinstance(target, int):
+        return engine_finding(rule, ctx, Status.UNKNOWN, "the draft's or the target's config has no vocab_size",
+                               evidence, fn)
+    if draft == target:
+        return engine_finding(rule, ctx, Status.PASSES, f"both vocabularies have {draft} tokens (the engine may "
+                               "also compare the tokenizers' token-to-id maps, which a scan does not read)", evidence,
+                               fn)
+    if fn is None:
+        return draft_finding(rule, ctx, Status.UNKNOWN, f"the draft's vocabulary ({draft}) is not the target's ({target}), "
+                        "and this release does not compare them at load: what the draft's ids do to the target is not "
+                        "modeled", evidence)
+    line, message = raise_message(fn.node, {"target_vocab_size": target, "draft_vocab_size": draft})
+    return engine_finding(rule, ctx, Status.BLOCKS, f"the draft's vocabulary ({draft}) is not the target's ({target}): "
+                           f"{site_of(fn)} refuses it once both models have loaded", evidence,
+                           EngineFunction(fn.file, line or fn.line, fn.name, fn.node, fn.on_path), message)
+
+
+SAMPLED_ROWS = 4  # rows of the two heads compared, spread over the vocabulary
+
+
+def _same_rows(draft: Checkpoint, head: TensorInfo, target: Checkpoint, other: TensorInfo) -> bool | None:
+    """Whether two heads of one dtype and shape hold the same bytes in a few rows spread over the vocabulary (read by
+    offset, never whole); None where they cannot be compared so."""
+    if head.dtype != other.dtype or head.shape != other.shape or len(head.shape) != 2 or head.start < 0 \
+            or other.start < 0 or not head.shape[0]:
+        return None
+    row = (head.end - head.start) // head.shape[0]
+    rows = sorted({round(i * (head.shape[0] - 1) / (SAMPLED_ROWS - 1)) for i in range(SAMPLED_ROWS)})
+    mine = draft.sources.get(head.file) or LocalFile(Path(head.file))
+    theirs = target.sources.get(other.file) or LocalFile(Path(other.file))
+    return all(mine.read(head.start + r * row, row) == theirs.read(other.start + r * row, row) for r in rows)
+
+
+@check("head_overwritten")
+def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """A drafter whose checkpoint has its own lm_head, on a release that replaces it by the target's: the draft class
+    sets a flag when its config lacks a key (``params.engine.flag`` / the key read from the class: SGLang's
+    ``load_lm_head_from_target`` when ``draft_vocab_size`` is None), and the worker (``params.engine.sharers``) then
+    calls ``set_embed_and_head`` with the target's embedding and head. A head that is a copy of the target's loses
+    nothing; one trained on its own is silently replaced, and the drafter's distribution is no longer the one it was
+    trained to produce. Which it is is read from a few rows of both heads, where the target's weights are here."""
+    engine, judge = rule.params.get("engine") or {}, ctx.judge
+    head = ctx.draft.tensor("lm_head.weight")
+    if judge is None or head is None or ctx.draft_config.get("tie_word_embeddings"):
+        return None
+    flag, setter = str(engine.get("flag") or ""), str(engine.get("setter") or "")
+    entry = judge.registered(list(ctx.draft_config.get("architectures") or ()))
+    if entry is None:
+        return None
+    module_file, init = class_method(judge, entry.module, entry.class_name, "__init__")
+    key = flag_when_missing(init, flag) if init is not None else None
+    sharers = [f for f in judge.engine_functions(engine.get("sharers") or (), engine.get("files") or ())
+               if shares_under(f.node, flag, setter)]
+    if key is None or not sharers:
+        return None  # the release keeps a drafter's own head whatever its config says
+    sharer = next((f for f in sharers if f.on_path), sharers[0])
+    evidence = f"{entry.class_name} ({module_file}) sets {flag} where the drafter config has no {key}; " \
+               f"{site_of(sharer)} then calls {setter}(target embed, target head); the drafter checkpoint has " \
+               f"{head.describe()}"
+    if ctx.draft_config.get(key) is not None:
+        return engine_finding(rule, ctx, Status.PASSES, f"the drafter config sets {key}: the release keeps the "
+                               "drafter's own lm_head", evidence, sharer)
+    target = ctx.launch.target_weights
+    other = target.tensor("lm_head.weight") if target is not None else None
+    same = _same_rows(ctx.draft, head, target, other) if target is not None and other is not None else None
+    replaced = f"the drafter config has no {key}, so the release replaces the drafter's lm_head (and embedding) by " \
+               "the target's"
+    if same is None:
+        return engine_finding(rule, ctx, Status.UNDECIDED, f"{replaced}; whether the drafter's head is a copy of the "
+                               "target's cannot be told without the target's lm_head here (scan with --model DIR; "
+                               "specaudit smoke measures it)", evidence, sharer)
+    if same:
+        return engine_finding(rule, ctx, Status.PASSES, f"{replaced}; the sampled rows of both heads are identical: "
+                               "a copy, nothing lost", evidence, sharer)
+    return engine_finding(rule, ctx, Status.DEGRADES,
+                           f"{replaced}, and the drafter's own head differs from the target's (rows sampled over the "
+                           "vocabulary): the head it was trained with is silently replaced, so it drafts from a "
+                           "distribution it was not trained to produce (no error, no log line)", evidence, sharer)
