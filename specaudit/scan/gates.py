@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from ..core.types import Finding, Judge, Rule, Site, Status
 from ..core.values import COMPARISONS
 from ..launch.checkpoint import Checkpoint
-from .drafter import CHECKS, OWN_LAYERS, DraftContext
+from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
 
 if TYPE_CHECKING:
     from ..launch.request import Launch
@@ -510,6 +510,9 @@ class DrafterContract(Kind):
             own = weights or Checkpoint(launch.target.name, launch.target.config, {})
             return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None, judge))
         if drafter is None:
+            if rule.params["check"] in LAUNCH_ONLY and launch is not None:  # what the launch names in its place
+                empty = Checkpoint(str(launch.speculative.get("model") or launch.draft or ""), {}, {})
+                return CHECKS[rule.params["check"]](rule, DraftContext(launch, empty, False, judge))
             return None  # no drafter checkpoint here
         return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast(Checkpoint, drafter), judge=judge))
 

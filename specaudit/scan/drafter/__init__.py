@@ -6,7 +6,7 @@ Each check is one function, registered with ``@check`` under the name a rule of 
 has nothing to say (e.g. no d2t tensor). A new family is a new module here, imported below.
 """
 
-from . import aux_layers, fc, mtp, parallel, positions, vocab  # noqa: F401  (each registers its checks)
-from .context import CHECKS, OWN_LAYERS, DraftContext, check
+from . import aux_layers, fc, heads, mtp, parallel, positions, vocab  # noqa: F401  (each registers its checks)
+from .context import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext, check
 
-__all__ = ["CHECKS", "OWN_LAYERS", "DraftContext", "check"]
+__all__ = ["CHECKS", "LAUNCH_ONLY", "OWN_LAYERS", "DraftContext", "check"]

@@ -79,14 +79,20 @@ CHECKS: dict[str, Check] = {}  # what a rule's params.check names: filled by @ch
 OWN_LAYERS: set[str] = set()  # the checks whose draft is layers of the target's own checkpoint (MTP)
 
 
-def check(name: str, own_layers: bool = False) -> Callable[[Check], Check]:
+LAUNCH_ONLY: set[str] = set()  # the checks of what a launch names in a drafter's place (a custom proposer class)
+
+
+def check(name: str, own_layers: bool = False, launch_only: bool = False) -> Callable[[Check], Check]:
     """Register a check under the name rules give it; ``own_layers``: it reads the target's checkpoint as the
-    draft's (the draft of MTP is the target's extra layers)."""
+    draft's (the draft of MTP is the target's extra layers); ``launch_only``: it reads no checkpoint, and runs on a
+    launch that has none (its DraftContext's draft is empty, named by the launch's model)."""
 
     def register(function: Check) -> Check:
         CHECKS[name] = function
         if own_layers:
             OWN_LAYERS.add(name)
+        if launch_only:
+            LAUNCH_ONLY.add(name)
         return function
 
     return register
