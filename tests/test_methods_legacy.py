@@ -114,6 +114,15 @@ def test_more_draft_tokens_than_medusa_heads_fail_the_weight_load(release):
     assert "blocks.4.layers.0.weight" in first.error and "lm_heads.5.weight" in first.why
 
 
+def test_missing_medusa_heads_of_a_quantized_draft_load_without_a_word():
+    # default_loader.py (0.20.0) DefaultModelLoader.load_weights: "We only enable strict check for non-quantized
+    # models": `if model_config.quantization is None and loaded_weights is not None: ... raise ValueError(...)`.
+    result = audit(analysis("vllm==0.20.0"), launch({**spec(medusa(heads=4), 6, "medusa"), "quantization": "fp8"},
+                                                    medusa(heads=4)))
+    assert result.verdict == Verdict.DEGRADED, blocking(result)
+    assert finding(result, "vllm-medusa-drafter-heads").status == Status.DEGRADES
+
+
 @pytest.mark.parametrize("release", MEDUSA_RELEASES)
 def test_a_medusa_head_of_another_hidden_size_fails_its_first_draft_step(release):
     wide = medusa(hidden=5120)

@@ -103,13 +103,20 @@ def _draft_tokens(ctx: DraftContext) -> int | None:
     return as_count(ctx.launch.speculative.get("num_speculative_tokens"))
 
 
-def _weights_problem(rule: Rule, ctx: DraftContext, expected: dict[str, tuple[int, ...]], tensors: dict[str, Any], what: str,
-                     evidence: str, errors: dict[str, str]) -> Finding | None:
+def _weights_problem(rule: Rule, ctx: DraftContext, expected: dict[str, tuple[int, ...]], tensors: dict[str, Any],
+                     what: str, evidence: str, errors: dict[str, str]) -> Finding | None:
     """The first tensor the draft builds that the checkpoint lacks or holds in another shape, as the loader fails."""
     missing = [name for name in expected if name not in tensors]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        return None if ctx.draft.unread else draft_finding(
+        if ctx.draft.unread:
+            return None
+        quantized = ctx.launch.speculative.get("quantization") or ctx.draft_config.get("quantization_config")
+        if quantized:  # DefaultModelLoader checks what loaded only "for non-quantized models"
+            return draft_finding(rule, ctx, Status.DEGRADES, f"the checkpoint lacks tensors the release builds for "
+                                 f"{what}: {shown}; the draft is quantized, so the loader does not check what it "
+                                 "loaded, and those heads draft from uninitialised weights (no error)", evidence)
+        return draft_finding(
             rule, ctx, Status.BLOCKS, f"the checkpoint lacks tensors the release builds for {what}: {shown}",
             evidence, error="ValueError: Following weights were not initialized from checkpoint: "
                             f"{{{', '.join(repr(m) for m in missing[:4])}{', ...' if len(missing) > 4 else ''}}}")
