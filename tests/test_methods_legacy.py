@@ -197,6 +197,8 @@ def test_an_mlp_speculator_of_another_width_is_blocked():
     wide = mlp_speculator(emb=5120)
     result = audit(analysis("vllm==0.8.4"), launch(spec(wide, 3), wide))
     assert [f.rule_id for f in result.blocking] == ["vllm-medusa-mlp-head-input-width"]
+    # proj.0 = nn.Linear(emb_dim, inner_dim) (mlp_speculator.py 0.8.4) meets the target's 4096-wide state
+    assert result.blocking[0].error == "RuntimeError: mat1 and mat2 shapes cannot be multiplied (Nx4096 and 5120x5120)"
 
 
 @pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.26.0"])

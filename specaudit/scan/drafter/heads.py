@@ -277,7 +277,9 @@ def check_head_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     defaults = _defaults(ctx, *config_class)
     if defaults is None:
         return None
-    width = _config(ctx, defaults).get(key)
+    config = _config(ctx, defaults)
+    width = config.get(key)
+    out = config.get("inner_dim") or width if key == "emb_dim" else width  # the first linear's outputs (proj.0)
     hidden = ctx.target_text.get("hidden_size")
     if not isinstance(width, int) or not isinstance(hidden, int):
         return None
@@ -286,8 +288,7 @@ def check_head_input_width(rule: Rule, ctx: DraftContext) -> Finding | None:
     if width != hidden:
         return draft_finding(rule, ctx, Status.BLOCKS, f"the drafter takes states of width {width}, the target hands "
                              f"it its last hidden state of {hidden}: the first draft step fails", evidence,
-                             error=f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (Nx{hidden} and "
-                                   f"{width}x{width if key == 'hidden_size' else '...'})")
+                             error=f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (Nx{hidden} and {width}x{out})")
     return draft_finding(rule, ctx, Status.PASSES, f"{key} {width} equals the target's hidden size", evidence)
 
 
