@@ -64,9 +64,13 @@ class EngineMethods:
     aliases: tuple[Alias, ...]
     draft_config: DraftRewrite | None  # how the engine builds the draft's config from a checkpoint's
     fields: tuple[str, ...]  # "module:Class" whose declared fields the launch's speculative config sets
+    classes: dict[str, tuple[str, ...]]  # an object fact -> "module:Class" candidates: the release's class it is
     stage: str  # where in a launch the method is resolved and checked, for the report
     error: str  # what the engine raises for a method it does not have
     source: str
+    # "module:Class.method" of the release's API through which a plugin loaded at launch registers a method of its own
+    # (SGLang's SpeculativeAlgorithm.register): where the release has it, a method not in its list may be a plugin's.
+    plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
         unknown = sorted(v for v in set(bindings.values()) - set(LAUNCH_FACTS) if not v.startswith(INSTALLED))
         if unknown:
             raise ValueError(f"bindings to {unknown}, which are not launch facts ({', '.join(LAUNCH_FACTS)})")
+        untyped = sorted(set(data.get("classes") or {}) - set(LAUNCH_FACTS))
+        if untyped:
+            raise ValueError(f"classes of {untyped}, which are not launch facts")
         return EngineMethods(
             engine=engine,
             listed_in=tuple(data["listed_in"]),
@@ -104,9 +111,11 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
                                       dict(data["draft_config"].get("fields") or {}))
             if data.get("draft_config") else None,
             fields=tuple(_list(data["fields"])) if data.get("fields") else (),
+            classes={str(k): tuple(_list(v)) for k, v in (data.get("classes") or {}).items()},
             stage=str(data["stage"]),
             error=" ".join(str(data["error"]).split()),
             source=str(path),
+            plugins=tuple(_list(data["plugins"])) if data.get("plugins") else (),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed methods file ({type(exc).__name__}: {exc})") from None

@@ -38,6 +38,7 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()  # a value the launch does not fix
+CLASS = "__class__"  # the key of an object's class ("module:Class") in the dict that stands for it
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that resolves a method
 MAX_CALLS = 3  # how deep the release's own functions are followed
 
@@ -66,6 +67,12 @@ class Scope(Protocol):
     def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
         """A function of the release by the name this module calls it (``f``, ``Class.static``, ``self.method`` of
         the class played out; "module:name" for another module's), and the scope of its module."""
+
+    def instance(self, name: str, named: dict[str, Any]) -> Any:
+        """An object of the release's class of that name built with these keyword arguments (``ParallelConfig(
+        tensor_parallel_size=4)``): a dict of its declared fields, as given, else their constant defaults (none for a
+        field its own methods assign), and ``CLASS``: "module:Class", whose methods are followed on it. UNKNOWN where
+        the name is not a class of the release."""
 
 
 @dataclass
@@ -115,6 +122,9 @@ class LiteralScope:
     def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
         return None
 
+    def instance(self, name: str, named: dict[str, Any]) -> Any:
+        return UNKNOWN
+
 
 @dataclass(frozen=True)
 class Step:
@@ -139,6 +149,8 @@ class Outcome:
     error: str | None = None  # what it raises: the raise's own text, or the error the arithmetic meets
     env: dict[str, Any] = field(default_factory=dict, compare=False)  # what the way leaves assigned
     warnings: tuple[str, ...] = ()  # "N: message" of each warning the engine logs on the way
+    # (file, line, code) of the raise itself, where it is in a function this one calls (the function's own: raises)
+    site: tuple[str, int, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -149,11 +161,13 @@ class _Imported:
 
 
 class _Raised(Exception):
-    """An expression that fails on the launch's values (a modulo by zero, an index past the end)."""
+    """An expression that fails on the launch's values (a modulo by zero, an index past the end), or a call of a
+    function that raises on them (``site``: where)."""
 
-    def __init__(self, error: str):
+    def __init__(self, error: str, site: tuple[str, int, str] | None = None):
         super().__init__(error)
         self.error = error
+        self.site = site
 
 
 @dataclass
@@ -168,8 +182,9 @@ class _Way:
         # Deep: the objects a way rewrites (a config) are its own from here on.
         return _Way(copy.deepcopy(self.env), self.conditions + (condition,), self.steps, self.warnings)
 
-    def end(self, method: Any, raises: str | None = None, error: str | None = None) -> None:
-        self.done = Outcome(method, self.steps, raises, error, self.env, self.warnings)
+    def end(self, method: Any, raises: str | None = None, error: str | None = None,
+            site: tuple[str, int, str] | None = None) -> None:
+        self.done = Outcome(method, self.steps, raises, error, self.env, self.warnings, site)
 
 
 @dataclass
@@ -242,7 +257,8 @@ class Interpreter:
         try:
             return self._statement(stmt, way)
         except _Raised as raised:  # the engine's own code fails here on the launch's values
-            way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error)
+            way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error,
+                    raised.site)
             return [way]
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
@@ -550,6 +566,8 @@ class Interpreter:
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
             owner = self.evaluate(node.func.value, env)
+            if isinstance(owner, dict) and isinstance(owner.get(CLASS), str):  # an object of a class of the release
+                return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
             if isinstance(owner, str) and method in ("lower", "upper") and not args:
                 return getattr(owner, method)()
             if isinstance(owner, dict) and method == "get" and 1 <= len(args) <= 2:
@@ -592,22 +610,28 @@ class Interpreter:
             return self._follow(func, node, env)
         return UNKNOWN
 
-    def _follow(self, func: str, node: ast.Call, env: dict[str, Any]) -> Any:
+    def _follow(self, func: str, node: ast.Call, env: dict[str, Any], this: dict[str, Any] | None = None) -> Any:
         """A call of the release's own function, played out on the values of its arguments: what it returns. The
-        objects passed are rewritten as it rewrites them, where it takes one way."""
+        objects passed are rewritten as it rewrites them, where it takes one way. ``this``: the object whose method
+        ``func`` ("module:Class.method") is, played out with ``self`` the object itself; a class called by keywords
+        builds an object of it."""
         head, _, rest = func.partition(".")
         imported = env.get(head)
         if isinstance(imported, _Imported):  # imported in the function itself
             func = ".".join(filter(None, (imported.name, rest)))
-        found = self.scope.function(func) if self.depth < MAX_CALLS else None
-        if found is None or any(isinstance(a, ast.Starred) for a in node.args):
+        if self.depth >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in node.args):
             return UNKNOWN
+        found = self.scope.function(func)
+        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        if found is None:
+            whole = not node.args and all(k.arg for k in node.keywords)
+            return self.scope.instance(func, named) if whole and this is None else UNKNOWN
         function, scope = found
         passed = [self.evaluate(a, env) for a in node.args]
-        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
         # A method of the object played out (`self.use_dspark()`) reads its fields as they stand, and they stand as
-        # it leaves them.
-        fields = copy.deepcopy({k: v for k, v in env.items() if k.startswith("self.")}) \
+        # it leaves them; a method of an object of the release (`self.draft_model_config.verify_...()`) reads it.
+        fields = {"self": this} if this is not None else \
+            copy.deepcopy({k: v for k, v in env.items() if k == "self" or k.startswith("self.")}) \
             if func.startswith("self.") else None
         try:
             # What the launch binds of calls (`has_arctic_inference()`) holds in the callee too.
@@ -617,7 +641,9 @@ class Interpreter:
             return UNKNOWN
         running = [o for o in outcomes if o.raises is None]
         if not running:
-            raise _Raised(outcomes[0].error or "an exception")
+            first = outcomes[0]
+            line, _, code = (first.raises or "0: ").partition(": ")
+            raise _Raised(first.error or "an exception", first.site or (scope.where, int(line), code))
         if fields is not None:  # what a method of the object assigns to its fields, the caller reads back
             joined: dict[str, Any] = {}
             _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
@@ -688,6 +714,8 @@ def _join(target: dict[Any, Any], versions: list[Any]) -> None:
 
 
 def _truth(value: Any) -> bool:
+    if isinstance(value, dict) and CLASS in value:
+        return True  # an object of the release: true, whatever fields it has
     return bool(value)
 
 

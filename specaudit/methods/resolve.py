@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from ..launch.request import Launch
 from .catalog import INSTALLED, EngineMethods
-from .interpret import UNKNOWN, Coverage, Interpreter, Outcome, call, methods_named
+from .interpret import CLASS, UNKNOWN, Coverage, Interpreter, Outcome, call, methods_named
 
 
 class ReleaseCode(Protocol):
@@ -49,6 +49,7 @@ class Resolution:
     # Its own methods (`use_eagle()`, `uses_draft_model()`), played out on those fields: name -> value, UNKNOWN
     # where the release has none of that name or its ways disagree.
     methods: Callable[[str], Any] = field(default=lambda name: UNKNOWN, compare=False)
+    plugins: str = ""  # "file:line name" of the release's API by which a plugin registers a method, where it has one
 
     @property
     def in_release(self) -> bool | None:
@@ -84,20 +85,24 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
         "draft_hf_config": draft_config,
         # The engine's model config of the target, as an object: its fields the resolving code reads.
         "target_model_config": {"model": target.name, "model_weights": target.name, "hf_config": target.config,
-                                "hf_text_config": target.text_config, "architectures": target.architectures}
+                                "hf_text_config": target.text_config, "architectures": target.architectures,
+                                "model_arch_config": _arch_config(target.text_config)}
         if target else UNKNOWN,
         "target_model_type": target.model_type if target else UNKNOWN,
         "target_text_model_type": target.text_model_type if target else UNKNOWN,
         "target_architectures": target.architectures if target else UNKNOWN,
         # The draft's model config as an object, where the launch names a drafter whose config.json is here.
         "draft_model_config": {"model": model, "architectures": list(drafter.get("architectures") or []),
-                               "hf_config": drafter, "hf_text_config": _text_config(drafter)}
+                               "hf_config": drafter, "hf_text_config": _text_config(drafter),
+                               "model_arch_config": _arch_config(_text_config(drafter))}
         if drafter is not None and not own else UNKNOWN,
         # ModelConfig.get_vocab_size(): the text config's vocab_size
         "target_vocab_size": target.text_config.get("vocab_size", UNKNOWN) if target else UNKNOWN,
         "draft_vocab_size": _text_config(drafter).get("vocab_size", UNKNOWN) if drafter is not None else UNKNOWN,
-        # The target's parallel config: the sizes the launch command sets, 1 where it sets none.
-        "target_parallel_config": {name: _size(launch.options.get(flag, 1)) for name, flag in _PARALLEL.items()},
+        # The target's parallel config: what the launch command sets (sizes 1 where it sets none); the rest are
+        # the class's declared defaults where the methods file names its class (`classes`).
+        "target_parallel_config": {name: _size(launch.options.get(flag, 1)) for name, flag in _PARALLEL.items()}
+        | ({"enable_expert_parallel": True} if launch.options.get("enable-expert-parallel") else {}),
         # vLLM's custom proposer: `pkg.module.Class`, dotted identifiers and no path separator
         "model_is_class_path": isinstance(model, str) and "/" not in model and len(model.split(".")) >= 2
         and all(p.isidentifier() for p in model.split(".")),
@@ -107,6 +112,23 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
 # The parallel config's sizes, by the engine arguments that set them.
 _PARALLEL = {"tensor_parallel_size": "tensor-parallel-size", "pipeline_parallel_size": "pipeline-parallel-size",
              "data_parallel_size": "data-parallel-size"}
+
+
+def _arch_config(text: dict[str, Any]) -> dict[str, Any]:
+    """vLLM's ModelArchConfig of a checkpoint's text config, as its default convertor reads it."""
+    return {"total_num_attention_heads": text.get("num_attention_heads", UNKNOWN)}
+
+
+def _typed(facts: dict[str, Any], code: ReleaseCode, spec: EngineMethods) -> dict[str, Any]:
+    """The object facts of a class the methods file names (``classes``), as objects of the release's class: its
+    declared defaults under what the launch gives, and the class, whose methods the interpreter then follows."""
+    typed = dict(facts)
+    for fact, candidates in spec.classes.items():
+        found = next((c for c in (_class(code, name) for name in candidates) if c is not None), None)
+        if isinstance(facts.get(fact), dict) and found is not None:
+            cls, _, relpath = found
+            typed[fact] = {**declared_fields(cls), **facts[fact], CLASS: f"{_module_of(relpath)}:{cls.name}"}
+    return typed
 
 
 def _installed(code: ReleaseCode, fact: str) -> Any:
@@ -134,7 +156,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     requested = launch.method.lower() if launch.method else None
     spell = str.upper if spec.case == "upper" else str.lower
     draft, rewrite_stop = draft_config_of(launch, code, spec)
-    facts = launch_facts(launch, draft)
+    facts = _typed(launch_facts(launch, draft), code, spec)
     declared, refused = speculative_fields(launch, code, spec)
     bindings = declared | {expression: _installed(code, fact) if fact.startswith(INSTALLED) else facts[fact]
                            for expression, fact in spec.bindings.items()}
@@ -196,8 +218,10 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
                    and all(o.env.get(name, UNKNOWN) == value for o in chosen)}
         if chosen[0].raises:  # the engine refuses the launch while resolving its method: nothing after it runs
             line, _, statement = chosen[0].raises.partition(": ")
+            # at the raise itself, where it is in a function this one calls
+            where, at, statement = chosen[0].site or (relpath, int(line), statement)
             method = current.lower() if isinstance(current, str) else None
-            return resolution(method, "", (relpath, int(line), statement, chosen[0].error or statement))
+            return resolution(method, "", (where, at, statement, chosen[0].error or statement))
     for alias in spec.aliases:
         names = _declared_at(code, alias.names)
         if names and isinstance(current, str) and current in names:
@@ -316,6 +340,28 @@ def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given
     return None
 
 
+def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
+    """The constant defaults a class declares for its fields (``enable_hc_sp: bool = False``, ``Field(default=1)``),
+    but for the fields its own methods assign (``__post_init__`` derives them: not the declared value)."""
+    assigned = {t.attr for f in cls.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+                if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    fields = {}
+    for stmt in cls.body:
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None \
+                and stmt.target.id not in assigned:
+            default, _ = _declared_default(stmt.value)
+            if default is not UNKNOWN:
+                fields[stmt.target.id] = default
+    return fields
+
+
+def _module_of(relpath: str) -> str:
+    """``vllm/config/parallel.py`` -> ``vllm.config.parallel`` (a package's ``__init__.py``: the package)."""
+    return relpath.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
 def _dotted_text(node: ast.expr) -> str | None:
     return ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
 
@@ -409,10 +455,19 @@ def _resolution(requested: str | None, method: str | None, how: list[str], code:
             tree, relpath = code.module_tree(module_name) or (None, module_name)
             line = next((s.lineno for s in tree.body if name in _assigned(s)), 0) if tree else 0
             return Resolution(requested, method, tuple(how), _lower(names), f"{relpath}:{line} {name}", True, problem,
-                              spec.checked)
+                              spec.checked, plugins=_plugin_api(code, spec))
     aliases = {n for a in spec.aliases for n in (_declared_at(code, a.names) or ())}
     return Resolution(requested, method, tuple(how), _lower(named | aliases), ", ".join(functions), False, problem,
-                      spec.checked)
+                      spec.checked, plugins=_plugin_api(code, spec))
+
+
+def _plugin_api(code: ReleaseCode, spec: EngineMethods) -> str:
+    """Where the release lets a plugin register a method (``plugins`` of the methods file), if it does."""
+    found = _function(code, spec.plugins) if spec.plugins else None
+    if found is None:
+        return ""
+    function, _, relpath = found
+    return f"{relpath}:{function.lineno} {function.name}"
 
 
 def _assigned(stmt: ast.stmt) -> set[str]:
@@ -489,9 +544,22 @@ class ModuleScope:
                 return stmt, self
             if isinstance(stmt, ast.ClassDef) and stmt.name == head and member and "." not in member:
                 method = next((n for n in stmt.body if isinstance(n, ast.FunctionDef) and n.name == member), None)
-                return (method, self) if method is not None else None
+                # its scope is its class's: `self.other()` in it is a method of the same class
+                return (method, ModuleScope(self.code, self.tree, self.where, self.seen, stmt)) \
+                    if method is not None else None
         imported = self._imported(head)
         return imported[0].function(".".join(filter(None, (imported[1], member)))) if imported else None
+
+    def instance(self, name: str, named: dict[str, Any]) -> Any:
+        module_name, _, name = name.rpartition(":")
+        if module_name:
+            other = self._module(module_name)
+            return other.instance(name, named) if other is not None else UNKNOWN
+        cls = next((n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+        if cls is None:
+            imported = self._imported(name) if "." not in name else None
+            return imported[0].instance(imported[1], named) if imported else UNKNOWN
+        return {**declared_fields(cls), **named, CLASS: f"{_module_of(self.where)}:{cls.name}"}
 
     def _imported(self, name: str) -> tuple[ModuleScope, str] | None:
         for stmt in self.tree.body:
