@@ -85,6 +85,7 @@ def _medusa_vocab_override(ctx: DraftContext) -> EngineFunction | None:
 
 
 def _v0_vocab_check(ctx: DraftContext) -> EngineFunction | None:
+    """The assert of the release's V0 speculative worker that the proposer's and the target's vocabularies are equal."""
     if ctx.judge is None:
         return None
     for fn in ctx.judge.engine_functions([V0_VOCAB_CHECK[0]], [V0_VOCAB_CHECK[1]]):
@@ -103,19 +104,35 @@ def _draft_tokens(ctx: DraftContext) -> int | None:
     return as_count(ctx.launch.speculative.get("num_speculative_tokens"))
 
 
+def _quantized(ctx: DraftContext) -> bool:
+    return bool(ctx.launch.speculative.get("quantization") or ctx.draft_config.get("quantization_config"))
+
+
+def _compared(ctx: DraftContext) -> str:
+    """What the passing weights check compared."""
+    return " (a quantized draft: its modules, not their shapes)" if _quantized(ctx) else ", in the shapes it builds"
+
+
 def _weights_problem(rule: Rule, ctx: DraftContext, expected: dict[str, tuple[int, ...]], tensors: dict[str, Any],
                      what: str, evidence: str, errors: dict[str, str]) -> Finding | None:
-    """The first tensor the draft builds that the checkpoint lacks or holds in another shape, as the loader fails."""
+    """The first tensor the draft builds that the checkpoint lacks or holds in another shape, as the loader fails.
+    A quantized draft's tensors are named and shaped by its quantization (``qweight``, scales): only whether each
+    module the draft builds has some tensor is read, and DefaultModelLoader checks what loaded "for non-quantized
+    models" only, so a module with none loads without a word."""
+    if ctx.draft.unread:
+        return None
+    if _quantized(ctx):
+        modules = dict.fromkeys(name.rpartition(".")[0] for name in expected)
+        empty = [m for m in modules if not any(t.startswith(m + ".") for t in tensors)]
+        if not empty:
+            return None
+        return draft_finding(rule, ctx, Status.DEGRADES, f"the checkpoint has no tensor of {', '.join(empty[:4])}"
+                             f"{' and more' if len(empty) > 4 else ''}, which the release builds for {what}; the draft "
+                             "is quantized, so the loader does not check what it loaded, and those heads draft from "
+                             "uninitialised weights (no error)", evidence)
     missing = [name for name in expected if name not in tensors]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        if ctx.draft.unread:
-            return None
-        quantized = ctx.launch.speculative.get("quantization") or ctx.draft_config.get("quantization_config")
-        if quantized:  # DefaultModelLoader checks what loaded only "for non-quantized models"
-            return draft_finding(rule, ctx, Status.DEGRADES, f"the checkpoint lacks tensors the release builds for "
-                                 f"{what}: {shown}; the draft is quantized, so the loader does not check what it "
-                                 "loaded, and those heads draft from uninitialised weights (no error)", evidence)
         return draft_finding(
             rule, ctx, Status.BLOCKS, f"the checkpoint lacks tensors the release builds for {what}: {shown}",
             evidence, error="ValueError: Following weights were not initialized from checkpoint: "
@@ -195,7 +212,7 @@ def check_medusa_heads(rule: Rule, ctx: DraftContext) -> Finding | None:
     unused = f"; the checkpoint's heads past {heads} are not loaded" if isinstance(declared, int) and declared > heads \
         else ""
     return draft_finding(rule, ctx, Status.PASSES, f"the checkpoint holds the {heads} head(s) the release builds for "
-                         f"this launch, in the shapes it builds{unused}", evidence)
+                         f"this launch{_compared(ctx)}{unused}", evidence)
 
 
 # -- MLPSpeculator ---------------------------------------------------------------------------------------------------
@@ -257,7 +274,7 @@ def check_mlp_speculator_stages(rule: Rule, ctx: DraftContext) -> Finding | None
     if unread is not None:
         return unread
     return draft_finding(rule, ctx, Status.PASSES, f"the checkpoint holds the {stages} stage(s) the release builds "
-                         "for this launch, in the shapes it builds", evidence)
+                         f"for this launch{_compared(ctx)}", evidence)
 
 
 # -- what both heads are fed and what they propose ------------------------------------------------------------------
