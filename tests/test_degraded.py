@@ -139,6 +139,26 @@ def test_a_short_draft_context_degrades_where_the_release_raises_it(tmp_path):
     assert older.verdict == Verdict.BLOCKED and "vllm-degrades-draft-context" not in degrading(older)
 
 
+# vLLM 0.33.0 vllm/config/speculative.py: _maybe_override_draft_max_position_embeddings returns early `if not
+# _rope_only_sizes_cache(draft_hf_config)`, which tests every rope parameters' `rope_type` (default "default") against
+# _CACHE_ONLY_ROPE_TYPES = {default, linear, llama3, ntk, proportional}: a yarn draft keeps its positions, and
+# VllmConfig._limit_max_model_len_to_draft lowers the served length on Model Runner V2 instead. 0.32.0 raises every
+# draft's (no such guard).
+@pytest.mark.parametrize("rope, raised", [
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}, True),
+    ({"rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048}}, False),
+    ({"rope_parameters": {"rope_type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}, False),
+])
+def test_a_short_draft_context_is_raised_only_for_the_rope_types_the_release_raises(tmp_path, rope, raised):
+    short = {**TOP, "max_position_embeddings": 2048, **rope}
+    finding = degrading(audit(analysis("vllm==0.33.0"), launch(tmp_path, short)))["vllm-degrades-draft-context"]
+    assert finding.status == Status.DEGRADES
+    assert ("drafts at positions it was never trained at" in finding.why) == raised
+    assert ("raises a draft's positions only for the rope types" in finding.why) != raised
+    older = degrading(audit(analysis("vllm==0.32.0"), launch(tmp_path, short)))["vllm-degrades-draft-context"]
+    assert "drafts at positions it was never trained at" in older.why  # unguarded: every rope type raised
+
+
 # -- one exit code, every format ---------------------------------------------------------------------------------
 
 

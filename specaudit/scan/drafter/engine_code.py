@@ -183,6 +183,57 @@ def positions_raised(judge: Judge) -> EngineFunction | None:
     return None
 
 
+def positions_guard(judge: Judge, raiser: EngineFunction) -> tuple[frozenset[str], str] | None:
+    """The rope types whose drafts the release's raising function raises, where it guards the raise on them (vLLM
+    0.33: ``if not _rope_only_sizes_cache(draft_hf_config): return``, the helper testing each rope parameters'
+    ``rope_type`` against the module's ``_CACHE_ONLY_ROPE_TYPES``): that set, and the rope type a config without one
+    has. None where the raise is unguarded (0.32: every draft is raised)."""
+    index = getattr(getattr(judge, "resolver", None), "index", None)
+    try:
+        tree = index.syntax(raiser.file) if index is not None else None
+    except (SyntaxProblem, OSError):
+        return None
+    if tree is None:
+        return None
+    helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    constants = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign)
+                 for t in stmt.targets if isinstance(t, ast.Name)}
+    for call in (n for n in ast.walk(raiser.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
+        helper = helpers.get(call.func.id)
+        for test in (n for n in ast.walk(helper) if isinstance(n, ast.Compare)) if helper else ():
+            if len(test.ops) != 1 or not isinstance(test.ops[0], ast.In) or not isinstance(test.comparators[0], ast.Name):
+                continue
+            names = _strings_of(constants.get(test.comparators[0].id))
+            read = test.left
+            if names and isinstance(read, ast.Call) and isinstance(read.func, ast.Attribute) and \
+                    read.func.attr == "get" and read.args and isinstance(read.args[0], ast.Constant):
+                default = read.args[1].value if len(read.args) > 1 and isinstance(read.args[1], ast.Constant) else None
+                return names, str(default)
+    return None
+
+
+def _strings_of(node: ast.expr | None) -> frozenset[str]:
+    """The strings of ``frozenset({...})``, a set, tuple or list literal of strings (else none)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set") \
+            and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, (ast.Set, ast.Tuple, ast.List)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return frozenset(e.value for e in node.elts)  # type: ignore[attr-defined]
+    return frozenset()
+
+
+def rope_types(config: dict, default: str) -> list[str]:
+    """The rope types of a checkpoint config as transformers gives the engine its ``rope_parameters`` (a nested dict
+    per layer type, or one dict; the legacy ``rope_scaling`` with ``type`` read as ``rope_type``): one per set of
+    parameters, ``default`` where a set names none; none where the config has no rope parameters."""
+    params = config.get("rope_parameters") or config.get("rope_scaling")
+    if not isinstance(params, dict) or not params:
+        return []
+    nested = [p for p in params.values() if isinstance(p, dict) and p]
+    return [str(p.get("rope_type", p.get("type", default))) for p in (nested or [params])]
+
+
 def matches_any(file: str, globs: list[str] | tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(file, g) for g in globs)
 
