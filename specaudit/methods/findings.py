@@ -19,6 +19,18 @@ def method_findings(resolution: Resolution, modeled: dict[str, Method], spec: En
     line = int(line_text) if resolution.listed and line_text.isdigit() else 0
     phase = Phase(spec.stage)
     listed = ", ".join(resolution.release_methods)
+    # A method of the engine's own (one specaudit models, built into another release) is not a plugin's.
+    if resolution.in_release is False and resolution.plugins and resolution.requested not in modeled:
+        return [Finding(
+            "method-not-modeled", f"Speculative method {resolution.requested!r} is not in the release's list: a "
+            "plugin's, if one registers it", phase, Status.UNKNOWN, file if line else resolution.listed_at, line,
+            name if line else "", None,
+            f"the release's list of methods ({resolution.listed_at}) names {listed}; not {resolution.requested!r}, "
+            f"which a plugin loaded at launch may register ({resolution.plugins}): the tree cannot show what plugins "
+            "the engine's environment installs, and specaudit models no plugin's path, gates or drafter checks, so no "
+            "verdict is given",
+            "Check that the plugin that registers this method is installed where the engine runs; specaudit judges "
+            "the engine's own methods only.")]
     if resolution.in_release is False:
         return [Finding(
             "method-not-in-release", f"Speculative method {resolution.requested!r} is not one this release has",

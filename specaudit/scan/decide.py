@@ -508,8 +508,16 @@ class Evaluator:
                 return True
             return Unknown(f"{text}: the MRO of {value.cls.name} is incomplete") if hierarchy.unknown else False
         if isinstance(value, Config) and isinstance(kind, ClassValue):
-            return True if kind.cls.name == value.class_name else Unknown(
-                f"{text}: whether the config class {value.class_name} is a {kind.cls.name}")
+            if kind.cls.name == value.class_name:
+                return True
+            # A config class of the engine declares the model type it loads (`model_type = "falcon_h1"`): a
+            # config.json of another model type is loaded as another class (transformers' own, or the engine's for
+            # that type), not this one (SGLang's mambaish_config tests a Qwen3 config against its hybrid classes).
+            declared, given = kind.cls.defaults.get("model_type"), value.values.get("model_type")
+            if value.class_name == "PretrainedConfig" and isinstance(declared, str) and isinstance(given, str) \
+                    and declared != given:
+                return False
+            return Unknown(f"{text}: whether the config class {value.class_name} is a {kind.cls.name}")
         if isinstance(kind, Builtin) and isinstance(value, (TargetModel, Config)):
             return kind.name == "object"  # an instance of the engine's classes, not a builtin type
         if isinstance(kind, Builtin) and not isinstance(value, (TargetModel, Config, ClassValue, Method, Function)):
@@ -578,7 +586,9 @@ class Evaluator:
         for value_node in node.values:
             value = self.eval(value_node, local, module)
             if isinstance(value, Raises):
-                return value
+                # Reached only where the operands before it do not decide: after an unknown one, not known either
+                # (`isinstance(config, BailingHybridConfig) and config.use_kda` on a config of another class).
+                return unknown or value
             truth = _truth(value)
             if isinstance(truth, Unknown):
                 unknown = unknown or truth

@@ -12,6 +12,7 @@ own examples.
 from __future__ import annotations
 
 import ast
+import operator
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -381,7 +382,9 @@ class ArgumentGate(Kind):
         resolved = [k for k in rule.params.get("resolved", ()) if values.get(k) is None]
         values = {k: v for k, v in values.items() if k not in resolved} if resolved else values
         outcome: Any = True
-        objects, constants = set(rule.params["objects"]), site.details.constants
+        objects, constants = set(rule.params["objects"]), dict(site.details.constants)
+        target = getattr(judge, "target", None)  # a fact may read the target's config.json (__config__)
+        constants[TARGET_CONFIG] = dict(getattr(target, "config", None) or {}) if target is not None else UNKNOWN
         facts = _facts(rule)
         for condition in site.details.conditions:
             value = evaluate_condition(condition, values, objects, constants, facts)
@@ -394,6 +397,11 @@ class ArgumentGate(Kind):
         if outcome is UNKNOWN:
             unknown = [c for c in site.details.conditions
                        if evaluate_condition(c, values, objects, constants, facts) is UNKNOWN]
+            unread = _target_facts(unknown, facts)
+            if unread:  # what the target's checkpoint holds, which the scan could not read: not the launch's
+                return self.finding(rule, site, Status.UNKNOWN,
+                                    f"depends on the target's checkpoint, which this scan could not read: "
+                                    f"{'; '.join(unread)}", error)
             return self.finding(rule, site, Status.UNDECIDED,
                                 f"depends on what the launch does not fix: {'; '.join(unknown)}", error)
         return self.finding(rule, site, Status.BLOCKS,
@@ -403,6 +411,27 @@ class ArgumentGate(Kind):
 
 UNKNOWN = object()  # a value specaudit cannot know before launch
 _STRING_TESTS = ("startswith", "endswith")
+# Names a fact may read beside the arguments: the target's config.json (a dict: `__config__.dspark_block_size` is
+# its key, None where it has none), and what of the target's checkpoint the scan does not read (always unknown: a
+# condition that turns on it is UNKNOWN, not undecided).
+TARGET_CONFIG = "__config__"
+TARGET_FILES = "__target_files__"
+_ARITHMETIC: dict[type[ast.operator], Any] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
+
+
+def _target_facts(conditions: list[str], facts: dict[str, ast.expr]) -> list[str]:
+    """The facts, among those these conditions read, that read the target's files the scan does not read."""
+    found = []
+    for condition in conditions:
+        try:
+            nodes = list(ast.walk(ast.parse(condition.strip(), mode="eval").body))
+        except SyntaxError:
+            continue
+        for node in nodes:
+            fact = facts.get(ast.unparse(node)) if isinstance(node, ast.expr) else None
+            if fact is not None and any(isinstance(n, ast.Name) and n.id == TARGET_FILES for n in ast.walk(fact)):
+                found.append(ast.unparse(node))
+    return list(dict.fromkeys(found))
 
 
 def _facts(rule: Rule) -> dict[str, ast.expr]:
@@ -435,6 +464,17 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
             return UNKNOWN if any(i is UNKNOWN for i in items) else items
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
             return values.get(node.attr, UNKNOWN)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TARGET_CONFIG:
+            config = constants.get(TARGET_CONFIG, UNKNOWN)
+            return config.get(node.attr) if isinstance(config, dict) else UNKNOWN
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            left, right = ev(node.left, facts), ev(node.right, facts)
+            if left is UNKNOWN or right is UNKNOWN:
+                return UNKNOWN
+            try:
+                return _ARITHMETIC[type(node.op)](left, right)
+            except TypeError:
+                return UNKNOWN
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             operand = ev(node.operand, facts)
             return UNKNOWN if operand is UNKNOWN else not operand
