@@ -60,14 +60,14 @@ VLLM_CELLS = [_cell("vllm", t, d) for t in GRID_TARGETS for d in DRAFTERS] + [
 ]
 
 
-def _method_cell(drafter: str, method: str, spec: dict, drafter_dir: str | None = None, **extra) -> dict:
-    """A vLLM 0.26.0 launch of the Llama target with a method other than EAGLE-3 (issues 24 and 26; rules/methods/
-    vllm/): its --speculative-config as written ("MODELS/" is the checkpoints' folder). scan: which install the
-    report scans it against ("release": vllm==0.26.0 fetched on its own; "device": the device's layout, for a gate
-    that reads what is installed beside vLLM)."""
-    return dict(engine="vllm", name=f"llama--{drafter}", target="llama", drafter=drafter, method=method,
-                target_dir="target-llama", drafter_dir=drafter_dir, eager=True, variant=None, spec=spec,
-                scan=extra.get("scan", "release"))
+def _method_cell(drafter: str, method: str, spec: dict, drafter_dir: str | None = None, target: str = "llama",
+                 scan: str = "release") -> dict:
+    """A vLLM 0.26.0 launch of a grid target (Llama unless told) with a method other than EAGLE-3 (issues 24 and 26;
+    rules/methods/vllm/): its --speculative-config as written ("MODELS/" is the checkpoints' folder). scan: which
+    install the report scans it against ("release": vllm==0.26.0 fetched on its own; "device": the device's layout,
+    for a gate that reads what is installed beside vLLM)."""
+    return dict(engine="vllm", name=f"{target}--{drafter}", target=target, drafter=drafter, method=method,
+                target_dir=f"target-{target}", drafter_dir=drafter_dir, eager=True, variant=None, spec=spec, scan=scan)
 
 
 # The methods specaudit models beside EAGLE-3 and MTP (round 4): one launch each that the engine serves or refuses.
@@ -94,6 +94,50 @@ METHOD_CELLS = [
         "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 4, 6]}}}),
     _method_cell("extract_hidden_states-no-ids", "extract_hidden_states",
                  {"method": "extract_hidden_states", "num_speculative_tokens": 1}),
+] + [
+    # Round 5 (grid_models.py builds the drafters): DFlash, DSpark, Medusa, MLPSpeculator, a custom proposer class.
+    # DFlash on the 4-layer Qwen3 target, V2 runner (a dense target, a method V2 runs: VllmConfig.use_v2_model_runner).
+    # Serves: 2 draft layers on target layers [1, 3] (V2 eagle3_utils.get_eagle3_aux_layers_from_config adds one:
+    # hidden states 2 and 4), fc 2 x hidden, mask token in dflash_config (V2 spec_decode/utils.py
+    # get_parallel_drafting_token_id)
+    _method_cell(drafter, "dflash", {"method": "dflash", "model": f"MODELS/{folder}", "num_speculative_tokens": 3},
+                 folder, target="qwen3") for drafter, folder in (
+        ("dflash", "drafter-dflash"),
+        # crashes at load: fc of 3 x hidden for the 2 x hidden DFlashQwen3Model.__init__ builds from
+        # len(dflash_config.target_layer_ids); ReplicatedLinear.weight_loader's assert (layers/linear.py)
+        ("dflash-fc3x", "drafter-dflash-fc3x"),
+        # crashes in the profile run (gpu_worker.determine_available_memory -> profile_run -> DFlashSpeculator.propose,
+        # dummy_run): target_layer_ids [1, 20], layer 21 is beyond the target's 4, one hidden state of width 256
+        # reaches DFlashQwen3ForCausalLM.combine_hidden_states, which raises "DFlash drafter expects 512
+        # concatenated aux hidden features but received 256"
+        ("dflash-layer-beyond", "drafter-dflash-layer-beyond"))
+] + [
+    # DSpark (Qwen3DSparkModel -> qwen3_dspark.Qwen3DSparkForCausalLM), on V2 only: VllmConfig.use_v2_model_runner
+    # forces V2 for method "dspark". Serves: dspark_block_size 3 = num_speculative_tokens
+    _method_cell("dspark", "dspark", {"method": "dspark", "model": "MODELS/drafter-dspark", "num_speculative_tokens": 3},
+                 "drafter-dspark", target="qwen3"),
+    # refused in SpeculativeConfig.__post_init__ (config/speculative.py): "DSpark requires num_speculative_tokens >=
+    # dspark_block_size (7); got 3"
+    _method_cell("dspark-block7", "dspark", {"method": "dspark", "model": "MODELS/drafter-dspark-block7",
+                                             "num_speculative_tokens": 3}, "drafter-dspark-block7", target="qwen3"),
+    # Medusa (MedusaModel -> medusa.Medusa) on the agreeing Llama target: serves on V1 (V2's
+    # _get_v2_model_runner_unsupported_features: "speculative method 'medusa'"; GPUModelRunner.__init__ builds
+    # MedusaProposer, v1/spec_decode/medusa.py), async scheduling off (VllmConfig: not an EAGLE-type method)
+    _method_cell("medusa", "medusa", {"method": "medusa", "model": "MODELS/drafter-medusa", "num_speculative_tokens": 3},
+                 "drafter-medusa"),
+    # MLPSpeculator: refused while SpeculativeConfig.__post_init__ builds the draft's ModelConfig: its registry entry
+    # is a comment in 0.26.0 (models/registry.py), so ModelConfig.__post_init__'s registry lookup ends in
+    # _ModelRegistry._raise_for_unsupported: "Model architectures ['MLPSpeculatorPreTrainedModel'] are not supported
+    # for now"
+    _method_cell("mlp_speculator", "mlp_speculator", {"model": "MODELS/drafter-mlp-speculator",
+                                                      "num_speculative_tokens": 3}, "drafter-mlp-speculator"),
+    # a dotted path as model: SpeculativeConfig._is_custom_proposer_path makes the method custom_class; V1 runner;
+    # crashes in GPUModelRunner.__init__: create_custom_proposer (v1/spec_decode/custom_class_proposer.py) raises
+    # ImportError "Cannot import module 'no_such_pkg.proposers'". Scanned with the device's modules, as suffix: the
+    # import is judged against what is installed there
+    _method_cell("custom_class", "custom_class", {"model": "no_such_pkg.proposers.MyProposer",
+                                                  "num_speculative_tokens": 3}, scan="device"),
+    # (a draft model whose attention heads the TP does not divide needs TP > 1: not on one GPU)
 ]
 VLLM_CELLS += METHOD_CELLS
 
