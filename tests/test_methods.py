@@ -112,10 +112,9 @@ EAGLE3_RULES = {"vllm": "vllm-eagle3", "sglang": "sglang-eagle3"}
 
 
 # vLLM's eagle, draft_model, ngram, ngram_gpu, suffix and extract_hidden_states are modeled (tests/test_methods_vllm.py);
-# medusa, mlp_speculator and custom_class too (tests/test_methods_legacy.py).
+# medusa, mlp_speculator and custom_class too (tests/test_methods_legacy.py); dflash and dspark
+# (tests/test_methods_dflash.py).
 @pytest.mark.parametrize("release, speculative", [
-    ("vllm==0.33.0", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 3}),
-    ("vllm==0.33.0", {"method": "dspark", "num_speculative_tokens": 3}),
     ("vllm==0.33.0", {"model": "org/plain-draft", "num_speculative_tokens": 3}),
     # SGLang's built-in algorithms are modeled (tests/test_methods_sglang.py); one a plugin registers is not.
     ("sglang==0.5.23", {"method": "my_plugin_spec", "model": "org/plugin-draft"}),
@@ -155,12 +154,16 @@ def test_eagle3_launches_keep_their_verdict_and_name_their_method():
 
 def test_the_registry_gate_holds_for_every_method():
     # rules/vllm/registry-lookup.yaml names "*": an unregistered target blocks a launch of a method specaudit does not
-    # model (DSpark) as it blocks any.
+    # model (DSpark, with its method file left out here) as it blocks any.
+    from dataclasses import replace
+
     from specaudit.launch.target import Target
 
     target = Target("mystery", "test", {"architectures": ["MysteryForCausalLM"], "model_type": "mystery"})
-    result = audit(analysis("vllm==0.33.0"), Launch(target, method="dspark", speculative={"method": "dspark",
-                                                                                         "num_speculative_tokens": 3}))
+    a = analysis("vllm==0.33.0")
+    without = replace(a, methods={name: m for name, m in a.methods.items() if name != "dspark"}, _paths={})
+    result = audit(without, Launch(target, method="dspark", speculative={"method": "dspark",
+                                                                        "num_speculative_tokens": 3}))
     assert result.verdict == Verdict.BLOCKED
     assert [f.rule_id for f in result.blocking] == ["vllm-architecture-registered"]
     assert any(f.rule_id == "method-not-modeled" and f.status == Status.UNKNOWN for f in result.findings)

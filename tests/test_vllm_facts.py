@@ -96,10 +96,11 @@ def test_033_kimi_k25_ready():
     assert image.file == "vllm/v1/spec_decode/llm_base_proposer.py" and "media_placeholder_token_id" in image.why
 
 
-# A draft model, an EAGLE-1 head, a Medusa head and an MLPSpeculator are built through the same registry as the
-# target: their rules find its raise.
+# A draft model, an EAGLE-1 head, a Medusa head, an MLPSpeculator and a DFlash head are built through the same
+# registry as the target: their rules find its raise.
 REGISTRIES = {REGISTRY, "vllm-draft-architecture-registered", "vllm-eagle-draft-architecture-registered",
-              "vllm-medusa-draft-architecture-registered", "vllm-mlp-speculator-draft-architecture-registered"}
+              "vllm-medusa-draft-architecture-registered", "vllm-mlp-speculator-draft-architecture-registered",
+              "vllm-dflash-draft-architecture-registered"}
 
 
 @pytest.mark.parametrize("version,gates", [

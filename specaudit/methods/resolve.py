@@ -205,6 +205,8 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         how += [f"{relpath}:{step}" for outcome in chosen[:1] for step in outcome.steps]
         warnings += [f"{relpath}:{w}" for w in chosen[0].warnings if all(w in o.warnings for o in chosen)]
         current = chosen[0].method
+        if resolver.variable.startswith("self.") and resolver.variable.count(".") == 1 and isinstance(current, str):
+            left[resolver.variable.removeprefix("self.")] = current  # the method field as resolved (inferred ones too)
         started = {**bindings, **carried}
         for name, value in chosen[0].env.items():  # what this function assigned to the object's fields
             if name.startswith("self.") and name.count(".") == 1 and name != resolver.variable \

@@ -47,6 +47,7 @@ from .resolve import Conformance, Protocol, Resolver
 from .ruleset import load_rules
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
+from .runner import refusal as refuse_runner
 from .trace import Obligation, TracedPath, load_path_spec, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
@@ -304,6 +305,27 @@ class Analysis:
 
 def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
     """The model runner the launch takes, as the release's own choice decides it (runner.py), over the launch."""
+    return decide_runner(choice, Source(_TreeCode(a.index).module_tree), _runner_facts(a, launch, method))
+
+
+def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: str, runner: str) -> Finding | None:
+    """Where the runner the launch takes refuses it (the release's own check of that runner, runner.py ``refusal``):
+    a gate of the launch's configuration, met before anything loads."""
+    found = refuse_runner(choice, Source(_TreeCode(a.index).module_tree), _runner_facts(a, launch, method), runner)
+    if found is None:
+        return None
+    status = Status.BLOCKS if found.certain else Status.UNDECIDED
+    why = (f"the launch takes Model Runner {runner.upper()}, and {found.check} refuses it: "
+           f"{found.reason or 'every way through it raises'}" if found.certain else
+           f"the launch takes Model Runner {runner.upper()}, and {found.check} refuses it on some ways, depending on "
+           f"what is not known before launch ({found.reason})")
+    return Finding("model-runner-refuses", f"Model Runner {runner.upper()} refuses the launch", Phase.SPECULATIVE_CONFIG,
+                   status, found.file, found.line, found.code, found.error, why,
+                   "Launch with what this runner supports, or on a platform and configuration that take the other "
+                   "runner (the scan's runner line says why this one is taken).")
+
+
+def _runner_facts(a: Analysis, launch: Launch, method: str) -> LaunchFacts:
     judge = a.judge(launch)
     target = launch.target
     assert target is not None
@@ -316,11 +338,10 @@ def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: s
         known = isinstance(value, (bool, int, float, str, type(None), list, tuple, dict))
         return (True, value) if known else (False, str(getattr(value, "what", value)))
 
-    facts = LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative),
-                        config=target.config, text_config=target.text_config,
-                        draft_config=launch.drafter.config if launch.drafter else {}, platform=a.platform,
-                        target=read_target)
-    return decide_runner(choice, Source(_TreeCode(a.index).module_tree), facts)
+    return LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative),
+                       config=target.config, text_config=target.text_config,
+                       draft_config=launch.drafter.config if launch.drafter else {}, platform=a.platform,
+                       target=read_target)
 
 
 def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str, bytes] | None = None,
@@ -395,6 +416,11 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
                 findings += [replace(finding, step=step, phase=Phase(phase) if phase else finding.phase)] \
                     if finding else []
         findings = _merge_repeats(findings, a.rules)
+        spec = load_path_spec(a.tree.engine.name)
+        if path is not None and spec.runner is not None and path.runner in (spec.runner.when_true,
+                                                                              spec.runner.when_false):
+            refused_runner = runner_refusal(a, spec.runner, launch, method, path.runner)
+            findings += [refused_runner] if refused_runner is not None else []
         decisions = []
         if path is not None and resolution is not None:
             options = launch.options if launch.engine == a.tree.engine.name else {}

@@ -44,6 +44,9 @@ class RunnerChoice:
     platforms: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # platform -> names it fixes
     ignored_calls: tuple[str, ...] = ("logger",)  # receivers whose calls are statements without effect
     decided: tuple[str, str] | None = None  # the runner and why, for one launch (set by ``for_launch``)
+    # runner -> the method of the decision's class that checks the launch against that runner once it is taken
+    # (vLLM's VllmConfig._validate_v1_model_runner): a raise on every way through it refuses the launch
+    validate: tuple[tuple[str, str], ...] = ()
 
 
 def runner_choice(data: dict[str, Any] | None) -> RunnerChoice | None:
@@ -59,6 +62,7 @@ def runner_choice(data: dict[str, Any] | None) -> RunnerChoice | None:
         platforms=tuple((str(p), tuple((str(k), v) for k, v in (names or {}).items()))
                         for p, names in (data.get("platforms") or {}).items()),
         ignored_calls=tuple(str(c) for c in data.get("ignored_calls") or ("logger",)),
+        validate=tuple((str(k), str(v)) for k, v in (data.get("validate") or {}).items()),
     )
 
 
@@ -109,9 +113,10 @@ class Ref:
 
 
 class _Raised(Exception):
-    def __init__(self, message: str, line: int):
+    def __init__(self, message: str, line: int, rendered: str = ""):
         super().__init__(message)
         self.message, self.line = message, line
+        self.rendered = rendered or message  # the error as the engine prints it, where its values are known
 
 
 class _Returned(Exception):
@@ -224,7 +229,8 @@ class _Interpreter:
                 yield env2, said, logged, _Returned(value, stmt.lineno)
         elif isinstance(stmt, ast.Raise):
             message = ast.unparse(stmt.exc) if stmt.exc else "raise"
-            yield env, trail + [f"raises at {line}: {message}"], logged, _Raised(message, stmt.lineno)
+            yield env, trail + [f"raises at {line}: {message}"], logged, _Raised(message, stmt.lineno,
+                                                                                   self._error(stmt.exc, env))
         elif isinstance(stmt, ast.If):
             for env2, test in self._values(stmt.test, env):
                 if isinstance(test, Unknown):
@@ -274,6 +280,14 @@ class _Interpreter:
             return
         for env2, _ in self._values(call, env):
             yield env2, trail, logged, None
+
+    def _error(self, exc: ast.expr | None, env: dict) -> str:
+        """What a raise prints: ``Name: message``, the message's f-string filled where its values are known."""
+        if not isinstance(exc, ast.Call) or not exc.args:
+            return ast.unparse(exc) if exc is not None else "raise"
+        name = dotted_name(exc.func) or ast.unparse(exc.func)
+        text = self._one(exc.args[0], env)
+        return f"{name}: {text}" if isinstance(text, str) else f"{name}: {ast.unparse(exc.args[0])}"
 
     def _message(self, call: ast.Call, env: dict) -> str:
         """What a logger call prints: its format with %s filled where the values are known."""
@@ -394,7 +408,7 @@ class _Interpreter:
                     return self._lookup(path)
                 return self._one(node.args[2], env, given) if len(node.args) > 2 else Unknown(path)
             return base if isinstance(base, Unknown) else Unknown(text)
-        if name in ("any", "all") and node.args and isinstance(node.args[0], ast.GeneratorExp):
+        if name in ("any", "all", "sum") and node.args and isinstance(node.args[0], ast.GeneratorExp):
             return self._generator(name, node.args[0], env, given)
         if name in ("frozenset", "set", "list", "tuple", "bool", "len") and len(node.args) == 1:
             value = self._one(node.args[0], env, given)
@@ -411,6 +425,11 @@ class _Interpreter:
                 items = self._one(node.args[0], env, given)
                 if isinstance(items, (list, tuple)) and not any(isinstance(i, Unknown) for i in items):
                     return base.join(str(i) for i in items)
+            if isinstance(base, (set, frozenset)) and func.attr in ("intersection", "union", "issubset") \
+                    and len(node.args) == 1:  # `{...}.intersection(draft_config.architectures or [])`
+                other = self._one(node.args[0], env, given)
+                if isinstance(other, (list, tuple, set, frozenset)) and not any(isinstance(i, Unknown) for i in other):
+                    return getattr(base, func.attr)(other)
             if isinstance(base, Unknown):
                 return base
         return self._lookup(text)
@@ -428,6 +447,8 @@ class _Interpreter:
             inner[comp.target.id] = item  # type: ignore[attr-defined]
             values.append(self._one(gen.elt, inner, given))
         unknown = next((v for v in values if isinstance(v, Unknown)), None)
+        if name == "sum":
+            return unknown or sum(values)
         result = any(v for v in values if not isinstance(v, Unknown)) if name == "any" else \
             all(v for v in values if not isinstance(v, Unknown))
         if unknown and ((name == "any" and not result) or (name == "all" and result)):
@@ -549,6 +570,44 @@ def decide(choice: RunnerChoice, source: Source, facts: LaunchFacts) -> RunnerDe
             + "; ".join(unknown or [f"reads {', '.join(sorted(set(interpreter.unknown)))}"]) + ")" + note
             + ": both runners' paths are traced")
     return RunnerDecision(BOTH, text, tuple(unknown or sorted(set(interpreter.unknown))))
+
+
+@dataclass(frozen=True)
+class RunnerRefusal:
+    """Where the runner a launch takes refuses it: the release's own check of the launch against that runner."""
+
+    file: str
+    line: int
+    code: str  # the raise statement
+    error: str  # what it prints, its values filled where known
+    check: str  # Class.method that raises, with its line
+    certain: bool  # every way through the check raises (else: some way does, on what is not known)
+    reason: str  # the conditions that led there
+
+
+def refusal(choice: RunnerChoice, source: Source, facts: LaunchFacts, runner: str) -> RunnerRefusal | None:
+    """The release's check of the launch against the runner it takes (``validate``), run over the launch as the
+    decision is: a raise where every way through it raises (``certain``), or where some way does; None otherwise."""
+    name = dict(choice.validate).get(runner)
+    interpreter = _Interpreter(choice, source, facts)
+    if not name or name not in interpreter.methods:
+        return None
+    ways = interpreter._call(name, [], [])
+    raised = [(trail, outcome) for trail, _, outcome in ways if isinstance(outcome, _Raised)]
+    if not raised:
+        return None
+    # The way that took no condition it could not know as holding says what the launch itself meets.
+    trail, outcome = min(raised, key=lambda r: sum("taken True" in step for step in r[0]))
+    method = interpreter.methods[name]
+    statement = next((n for n in ast.walk(method) if isinstance(n, ast.Raise) and n.lineno == outcome.line), None)
+    direct = {n.func.attr for n in ast.walk(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+              and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
+    called = [f"{called}(): " + "; ".join(_decisive(w[0])) for called, w in interpreter.nested.items()
+              if w and called in direct]
+    reason = "; ".join(_decisive(trail)[:-1] + called)  # the raise itself is the finding's code
+    return RunnerRefusal(interpreter.file, outcome.line, ast.unparse(statement) if statement else outcome.message,
+                         outcome.rendered, f"{choice.decision.split(':')[1].split('.')[0]}.{name} "
+                         f"({interpreter.file}:{method.lineno})", len(raised) == len(ways), reason)
 
 
 def _decisive(trail: list[str]) -> list[str]:
