@@ -220,7 +220,8 @@ def test_a_draft_tp_the_release_does_not_use_degrades(tmp_path, release, platfor
 def test_a_draft_tp_is_passed_where_the_build_reads_the_draft_parallel_config(tmp_path):
     # The draft_model method's proposer (draft_model.py, 0.32.0): its _create_draft_vllm_config reads
     # spec.draft_parallel_config; the chain from _get_model is followed through self calls.
-    from specaudit.scan.drafter.engine_code import followed as _followed, reads_name as _reads_name
+    from specaudit.scan.drafter.engine_code import followed as _followed
+    from specaudit.scan.drafter.engine_code import reads_name as _reads_name
 
     judge = analysis("vllm==0.32.0", "cpu").judge(launch(tmp_path, TOP))
     (get_model,) = [f for f in judge.engine_functions(["_get_model"], ["vllm/v1/spec_decode/draft_model.py"])

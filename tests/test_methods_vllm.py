@@ -115,6 +115,22 @@ def test_the_speculative_config_s_fields_are_read_on_the_path_as_the_engine_leav
     assert not [f for f in result.findings if f.file == "vllm/config/speculative.py" and f.status == Status.UNDECIDED]
 
 
+# vLLM 0.20.0 and 0.33.0 vllm/config/utils.py: `@config` makes SpeculativeConfig a pydantic dataclass with
+# `ConfigDict(extra="forbid")`: a key it does not declare is refused before any of its code runs ("Extra inputs are
+# not permitted"). 0.26.0 declares no dspark_draft_topk (0.33.0 does). 0.8.4's is a plain @dataclass (vllm/config.py).
+@pytest.mark.parametrize("release, extra", [
+    ("vllm==0.20.0", "num_speculative_token"),
+    ("vllm==0.33.0", "num_speculative_token"),
+    ("vllm==0.26.0", "dspark_draft_topk"),
+])
+def test_a_key_the_speculative_config_does_not_declare_is_refused_by_pydantic(release, extra):
+    result = audit(analysis(release, "cpu"), launch({"method": "ngram", "num_speculative_tokens": 3, extra: 4}))
+    assert result.verdict == Verdict.BLOCKED
+    first = result.blocking[0]
+    assert first.file == "vllm/config/speculative.py" and "class SpeculativeConfig" in first.code
+    assert f"{extra}: Extra inputs are not permitted" in first.error
+
+
 # -- draft_model -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])

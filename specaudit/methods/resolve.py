@@ -251,6 +251,12 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
     cls, scope, relpath = found
     given = launch.speculative
     bound: dict[str, Any] = {}
+    declared = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+    extra = [k for k in given if str(k).replace("-", "_") not in declared]  # vLLM 0.33 reads `-` as `_`
+    if extra and _forbids_extra(cls, scope):
+        return bound, (relpath, cls.lineno, f"class {cls.name}: extra fields forbidden",
+                       f"pydantic ValidationError: 1 validation error for {cls.name}: {extra[0]}: Extra inputs are "
+                       "not permitted")
     refused = _field_validators(cls, scope, relpath, given)
     if refused is not None:
         return bound, refused
@@ -277,6 +283,27 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
         elif default is not UNKNOWN and launch.speculative:
             bound[f"self.{name}"] = default  # a scan given no speculative config imagines one: nothing is fixed
     return bound, None
+
+
+def _forbids_extra(cls: ast.ClassDef, scope: ModuleScope) -> bool:
+    """Whether pydantic refuses a key the class does not declare: ``ConfigDict(extra="forbid")`` in its
+    ``model_config``, its decorator's ``config=``, or the body of the decorator it is made with (vLLM's ``@config``
+    merges it into every config class)."""
+    def forbids(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and _dotted_text(n.func) == "ConfigDict" and any(
+            k.arg == "extra" and isinstance(k.value, ast.Constant) and k.value.value == "forbid" for k in n.keywords)
+            for n in ast.walk(node))
+
+    if any(forbids(stmt) for stmt in cls.body if isinstance(stmt, (ast.Assign, ast.AnnAssign))):
+        return True
+    for decorator in cls.decorator_list:
+        if forbids(decorator):
+            return True
+        name = _dotted_text(decorator.func if isinstance(decorator, ast.Call) else decorator)
+        found = scope.function(name) if name else None
+        if found is not None and forbids(found[0]):
+            return True
+    return False
 
 
 def _method_value(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any], name: str) -> Any:
@@ -541,7 +568,7 @@ class ModuleScope:
             method = next((n for n in self.owner.body if isinstance(n, ast.FunctionDef) and n.name == member), None) \
                 if self.owner is not None and "." not in member else None
             return (method, self) if method is not None else None
-        for stmt in self.tree.body:
+        for stmt in reversed(self.tree.body):  # the last definition is the one the name is bound to (@overload)
             if isinstance(stmt, ast.FunctionDef) and stmt.name == head and not member:
                 return stmt, self
             if isinstance(stmt, ast.ClassDef) and stmt.name == head and member and "." not in member:

@@ -198,9 +198,9 @@ def positions_guard(judge: Judge, raiser: EngineFunction) -> tuple[frozenset[str
     helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     constants = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign)
                  for t in stmt.targets if isinstance(t, ast.Name)}
-    for call in (n for n in ast.walk(raiser.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)):
-        helper = helpers.get(call.func.id)
-        for test in (n for n in ast.walk(helper) if isinstance(n, ast.Compare)) if helper else ():
+    called = {n.func.id for n in ast.walk(raiser.node) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    for helper in (helpers[name] for name in sorted(called) if name in helpers):
+        for test in (n for n in ast.walk(helper) if isinstance(n, ast.Compare)):
             if len(test.ops) != 1 or not isinstance(test.ops[0], ast.In) or not isinstance(test.comparators[0], ast.Name):
                 continue
             names = _strings_of(constants.get(test.comparators[0].id))

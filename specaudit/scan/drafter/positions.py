@@ -46,16 +46,17 @@ def check_draft_context(rule: Rule, ctx: DraftContext) -> Finding | None:
         return engine_finding(rule, ctx, Status.PASSES, f"the drafter's {positions} positions cover the max model len "
                                f"{requested}", evidence, raised)
     guard = positions_guard(ctx.judge, raised)
-    kept = [t for t in rope_types(ctx.draft_config, guard[1]) if t not in guard[0]] if guard else []
+    raises_for, default = guard or (frozenset(), "default")
+    kept = [t for t in rope_types(ctx.draft_config, default) if t not in raises_for] if guard else []
     if kept:  # the release leaves this draft's positions as they are: the served length gives way instead
         return engine_finding(rule, ctx, Status.DEGRADES,
                               f"the drafter's context is {positions} positions and the launch serves {requested}: "
                               f"the release raises a draft's positions only for the rope types "
-                              f"{', '.join(sorted(guard[0]))}, and this drafter's is {', '.join(kept)} (its rotary "
+                              f"{', '.join(sorted(raises_for))}, and this drafter's is {', '.join(kept)} (its rotary "
                               f"frequencies depend on the length); so past position {positions} the launch does not "
                               "speculate as asked (vLLM 0.33: Model Runner V2 lowers the max model len to the draft's, "
                               "V1 stops drafting for longer sequences)",
-                              f"{evidence}, except for rope types outside {sorted(guard[0])}; drafter rope type "
+                              f"{evidence}, except for rope types outside {sorted(raises_for)}; drafter rope type "
                               f"{', '.join(kept)}", raised)
     return engine_finding(rule, ctx, Status.DEGRADES,
                            f"the drafter's context is {positions} positions and the launch serves {requested}: the "
