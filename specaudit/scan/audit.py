@@ -35,10 +35,10 @@ from ..results.scan import (
     ScanResult,
     TreeSummary,
 )
-from ..tree.locate import EngineTree, installed_beside
+from ..tree.locate import EngineTree
 from ..tree.provenance import provenance
 from .decide import Decision, Evaluator, decide, entry_findings, obligation_title, path_findings
-from .facts import ClassInfo, SyntaxProblem
+from .facts import ClassInfo, ReleaseModules, SyntaxProblem
 from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
 from .landscape import landscape as scan_landscape
@@ -305,13 +305,13 @@ class Analysis:
 
 def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
     """The model runner the launch takes, as the release's own choice decides it (runner.py), over the launch."""
-    return decide_runner(choice, Source(_TreeCode(a.index).module_tree), _runner_facts(a, launch, method))
+    return decide_runner(choice, Source(ReleaseModules(a.index).module_tree), _runner_facts(a, launch, method))
 
 
 def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: str, runner: str) -> Finding | None:
     """Where the runner the launch takes refuses it (the release's own check of that runner, runner.py ``refusal``):
     a gate of the launch's configuration, met before anything loads."""
-    found = refuse_runner(choice, Source(_TreeCode(a.index).module_tree), _runner_facts(a, launch, method), runner)
+    found = refuse_runner(choice, Source(ReleaseModules(a.index).module_tree), _runner_facts(a, launch, method), runner)
     if found is None:
         return None
     status = Status.BLOCKS if found.certain else Status.UNDECIDED
@@ -479,7 +479,7 @@ def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
 def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary, Resolution]:
     """The launch with the method the release resolves it to; the findings that stand for the whole launch when
     that method is not one to judge; what the report says of the method; and the resolution itself."""
-    resolution = resolve(launch, _TreeCode(a.index), a.engine_methods)
+    resolution = resolve(launch, ReleaseModules(a.index), a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)
     summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
                             resolution.release_methods, resolution.listed_at, _draft_text(resolution.draft_config,
@@ -533,27 +533,6 @@ def _draft_text(draft: dict | None, launch: Launch) -> str:
     n_predict = draft.get("n_predict")
     layers = f", {n_predict} MTP layer(s) (n_predict)" if isinstance(n_predict, int) else ""
     return f"{', '.join(map(str, draft.get('architectures') or []))} (model type {draft.get('model_type')}{layers})"
-
-
-class _TreeCode:
-    """The release's modules as the methods stage reads them (methods.resolve.ReleaseCode), from the index."""
-
-    def __init__(self, index: TreeIndex):
-        self.index = index
-
-    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
-        module = self.index.module(name)
-        if module is None:
-            return None
-        try:
-            tree = self.index.syntax(module.path)
-        except (SyntaxProblem, OSError):
-            return None
-        self.index.note_read(module.path)
-        return tree, module.path
-
-    def installed(self, module: str) -> bool | None:
-        return installed_beside(self.index.tree, module)
 
 
 def _path_summary(path: TracedPath | None, decided: dict[str, int]) -> PathSummary:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..tree.locate import installed_beside
+
 # The try statements: `try: ... except*` (TryStar, Python 3.11) has the same blocks as a plain try.
 if sys.version_info >= (3, 11):
     TRY_NODES: tuple[type[ast.Try] | type[ast.TryStar], ...] = (ast.Try, ast.TryStar)
@@ -410,3 +412,26 @@ def literal_value(node: ast.AST) -> Any:
             parts.append(term)
         return Merge("dict" if op is ast.BitOr else "list", tuple(parts))
     return _NOT_LITERAL
+
+
+class ReleaseModules:
+    """The release's modules as the methods stage's interpreter reads them (methods.resolve.ReleaseCode), from the
+    tree's index (``module(name)``, ``syntax(path)``, ``note_read``, ``tree``): parsed by name, each read noted, and
+    whether a module is installed beside the tree."""
+
+    def __init__(self, index: Any):
+        self.index = index
+
+    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
+        module = self.index.module(name)
+        if module is None:
+            return None
+        try:
+            tree = self.index.syntax(module.path)
+        except (SyntaxProblem, OSError):
+            return None
+        self.index.note_read(module.path)
+        return tree, module.path
+
+    def installed(self, module: str) -> bool | None:
+        return installed_beside(self.index.tree, module)

@@ -25,35 +25,16 @@ from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
 from ...methods.resolve import ModuleScope
-from ..facts import SyntaxProblem
+from ..facts import ReleaseModules
 from .context import DraftContext, check, engine_finding, site_of
 from .engine_code import class_method, module_functions
-
-
-class _ReleaseCode:
-    """The release's modules as the interpreter reads them (methods.resolve.ReleaseCode), from the judge's index."""
-
-    def __init__(self, index: Any):
-        self.index = index
-
-    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
-        module = self.index.module(name)
-        if module is None:
-            return None
-        try:
-            return self.index.syntax(module.path), module.path
-        except (SyntaxProblem, OSError):
-            return None
-
-    def installed(self, module: str) -> bool | None:
-        return None
 
 
 def _function(ctx: DraftContext, module: str, name: str) -> tuple[ast.FunctionDef, ModuleScope, str] | None:
     index = getattr(getattr(ctx.judge, "resolver", None), "index", None)
     if index is None:
         return None
-    code = _ReleaseCode(index)
+    code = ReleaseModules(index)
     found = code.module_tree(module)
     if found is None:
         return None
