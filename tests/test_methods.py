@@ -33,7 +33,8 @@ from specaudit.launch.target import load_preset
 from specaudit.methods.catalog import load_engine_methods, load_methods
 from specaudit.methods.interpret import Interpreter, LiteralScope
 from specaudit.methods.resolve import resolve
-from specaudit.scan.audit import _TreeCode, audit
+from specaudit.scan.audit import audit
+from specaudit.scan.facts import ReleaseModules
 
 from conftest import engine_analysis, engine_tree
 
@@ -52,7 +53,7 @@ def launch(speculative: dict, preset: str = "llama3", drafter_config: dict | Non
 
 def resolved(release: str, speculative: dict, **kwargs):
     a = analysis(release)
-    return resolve(launch(speculative, **kwargs), _TreeCode(a.index), a.engine_methods)
+    return resolve(launch(speculative, **kwargs), ReleaseModules(a.index), a.engine_methods)
 
 
 # -- resolution, as each release resolves it ---------------------------------------------------------------------

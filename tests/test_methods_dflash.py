@@ -37,8 +37,9 @@ from specaudit.core.types import Status, Verdict
 from specaudit.launch.checkpoint import Checkpoint, TensorInfo
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model, load_preset
-from specaudit.scan.audit import _TreeCode, audit
+from specaudit.scan.audit import audit
 from specaudit.scan.drafter.dflash import Obj, _Code, _Module, _NotKnown, _Play, _Raised
+from specaudit.scan.facts import ReleaseModules
 from specaudit.scan.runner import LaunchFacts, Source, refusal
 from specaudit.scan.trace import load_path_spec
 
@@ -409,12 +410,12 @@ def test_p_eagle_forced_onto_v2_is_refused_by_v2():
     facts = LaunchFacts("eagle3", speculative={"method": "eagle3", "parallel_drafting": True},
                         config=load_preset("llama3").config, text_config=load_preset("llama3").text_config,
                         env={"VLLM_USE_V2_MODEL_RUNNER": "1"})
-    found = refusal(choice, Source(_TreeCode(a.index).module_tree), facts, "v2")
+    found = refusal(choice, Source(ReleaseModules(a.index).module_tree), facts, "v2")
     assert found is not None and found.certain and found.file == "vllm/config/vllm.py"
     assert found.error == ("ValueError: Model Runner V2 does not yet support: parallel drafting for EAGLE speculative "
                            "decoding")
     sequential = replace(facts, speculative={"method": "eagle3"})
-    assert refusal(choice, Source(_TreeCode(a.index).module_tree), sequential, "v2") is None
+    assert refusal(choice, Source(ReleaseModules(a.index).module_tree), sequential, "v2") is None
 
 
 # -- P-EAGLE: EAGLE-3 under parallel_drafting ----------------------------------------------------------------------
