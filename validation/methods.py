@@ -1,6 +1,7 @@
-"""Launches of every method users run, on vLLM 0.33.0, 0.20.0 and SGLang 0.5.23, each held against the method seam's
-contract: a method specaudit does not model gets no verdict (UNKNOWN), a method the release lacks is BLOCKED by that
-alone, and no launch of another method is judged by EAGLE-3's checks. Writes validation/methods.md.
+"""Launches of every method users run, on vLLM 0.33.0, 0.26.0, 0.20.0, 0.8.4 and SGLang 0.5.23, 0.5.17, each held
+against the method seam's contract: a method specaudit does not model gets no verdict (UNKNOWN), a method the release
+lacks is BLOCKED by that alone, and no launch of another method is judged by EAGLE-3's checks. Writes
+validation/methods.md, each row with the engine's line and error that stop the launch.
 
     python validation/methods.py
 """
@@ -48,7 +49,17 @@ VLLM = [
     ("extract_hidden_states", {"method": "extract_hidden_states", "num_speculative_tokens": 1,
                                "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}},
      None),  # the target's aux-state interface decides
-    ("custom class", {"model": "my_pkg.proposers.MyProposer", "num_speculative_tokens": 3}, "UNKNOWN"),
+    ("custom class", {"model": "my_pkg.proposers.MyProposer", "num_speculative_tokens": 3}, "UNKNOWN|BLOCKED"),
+    ("custom class", {"model": "MyProposer", "method": "custom_class", "num_speculative_tokens": 3}, "BLOCKED"),
+    ("medusa", {"method": "medusa", "model": "/models/medusa-llama3-8b", "num_speculative_tokens": 4}, None),
+    ("medusa", {"method": "medusa", "model": "/models/medusa-llama3-8b", "num_speculative_tokens": 6}, "BLOCKED"),
+    ("mlp_speculator", {"model": "/models/llama3-8b-accelerator", "num_speculative_tokens": 3}, None),
+    ("mlp_speculator", {"model": "/models/llama3-8b-accelerator", "num_speculative_tokens": 4}, "BLOCKED"),
+    # the draft's 14 heads against the draft TP (ModelConfig.verify_with_parallel_config): 4 does not divide them
+    ("draft model", {"model": "/models/Qwen2.5-0.5B-Instruct", "num_speculative_tokens": 3}, None,
+     {"tensor-parallel-size": 4}),
+    ("draft model", {"model": "/models/Qwen2.5-0.5B-Instruct", "num_speculative_tokens": 3}, None,
+     {"tensor-parallel-size": 2}),
     ("eagle-3", {"method": "eagle3", "model": "org/EAGLE3-drafter", "num_speculative_tokens": 3}, None),
     ("eagle-3", {"model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}, None),
     ("eagle-3", {"method": "eagle3", "model": "org/drafter", "num_speculative_tokens": -3}, "BLOCKED"),
@@ -59,7 +70,9 @@ SGLANG = [
     ("standalone", {"method": "standalone", "model": "meta-llama/Llama-3.2-1B-Instruct"}, None),
     ("ngram", {"method": "ngram"}, "READY"),
     ("dflash", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16"}, "UNKNOWN"),
-    ("uno", {"method": "uno"}, "BLOCKED"),  # no --uno-lora-path
+    ("uno", {"method": "uno"}, "BLOCKED"),  # no --uno-lora-path (0.5.17 has no UNO: BLOCKED by its list)
+    ("dspark", {"method": "dspark", "model": "x/Qwen3-8B-DSpark"}, None),  # the target's vocabulary decides
+    ("dspark", {"method": "dspark", "model": "x/Qwen3-8B-DSpark"}, "BLOCKED", {"pp_size": 2}),
     ("eagle-3", {"method": "eagle3", "model": "org/EAGLE3-drafter"}, None),
 ]
 
@@ -92,9 +105,45 @@ DRAFTERS = {
         {"fc.weight": (4096, 12288), "lm_head.weight": (128256, 4096), "midlayer.self_attn.q_proj.weight": (4096, 8192)}),
 }
 DRAFTERS["lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"] = DRAFTERS["yuhuili/EAGLE-LLaMA3-Instruct-8B"]
+# A DSpark draft for Qwen3-8B with its own mask token id (tests/test_methods_sglang.py: SGLang's dspark_config.py).
+DRAFTERS["x/Qwen3-8B-DSpark"] = _checkpoint(
+    "x/Qwen3-8B-DSpark", {"architectures": ["DSparkDraftModel"], "model_type": "qwen3", "hidden_size": 4096,
+                          "num_hidden_layers": 2, "vocab_size": 151936, "block_size": 7, "markov_rank": 16,
+                          "markov_head_type": "vanilla", "mask_token_id": 151669}, {})
+# Hand-made, with the keys and tensor names vLLM's loaders read (tests/test_methods_legacy.py, test_methods_vllm.py):
+# four Medusa heads and a three-stage MLPSpeculator for Llama-3-8B, and Qwen2.5-0.5B-Instruct's keys (14 heads).
+DRAFTERS["/models/medusa-llama3-8b"] = _checkpoint(
+    "/models/medusa-llama3-8b", {"architectures": ["MedusaModel"], "model_type": "medusa", "hidden_size": 4096,
+                                 "vocab_size": 128256, "num_heads": 4, "num_hidden_layers": 1},
+    {n: s for i in range(4) for n, s in ((f"blocks.{i}.layers.0.weight", (4096, 4096)),
+                                         (f"lm_heads.{i}.weight", (128256, 4096)))})
+DRAFTERS["/models/llama3-8b-accelerator"] = _checkpoint(
+    "/models/llama3-8b-accelerator", {"architectures": ["MLPSpeculatorPreTrainedModel"], "model_type": "mlp_speculator",
+                                      "emb_dim": 4096, "inner_dim": 0, "n_predict": 3, "vocab_size": 128256,
+                                      "top_k_tokens_per_head": [4, 4, 4], "tie_weights": False},
+    {n: s for i in range(3) for n, s in ((f"emb.{i}.weight", (128256, 4096)), (f"proj.{i}.weight", (4096, 4096)),
+                                         (f"head.{i}.weight", (128256, 4096)), (f"ln.{i}.weight", (4096,)),
+                                         (f"ln.{i}.bias", (4096,)))})
+DRAFTERS["/models/Qwen2.5-0.5B-Instruct"] = _checkpoint(
+    "/models/Qwen2.5-0.5B-Instruct", {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+                                      "vocab_size": 151936, "num_hidden_layers": 24, "num_attention_heads": 14,
+                                      "num_key_value_heads": 2, "intermediate_size": 4864,
+                                      "max_position_embeddings": 32768, "tie_word_embeddings": True},
+    {"model.embed_tokens.weight": (151936, 896), "model.norm.weight": (896,)})
 
-RELEASES = {"vllm==0.33.0": VLLM, "vllm==0.20.0": VLLM, "sglang==0.5.23": SGLANG}
+RELEASES = {"vllm==0.33.0": VLLM, "vllm==0.26.0": VLLM, "vllm==0.20.0": VLLM, "vllm==0.8.4": VLLM,
+            "sglang==0.5.23": SGLANG, "sglang==0.5.17": SGLANG}
 EAGLE3_RULES = ("vllm-eagle3", "sglang-eagle3")  # EAGLE-3's own rules and drafter checks
+REFUSED_BEFORE = ("method-not-in-release", "vllm-architecture-registered", "sglang-architecture-registered")
+
+
+def _engine_line(finding) -> str:
+    """The rule, and the engine's own line and error where the finding has them: the row says where the engine
+    stops the launch, not only which rule named it."""
+    where = f" `{finding.file}:{finding.line}`" if finding.line else ""
+    error = " ".join((finding.error or "").split())
+    error = error if len(error) <= 110 else error[:107] + "..."
+    return f"{finding.rule_id}{where}" + (f" {error.replace('|', '/')}" if error else "")
 
 
 def main() -> int:
@@ -102,21 +151,31 @@ def main() -> int:
     counts: dict[str, int] = {}
     for release, launches in RELEASES.items():
         analysis = analyze(locate(release))
-        for family, speculative, expected in launches:
+        methods_of = {rule.id: rule.methods for rule in analysis.rules}
+        for family, speculative, expected, *options in launches:
             for preset in PRESETS:
                 method = str(speculative["method"]).lower() if speculative.get("method") else None
-                result = audit(analysis, Launch(load_preset(preset), method=method, draft=speculative.get("model"),
+                result = audit(analysis, Launch(load_preset(preset), method=method, engine=release.partition("==")[0],
+                                                draft=speculative.get("model"),
                                                 drafter=DRAFTERS.get(speculative.get("model", "")),
-                                                speculative=speculative))
+                                                speculative=speculative, options=options[0] if options else {}))
                 counts[family] = counts.get(family, 0) + 1
                 m = result.method
-                judged_by_eagle3 = [f.rule_id for f in result.findings if f.rule_id.startswith(EAGLE3_RULES)]
+                # An EAGLE-3 rule judges another method's launch only where it names that method too (DFlash's
+                # drafter needs the same aux-state interface of the target).
+                judged_by_eagle3 = [f.rule_id for f in result.findings if f.rule_id.startswith(EAGLE3_RULES)
+                                    and m.method not in methods_of.get(f.rule_id, ("*",))]
+                stops = [f for f in result.findings if f.status in ("blocks", "unknown")]
+                # The release or the target refused before any method's gate (a method the release lacks, a target
+                # it does not register): the expected answer of the method's own gates does not apply.
+                before = bool(stops) and result.verdict == "BLOCKED" and stops[0].rule_id in REFUSED_BEFORE
                 ok = (m.method == "eagle3" or not judged_by_eagle3) and (m.modeled or result.verdict != "READY") \
-                    and (expected is None or result.verdict in expected.split("|"))
+                    and (expected is None or before or result.verdict in expected.split("|"))
                 broken += not ok
-                stops = [f.rule_id for f in result.findings if f.status in ("blocks", "unknown")]
-                first = stops[0] if stops else "-"
-                rows.append(f"| {release} | {family} | `{json.dumps(speculative)}` | {preset} | {m.method or '?'} | "
+                first = _engine_line(stops[0]) if stops else "-"
+                flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in (options[0] if options else {}).items())
+                rows.append(f"| {release} | {family} | `{json.dumps(speculative)}`{' ' + flags if flags else ''} "
+                            f"| {preset} | {m.method or '?'} | "
                             f"{'modeled' if m.modeled else 'not modeled'} | {result.verdict} | {expected or '-'} | "
                             f"{first} | {'ok' if ok else '**contract broken**'} |")
     out = ["# Method seam: launches of every method against its contract", "",
@@ -128,7 +187,7 @@ def main() -> int:
            f"{len(rows)} launches, {broken} breaking the contract. By method family: "
            + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + ".", "",
            "| release | family | speculative config | target | engine runs | specaudit | verdict | expected "
-           "| first gate that blocks or is unknown | contract |",
+           "| first gate that blocks or is unknown: its rule, the engine's line and error | contract |",
            "|---|---|---|---|---|---|---|---|---|---|", *rows, ""]
     Path(__file__).with_name("methods.md").write_text("\n".join(out))
     print(f"{len(rows)} launches, {broken} breaking the contract")
