@@ -594,6 +594,8 @@ class Interpreter:
             owner = self.evaluate(args[0], env)
             if not isinstance(owner, dict):
                 return UNKNOWN
+            if CLASS in owner and args[1].value not in owner:
+                return UNKNOWN  # an object of the release holds only the fields known: the rest may be set
             if func == "hasattr":
                 return args[1].value in owner
             default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
