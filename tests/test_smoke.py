@@ -25,11 +25,13 @@ from pathlib import Path
 import pytest
 
 from specaudit.report import smoke_rows, to_html, to_markdown
-from specaudit.smoke.remote import Remote, SSHError, bash_command
+from specaudit.smoke.launcher import Launcher
+from specaudit.smoke.remote import Remote, SSHError, Transport, bash_command
 
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
 from specaudit.smoke.remote_probe import group_alive
 from specaudit.smoke.run import SmokeOptions, run_smoke
+from specaudit.smoke.session import Session
 
 from conftest import SERVE_VERSION, sigint_as_from_a_terminal
 from helpers import has_colour, open_in_chromium, png_pixels
@@ -346,6 +348,36 @@ def test_ctrl_c_during_the_wait_stops_the_remote_launch(sshd, tmp_path, engine_p
     assert _report(tmp_path)["verdict"] == "INTERRUPTED"
     assert not group_alive(pgid)
     assert not any((tmp_path / "runs").iterdir())
+
+
+class _InterruptedMidLaunch(Transport):
+    """A node whose launch command is cut by Ctrl-C after the remote side started the group, before its id came
+    back: the moment a multi-node Ctrl-C once hit (the worker's group outlived the teardown)."""
+
+    def connect(self):
+        pass
+
+    def run(self, script, input=None, timeout=60, check=True):
+        os.kill(os.getpid(), signal.SIGINT)
+        return subprocess.CompletedProcess([], 0, b"4242\n", b"")
+
+    def stream(self, script):
+        raise AssertionError("not used")
+
+    def forward(self, remote_port, remote_host="127.0.0.1"):
+        raise AssertionError("not used")
+
+    def close(self):
+        pass
+
+
+def test_ctrl_c_during_a_launch_round_trip_is_taken_once_the_group_is_recorded(tmp_path):
+    session = Session(SmokeOptions(host="node", argv=("vllm", "serve", "m"), out_dir=tmp_path), NullView())
+    session.remotes["node"] = _InterruptedMidLaunch()
+    launcher = Launcher(session)
+    with pytest.raises(KeyboardInterrupt):
+        launcher.launch(["vllm", "serve", "m"], "/runs", host="node")
+    assert [r.pgid for r in launcher.runs] == [4242]  # the teardown stops it
 
 
 def test_a_leftover_launch_blocks_the_next_and_the_watchdog_ends_it(sshd, tmp_path, engine_python, models):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
+from .interrupts import interrupts_deferred
 from .remote import Transport, bash_command, quote_command, remote_script
 from .session import Session
 
@@ -84,10 +85,11 @@ class Launcher:
         self.launches += 1
         stamp = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}-{self.launches}"
         directory = os.path.join(runs_dir, stamp)
-        out = remote.run(bash_command(_LAUNCH, directory, str(options.lease), str(options.stop_grace), _WATCHDOG,
-                                      quote_command(list(argv)), *argv), timeout=60)
-        run = Run(directory, int(out.stdout.decode().strip().splitlines()[-1]), tuple(argv), host, remote)
-        self.runs.append(run)
+        with interrupts_deferred():  # a group started must be recorded, for the teardown to stop it
+            out = remote.run(bash_command(_LAUNCH, directory, str(options.lease), str(options.stop_grace), _WATCHDOG,
+                                          quote_command(list(argv)), *argv), timeout=60)
+            run = Run(directory, int(out.stdout.decode().strip().splitlines()[-1]), tuple(argv), host, remote)
+            self.runs.append(run)
         self.session.note("launch", f"process group {run.pgid} on {host}, log {directory}/log")
         if self.launches == 1:
             self.heartbeat.start()

@@ -162,6 +162,8 @@ class Remote(Transport):
                 input=input.encode() if isinstance(input, str) else input,
                 stdin=None if input is not None else subprocess.DEVNULL,
                 capture_output=True, timeout=timeout,
+                # A terminal's Ctrl-C reaches specaudit alone, which decides (a launch completes; see interrupts.py).
+                start_new_session=True,
             )
         except subprocess.TimeoutExpired:
             raise SSHError(f"{self.host}: no answer within {timeout:.0f} s") from None

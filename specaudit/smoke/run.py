@@ -10,11 +10,7 @@ preflight of every node (the fleet audit) and a launch of each node's part of th
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict
@@ -26,6 +22,7 @@ from ..results.outcome import Acceptance, Answer, Lossless, SmokeResult
 from ..results.scan import ScanResult
 from ..tree.provenance import launch_provenance
 from .exercise import Exercise, Server, compare_answers
+from .interrupts import interrupts_ignored
 from .launcher import Launcher, Run
 from .metrics import load_serving
 from .preflight import RemoteEngine
@@ -71,7 +68,7 @@ class Smoke:
         except SSHError as exc:
             verdict, reason = SmokeVerdict.UNREACHABLE, str(exc)
         finally:
-            with _no_interrupts():
+            with interrupts_ignored():
                 self.teardown()
         return self._result(verdict, reason, answers, figures, lossless)
 
@@ -169,17 +166,3 @@ def _judge(answers: list[Answer], figures: Acceptance | None, lossless: Lossless
         return SmokeVerdict.FLAGGED, figures.flags[0]
     rate = f"acceptance rate {figures.acceptance_rate:.3f}" if figures and figures.acceptance_rate is not None else ""
     return SmokeVerdict.PASSED, f"ready, {len(answers)} answers right" + (f", {rate}" if rate else "")
-
-
-@contextmanager
-def _no_interrupts() -> Iterator[None]:
-    """Teardown runs to its end: a second Ctrl-C (or a SIGTERM) must not leave the node half cleaned."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
