@@ -131,6 +131,18 @@ def test_a_key_the_speculative_config_does_not_declare_is_refused_by_pydantic(re
     assert f"{extra}: Extra inputs are not permitted" in first.error
 
 
+# vllm/engine/arg_utils.py, EngineArgs.create_speculative_config: 0.33.0 rewrites the JSON's keys
+# (`{k.replace("-", "_"): v for k, v in self.speculative_config.items()}`) before building SpeculativeConfig; 0.20.0
+# passes them as given, and pydantic refuses `num-speculative-tokens` as an extra input.
+def test_a_dashed_key_is_the_field_where_the_release_rewrites_it_and_refused_where_it_does_not():
+    dashed = {"method": "ngram", "num-speculative-tokens": 3, "prompt_lookup_max": 4}
+    rewritten = audit(analysis("vllm==0.33.0", "cpu"), launch(dashed))
+    assert rewritten.verdict == Verdict.READY, [f.title for f in rewritten.blocking]
+    as_given = audit(analysis("vllm==0.20.0", "cpu"), launch(dashed))
+    assert as_given.verdict == Verdict.BLOCKED
+    assert "num-speculative-tokens: Extra inputs are not permitted" in as_given.blocking[0].error
+
+
 # -- draft_model -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])

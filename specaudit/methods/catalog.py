@@ -71,6 +71,10 @@ class EngineMethods:
     # "module:Class.method" of the release's API through which a plugin loaded at launch registers a method of its own
     # (SGLang's SpeculativeAlgorithm.register): where the release has it, a method not in its list may be a plugin's.
     plugins: tuple[str, ...] = ()
+    # "module:Class.method" of the function that turns the launch's speculative config into the fields' arguments:
+    # where it rewrites the keys' `-` as `_` (a comprehension of `k.replace("-", "_")`), `num-speculative-tokens` is
+    # `num_speculative_tokens`; elsewhere such a key is a field of that spelling, which the class may refuse.
+    keys_from: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,6 +120,7 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
             error=" ".join(str(data["error"]).split()),
             source=str(path),
             plugins=tuple(_list(data["plugins"])) if data.get("plugins") else (),
+            keys_from=tuple(_list(data["keys_from"])) if data.get("keys_from") else (),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise SpecauditError(f"{path}: malformed methods file ({type(exc).__name__}: {exc})") from None

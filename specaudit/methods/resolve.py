@@ -149,6 +149,21 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
     return text if isinstance(text, dict) else config
 
 
+def keys_as_read(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Launch:
+    """The launch with its speculative config's keys as the release reads them (``keys_from``): `-` rewritten as
+    `_` where the release's builder does so, as given elsewhere."""
+    found = _function(code, spec.keys_from)
+    if found is None or not any(isinstance(n, ast.DictComp) and _dashes_to_underscores(n.key)
+                                for n in ast.walk(found[0])):
+        return launch
+    return replace(launch, speculative={str(k).replace("-", "_"): v for k, v in launch.speculative.items()})
+
+
+def _dashes_to_underscores(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace" \
+        and [getattr(a, "value", None) for a in node.args] == ["-", "_"]
+
+
 def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
     """The method the release runs for ``launch``: each of the engine's resolving functions that the release defines
     played out in turn on the launch's values (and on the draft's config as the engine rewrites it), then its
@@ -252,7 +267,7 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
     given = launch.speculative
     bound: dict[str, Any] = {}
     declared = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
-    extra = [k for k in given if str(k).replace("-", "_") not in declared]  # vLLM 0.33 reads `-` as `_`
+    extra = [k for k in given if k not in declared]
     if extra and _forbids_extra(cls, scope):
         return bound, (relpath, cls.lineno, f"class {cls.name}: extra fields forbidden",
                        f"pydantic ValidationError: 1 validation error for {cls.name}: {extra[0]}: Extra inputs are "

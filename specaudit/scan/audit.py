@@ -23,7 +23,7 @@ from ..launch.request import DEFAULT_METHOD, Launch
 from ..launch.target import Target
 from ..methods.catalog import EngineMethods, Method, applies, load_engine_methods, load_methods
 from ..methods.findings import REFUSED, method_findings
-from ..methods.resolve import Resolution, resolve
+from ..methods.resolve import Resolution, keys_as_read, resolve
 from ..results.scan import (
     GateSite,
     KnownRisk,
@@ -479,7 +479,9 @@ def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
 def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary, Resolution]:
     """The launch with the method the release resolves it to; the findings that stand for the whole launch when
     that method is not one to judge; what the report says of the method; and the resolution itself."""
-    resolution = resolve(launch, ReleaseModules(a.index), a.engine_methods)
+    code = ReleaseModules(a.index)
+    launch = keys_as_read(launch, code, a.engine_methods)
+    resolution = resolve(launch, code, a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)
     summary = MethodSummary(resolution.requested, resolution.method, resolution.method in a.methods, resolution.how,
                             resolution.release_methods, resolution.listed_at, _draft_text(resolution.draft_config,
