@@ -216,7 +216,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
             problem = str(exc)
     return Launch(target=target, method=method_of(speculative), engine=command.engine if command else None,
                   draft=draft, drafter=drafter, speculative=speculative, options=options, target_weights=weights,
-                  target_weights_problem=problem)
+                  target_weights_problem=problem, env=command.env if command else {})
 
 
 @main.command()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from specaudit.launch.command import parse_launch_command
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model
 from specaudit.scan.audit import analyze, audit, runner_decision
@@ -82,6 +83,18 @@ def test_0260_cuda_moe_target_takes_v1_by_moe_ness(tmp_path):
     assert "model_config.is_moe = True" in decision.reason
     assert "_is_default_v2_model_runner_model" in decision.reason
     assert not decision.logged
+
+
+def test_0260_the_launch_commands_variable_takes_the_moe_target_to_v2(tmp_path):
+    # use_v2_model_runner's first lines: `if envs.VLLM_USE_V2_MODEL_RUNNER is not None: return it` (envs.py:
+    # maybe_convert_bool of os.getenv); the variable comes from the words before the program of the launch command.
+    command = parse_launch_command(["VLLM_USE_V2_MODEL_RUNNER=1", "vllm", "serve", "/m", "--speculative-config",
+                                    json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 3})])
+    assert command.env == {"VLLM_USE_V2_MODEL_RUNNER": "1"}
+    launch = Launch(_target(tmp_path, "qwen3moe"), method="eagle3", engine="vllm", options=command.options,
+                    speculative=command.speculative, env=command.env)
+    decision = runner_decision(_analysis("0.26.0"), load_path_spec("vllm").runner, launch, "eagle3")
+    assert decision.runner == "v2", decision.reason
 
 
 def test_0260_cuda_moe_target_of_the_default_v2_architectures_takes_v2(tmp_path):

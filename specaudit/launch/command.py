@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.engines import ENGINES, SGLANG, EngineProfile
@@ -39,10 +39,17 @@ class LaunchCommand:
     model: str | None
     speculative: dict[str, Any]  # method (lower case, as vLLM spells it), model (the drafter), and the rest
     options: dict[str, Any] = field(default_factory=dict)  # every option, as the engine names it
+    env: dict[str, str] = field(default_factory=dict)  # the ``VAR=value`` words before the program
 
 
 def parse_launch_command(argv: list[str]) -> LaunchCommand:
-    engine, args = _strip_program(list(argv))
+    words, assignments = strip_assignments(list(argv))
+    env = dict(word.split("=", 1) for word in assignments)
+    return replace(_parse_program(words), env=env)
+
+
+def _parse_program(argv: list[str]) -> LaunchCommand:
+    engine, args = _strip_program(argv)
     if engine == "sglang":
         return _sglang_command(args)
     options = _vllm_options(args)
@@ -162,7 +169,6 @@ def without_speculation(argv: list[str]) -> list[str]:
 
 
 def _strip_program(args: list[str]) -> tuple[str, list[str]]:
-    args, _ = strip_assignments(args)
     if not args:
         raise SpecauditError("empty launch command after --")
     program = os.path.basename(args[0])

@@ -27,6 +27,7 @@ class Launch:
     drafter: Checkpoint | None = None  # the drafter checkpoint, when it could be read here
     speculative: dict[str, Any] = field(default_factory=dict)  # the speculative config, as given
     options: dict[str, Any] = field(default_factory=dict)  # other engine arguments, as given
+    env: dict[str, str] = field(default_factory=dict)  # the launch command's environment (VLLM_USE_V2_MODEL_RUNNER=1)
     # The target's safetensors headers, where its checkpoint is here (a directory or a Hub id): a draft of the
     # target's own layers (MTP) loads from them. Else why they were not read ("" for a preset, which has none).
     target_weights: Checkpoint | None = None

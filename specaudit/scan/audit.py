@@ -338,7 +338,7 @@ def _runner_facts(a: Analysis, launch: Launch, method: str) -> LaunchFacts:
         known = isinstance(value, (bool, int, float, str, type(None), list, tuple, dict))
         return (True, value) if known else (False, str(getattr(value, "what", value)))
 
-    return LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative),
+    return LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative), env=dict(launch.env),
                        config=target.config, text_config=target.text_config,
                        draft_config=launch.drafter.config if launch.drafter else {}, platform=a.platform,
                        target=read_target)

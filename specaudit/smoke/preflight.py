@@ -113,7 +113,7 @@ class RemoteEngine:
                               path=f"{self.host}:{draft}")
         launch = Launch(target=target, method=method_of(self.command.speculative),
                         engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
-                        options=self.command.options)
+                        options=self.command.options, env=self.command.env)
         # The platform branch the engine takes there: CUDA where nvidia-smi lists a GPU, else its CPU build (the
         # model runner, the attention backends and the gates differ between them). Other accelerators are not probed.
         platform = "cuda" if self.record is not None and self.record.gpus else "cpu"
