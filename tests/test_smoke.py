@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from specaudit.report import smoke_rows, to_html, to_markdown
-from specaudit.smoke.launcher import Launcher
+from specaudit.smoke.launcher import Launcher, Run
 from specaudit.smoke.remote import Remote, SSHError, Transport, bash_command
 
 # A group with a process that is not a zombie (this sandbox's PID 1 does not reap orphans).
@@ -380,6 +380,34 @@ def test_ctrl_c_during_a_launch_round_trip_is_taken_once_the_group_is_recorded(t
     with pytest.raises(KeyboardInterrupt):
         launcher.launch(["vllm", "serve", "m"], "/runs", host="node")
     assert [r.pgid for r in launcher.runs] == [4242]  # the teardown stops it
+
+
+class _DropsTheFirstTeardownCommand(_InterruptedMidLaunch):
+    """A node whose first teardown command fails in ssh itself (exit 255, "ssh failed: no message", as one did on a
+    loaded CI machine), and that answers once the connection is regained."""
+
+    def __init__(self):
+        self.scripts, self.reconnects = [], 0
+
+    def run(self, script, input=None, timeout=60, check=True):
+        self.scripts.append(script)
+        if len(self.scripts) == 1:
+            raise SSHError("node: ssh failed: no message")
+        return subprocess.CompletedProcess([], 0, b"stopped process group 4242 (SIGTERM)\n", b"")
+
+    def reconnect(self, within):
+        self.reconnects += 1
+        return True
+
+
+def test_a_teardown_command_ssh_drops_is_sent_again_over_a_regained_connection(tmp_path):
+    session = Session(SmokeOptions(host="node", argv=("vllm", "serve", "m"), out_dir=tmp_path), NullView())
+    node = session.remotes["node"] = _DropsTheFirstTeardownCommand()
+    launcher = Launcher(session)
+    launcher.runs.append(Run("/runs/1", 4242, ("vllm", "serve", "m"), "node", node))
+    launcher.stop_runs()
+    assert node.reconnects == 1 and len(node.scripts) == 3  # the stop twice, then the log copied and removed
+    assert launcher.teardown_notes[0] == "stopped process group 4242 (SIGTERM)" and len(launcher.log_copies) == 1
 
 
 def test_a_leftover_launch_blocks_the_next_and_the_watchdog_ends_it(sshd, tmp_path, engine_python, models):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from pathlib import Path
 from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
 from .interrupts import interrupts_deferred
-from .remote import Transport, bash_command, quote_command, remote_script
+from .remote import SSHError, Transport, bash_command, quote_command, remote_script
 from .session import Session
 
 HEARTBEAT_SECONDS = 5.0  # also while a long request is in flight: the lease must not run out under it
@@ -130,11 +131,11 @@ class Launcher:
             remote = run.remote or self.session.remotes[run.host]
             where = f" on {run.host}" if self.session.options.workers else ""
             try:
-                out = remote.run(bash_command(_STOP, run.directory, str(grace)), timeout=grace + 30)
+                out = _once_more(remote, bash_command(_STOP, run.directory, str(grace)), grace + 30)
                 for line in out.stdout.decode().strip().splitlines():
                     self._note(line + where)
-                log = remote.run(f"cat {quote_command([run.directory + '/log'])} && "
-                                 f"rm -rf {quote_command([run.directory])}", timeout=120).stdout
+                log = _once_more(remote, f"cat {quote_command([run.directory + '/log'])} && "
+                                         f"rm -rf {quote_command([run.directory])}", 120).stdout
                 self.log_copies.append(str(self._keep_log(run, log)))
             except SpecauditError as exc:
                 self._note(f"stopping {run.directory}{where} failed: {exc}")
@@ -154,3 +155,15 @@ class Launcher:
         with self._lock:
             self.teardown_notes.append(text)
         self.session.note("teardown", text)
+
+
+def _once_more(remote: Transport, script: str, timeout: float) -> subprocess.CompletedProcess:
+    """A teardown command, sent again over a regained connection where ssh itself failed on it (exit 255): both are
+    idempotent, and a launch left running or a run directory left behind is what teardown exists to prevent."""
+    try:
+        return remote.run(script, timeout=timeout)
+    except SSHError:
+        if not remote.reconnect(10.0):
+            raise
+        return remote.run(script, timeout=timeout)
+
