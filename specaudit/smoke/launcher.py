@@ -166,4 +166,3 @@ def _once_more(remote: Transport, script: str, timeout: float) -> subprocess.Com
         if not remote.reconnect(10.0):
             raise
         return remote.run(script, timeout=timeout)
-
