@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import textwrap
 
+import numpy as np
 import pytest
 from test_drafter import DRAFT, TARGET, draft_tensors, write_checkpoint
 
@@ -150,3 +151,74 @@ def test_captured_layers_reads_both_branches_and_every_shape():
         """
     assert capture(moe, None, 48) == [2, 24, 45] and capture(moe, [0], 48) == [1]
     assert capture("def set_eagle3_layers_to_capture(self, layer_ids):\n    self.ids = layer_ids\n", None, 8) is None
+
+
+# -- EAGLE with a head of its own (EAGLE-1) -----------------------------------------------------------------------------
+
+EAGLE1 = {"architectures": ["LlamaForCausalLMEagle"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 1,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+          "max_position_embeddings": 4096}
+EAGLE1_RULES = ("sglang-draft-architecture-registered", "sglang-eagle-drafter-fc-input-width",
+                "sglang-eagle-drafter-target-hidden-size")
+
+
+def eagle1_tensors(hidden=64, fc_inputs=128):
+    """An EAGLE-1 head as its checkpoints name it (yuhuili/EAGLE-LLaMA3-Instruct-8B: fc over the embedding beside
+    the target's hidden state, one decoder layer; SGLang's LlamaForCausalLMEagle loads them under `model.`)."""
+    f32 = np.float32
+    return {"fc.weight": np.zeros((hidden, fc_inputs), f32), "fc.bias": np.zeros(hidden, f32),
+            "layers.0.self_attn.q_proj.weight": np.zeros((hidden, hidden), f32),
+            "layers.0.mlp.gate_proj.weight": np.zeros((128, hidden), f32),
+            "embed_tokens.weight": np.zeros((1000, hidden), f32)}
+
+
+def judged_eagle1(tmp_path, release: str, draft: dict | None = None, tensors: dict | None = None):
+    """An EAGLE launch naming the head (--speculative-algorithm EAGLE --speculative-draft-model-path DIR) on the tiny
+    Llama target: the findings of the rules that judge an EAGLE-1 head, and the scan."""
+    if release not in _analyses:
+        _analyses[release] = analyze(engine_tree(f"sglang=={release}"), platform="cuda")
+    target_dir = write_checkpoint(tmp_path / "target", TARGET, None)
+    draft_dir = write_checkpoint(tmp_path / "eagle1", {**EAGLE1, **(draft or {})}, eagle1_tensors(**(tensors or {})))
+    launch = Launch(load_model(str(target_dir)), method="eagle", engine="sglang", draft=str(draft_dir),
+                    drafter=read_checkpoint(str(draft_dir)),
+                    speculative={"method": "eagle", "model": str(draft_dir)})
+    result = audit(_analyses[release], launch)
+    return {f.rule_id: f for f in result.findings if f.rule_id in EAGLE1_RULES}, result
+
+
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.23"])
+def test_an_eagle1_head_of_the_targets_width_is_ready(tmp_path, release):
+    # models/llama_eagle.py (0.5.8 and 0.5.23): EntryClass = [LlamaForCausalLMEagle]; LlamaModel.__init__
+    # `self.fc = torch.nn.Linear(config.hidden_size * 2, config.hidden_size)`: 2 x 64 = 128 inputs.
+    findings, result = judged_eagle1(tmp_path, release)
+    assert result.method.method == "eagle" and result.method.modeled
+    assert result.verdict == "READY", [(f.rule_id, f.status, f.why) for f in result.findings if f.status != "passes"]
+    assert {rule: f.status for rule, f in findings.items()} == dict.fromkeys(EAGLE1_RULES, "passes")
+    assert "= 128 inputs" in findings["sglang-eagle-drafter-fc-input-width"].why
+    # NEXTN's own-layers check does not judge a head of its own
+    assert not [f for f in result.findings if f.rule_id == "sglang-nextn-checkpoint-weights"]
+
+
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.23"])
+def test_an_eagle1_head_whose_fc_is_not_twice_its_width_fails_the_weight_load(tmp_path, release):
+    findings, result = judged_eagle1(tmp_path, release, tensors={"fc_inputs": 192})
+    assert result.blocking[0].rule_id == "sglang-eagle-drafter-fc-input-width"
+    assert findings["sglang-eagle-drafter-fc-input-width"].error == \
+        "AssertionError: Attempted to load weight (torch.Size([64, 192])) into parameter (torch.Size([64, 128]))"
+
+
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.23"])
+def test_an_eagle1_head_of_another_targets_width_fails_its_first_forward(tmp_path, release):
+    # LlamaModel.forward: fc(cat(embeds, hidden_states)), both of the target's 64, into an fc built for 2 x 32.
+    findings, result = judged_eagle1(tmp_path, release, {"hidden_size": 32}, {"hidden": 32, "fc_inputs": 64})
+    assert findings["sglang-eagle-drafter-fc-input-width"].status == "passes"
+    assert [f.rule_id for f in result.blocking] == ["sglang-eagle-drafter-target-hidden-size"]
+
+
+@pytest.mark.parametrize("release", ["0.5.8", "0.5.23"])
+def test_a_head_converted_for_vllm_names_an_architecture_sglang_does_not_register(tmp_path, release):
+    # vLLM's EAGLE-1 class is EagleLlamaForCausalLM; SGLang's registry (models/registry.py) holds no such EntryClass.
+    findings, result = judged_eagle1(tmp_path, release, {"architectures": ["EagleLlamaForCausalLM"]})
+    first = result.blocking[0]
+    assert (first.rule_id, first.file) == ("sglang-draft-architecture-registered", "sglang/srt/models/registry.py")
+    assert "['EagleLlamaForCausalLM']" in first.why and "are not supported for now" in first.error

@@ -84,7 +84,8 @@ class Method:
     name: str  # lower case, as the result and the reports name it
     engine: str
     title: str
-    drafter: str  # "checkpoint" (a separate drafter), "target" (layers of the target's own checkpoint), "none"
+    # "checkpoint" (a separate drafter), "target" (layers of the target's own checkpoint), "either", "none"
+    drafter: str
     contract: dict[str, str]  # what the target class needs: protocol, and the preset whose calls stand in for it
     source: str
 
@@ -136,8 +137,8 @@ def load_methods(engine: str, directory: Path | None = None) -> dict[str, Method
                             {str(k): str(v) for k, v in (data.get("contract") or {}).items()}, str(path))
         except (KeyError, TypeError) as exc:
             raise SpecauditError(f"{path}: malformed method file ({type(exc).__name__}: {exc})") from None
-        if method.engine != engine or method.drafter not in ("checkpoint", "target", "none"):
-            raise SpecauditError(f"{path}: engine must be {engine} and drafter one of checkpoint, target, none")
+        if method.engine != engine or method.drafter not in ("checkpoint", "target", "either", "none"):
+            raise SpecauditError(f"{path}: engine must be {engine} and drafter one of checkpoint, target, either, none")
         if method.name in found:
             raise SpecauditError(f"{path}: method {method.name} is declared twice")
         found[method.name] = method

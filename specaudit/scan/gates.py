@@ -237,14 +237,20 @@ class RegistryLookup(Kind):
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         if rule.params.get("of") == "draft":
+            # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a Launch.
+            launch = cast("Launch | None", getattr(judge, "launch", None))
+            if judge.drafter is None and launch is not None and not (launch.speculative.get("model") or launch.draft):
+                return self.finding(rule, site, Status.NOT_APPLICABLE, "the launch names no draft model of its own")
             if judge.drafter is None:
                 return self.finding(rule, site, Status.UNKNOWN, "the draft model's config.json is not here: its "
                                     "architectures cannot be looked up (--draft DIR, or a Hub id)")
-            architectures = list(judge.drafter.config.get("architectures") or [])
+            # its config as the engine rewrites it for the draft (methods/resolve.py), where that is known
+            rewritten = launch.draft_config if launch is not None else None
+            config = rewritten if isinstance(rewritten, dict) else judge.drafter.config
+            architectures = list(config.get("architectures") or [])
             prefix = rule.params.get("rename_prefix")
             if prefix:
                 architectures = [a if a.startswith(prefix) else f"{prefix}{a}" for a in architectures]
-            config = judge.drafter.config
         else:
             architectures = judge.target.architectures
             config = judge.target.config
@@ -540,6 +546,11 @@ class DrafterContract(Kind):
         # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a launch.Launch.
         launch = cast("Launch", getattr(judge, "launch", None))
         drafter = judge.drafter
+        # A draft checkpoint of its own (SGLang's EAGLE with an EAGLE-1 head, where NEXTN drafts with the target's
+        # layers) is judged by the drafter's checks, not by those of the target's own layers.
+        if rule.params["check"] in OWN_LAYERS and drafter is not None \
+                and drafter.config != getattr(getattr(launch, "target", None), "config", None):
+            return None
         if rule.params["check"] in OWN_LAYERS and launch is not None and launch.target is not None:
             # The draft is layers of the target's own checkpoint (MTP): its headers where they were read; for a
             # preset, its config alone.
