@@ -104,7 +104,12 @@ DRAFTERS = {
                                                 "intermediate_size": 14336, "max_position_embeddings": 2048},
         {"fc.weight": (4096, 12288), "lm_head.weight": (128256, 4096), "midlayer.self_attn.q_proj.weight": (4096, 8192)}),
 }
-DRAFTERS["lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"] = DRAFTERS["yuhuili/EAGLE-LLaMA3-Instruct-8B"]
+# The same head converted for SGLang: its config names SGLang's class (models/llama_eagle.py: no rewrite of a draft's
+# LlamaForCausalLM to it exists), its fc and layer are the original's.
+DRAFTERS["lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"] = _checkpoint(
+    "lmsys/sglang-EAGLE-LLaMA3-Instruct-8B", {**DRAFTERS["yuhuili/EAGLE-LLaMA3-Instruct-8B"].config,
+                                              "architectures": ["LlamaForCausalLMEagle"]},
+    {"fc.weight": (4096, 8192), "layers.0.self_attn.q_proj.weight": (4096, 4096)})
 # A DSpark draft for Qwen3-8B with its own mask token id (tests/test_methods_sglang.py: SGLang's dspark_config.py).
 DRAFTERS["x/Qwen3-8B-DSpark"] = _checkpoint(
     "x/Qwen3-8B-DSpark", {"architectures": ["DSparkDraftModel"], "model_type": "qwen3", "hidden_size": 4096,
