@@ -35,6 +35,11 @@ class Launch:
     # The draft's config as the release's own code rewrites it (methods/resolve.py), once the method is resolved.
     draft_config: dict[str, Any] | None = None
 
+    @property
+    def named_draft(self) -> Any:
+        """The draft the launch names: its speculative config's model, else --draft; None where it names none."""
+        return self.speculative.get("model") or self.draft
+
 
 def method_of(speculative: dict[str, Any]) -> str | None:
     """The method as the launch names it, lower case; None where the launch sets speculative decoding up without

@@ -64,7 +64,7 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
     """The launch's own values that the engines' resolving code reads (catalog.LAUNCH_FACTS); ``draft_config``: the
     draft's config as the engine rewrites it (draft_config_of), where it is known."""
     spec = launch.speculative
-    model = spec.get("model") or launch.draft  # --draft names the speculative config's model
+    model = launch.named_draft  # --draft names the speculative config's model
     target = launch.target
     drafter = launch.drafter.config if launch.drafter is not None else None
     own = model is None  # no drafter named: the draft is the target's own checkpoint (MTP), or none at all
@@ -192,7 +192,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
                        else None, separate_draft=separate, coverage=coverage, fields=left,
                        methods=functools.cache(functools.partial(_method_value, code, spec, left)))
 
-    model = launch.speculative.get("model") or launch.draft
+    model = launch.named_draft
     own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
                                          and launch.drafter.config == launch.target.config)
     separate = str(model) if model is not None and not own else ""
@@ -445,7 +445,7 @@ def draft_config_of(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> t
     the drafter's config.json, or on the target's where the draft is the target's own checkpoint; UNKNOWN where
     that config is not here or the rewrite's ways disagree. And where the rewrite itself raises on every way."""
     target = launch.target
-    model = launch.speculative.get("model") or launch.draft
+    model = launch.named_draft
     if launch.drafter is not None:
         config: Any = launch.drafter.config
     elif target is not None and (model is None or model == target.name):

@@ -239,7 +239,7 @@ class RegistryLookup(Kind):
         if rule.params.get("of") == "draft":
             # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a Launch.
             launch = cast("Launch | None", getattr(judge, "launch", None))
-            if judge.drafter is None and launch is not None and not (launch.speculative.get("model") or launch.draft):
+            if judge.drafter is None and launch is not None and not launch.named_draft:
                 return self.finding(rule, site, Status.NOT_APPLICABLE, "the launch names no draft model of its own")
             if judge.drafter is None:
                 return self.finding(rule, site, Status.UNKNOWN, "the draft model's config.json is not here: its "
@@ -562,7 +562,7 @@ class DrafterContract(Kind):
             return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None, judge))
         if drafter is None:
             if rule.params["check"] in LAUNCH_ONLY and launch is not None:  # what the launch names in its place
-                empty = Checkpoint(str(launch.speculative.get("model") or launch.draft or ""), {}, {})
+                empty = Checkpoint(str(launch.named_draft or ""), {}, {})
                 return CHECKS[rule.params["check"]](rule, DraftContext(launch, empty, False, judge))
             return None  # no drafter checkpoint here
         return CHECKS[rule.params["check"]](rule, DraftContext(launch, cast(Checkpoint, drafter), judge=judge))

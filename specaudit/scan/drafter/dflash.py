@@ -922,7 +922,7 @@ def check_dspark_draft(rule: Rule, ctx: DraftContext) -> Finding | None:
     rewrite = _dspark_rewrite(ctx)
     if rewrite is None:
         return None
-    named = ctx.launch.speculative.get("model") or ctx.launch.draft
+    named = ctx.launch.named_draft
     evidence = f"{site_of(rewrite)} rewrites the draft into DeepSeek-V4's DSparkDraftModel"
     if not named:
         target = ctx.launch.target

@@ -408,7 +408,7 @@ def check_custom_proposer(rule: Rule, ctx: DraftContext) -> Finding | None:
     it is there beside the release (a module on the launch's PYTHONPATH or an editable install elsewhere is not seen,
     so its absence there is not a refusal); a release fetched on its own, nothing. The class's construction and its
     propose are the user's code, never run here: a launch of it is UNKNOWN at best, naming the class it imports."""
-    model = ctx.launch.speculative.get("model") or ctx.launch.draft
+    model = ctx.launch.named_draft
     if not isinstance(model, str) or "." not in model or ctx.judge is None:
         return None  # no path of the form the release takes: its own raise on the traced path says so
     found = ctx.judge.engine_functions([CUSTOM_PROPOSER[0]], CUSTOM_PROPOSER[1])
