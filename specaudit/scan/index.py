@@ -144,9 +144,9 @@ class TreeIndex:
                 self.digests.update(inputs)  # what the result was computed from is part of this scan's reading
                 return value
         value = compute()
-        family = name.split(":")[0]
-        self._store.extras = {k: v for k, v in self._store.extras.items()
-                              if k.split(":")[:2] != ["memo", family]}
+        # One entry per name: the same result for another file list is stale. Results of other names (the paths of
+        # other methods and runners) stay; evicting them made every warm scan trace its two paths again.
+        self._store.extras = {k: v for k, v in self._store.extras.items() if k.rpartition(":")[0] != f"memo:{name}"}
         self._store.extras[key] = (dict(self.digests), value)
         self._store.dirty = True
         return value
