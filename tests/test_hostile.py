@@ -487,14 +487,15 @@ def test_a_zip_bomb_is_not_inflated(tmp_path):
 
 
 def test_the_evaluator_does_not_build_strings_without_bound():
-    from specaudit.scan.decide import MAX_VALUE_CHARS, Unknown, _bounded_replace
+    from specaudit.play.operators import MAX_VALUE_CHARS, bounded_replace
+    from specaudit.play.values import Unknown
 
-    value, unknown = "k", Unknown("x")
+    value = "k"
     for _ in range(27):  # 2**27 characters, were each call made
-        value = _bounded_replace(value, unknown, "k", "kk") if isinstance(value, str) else value
-    assert value is unknown
-    assert _bounded_replace("abc", unknown, "b", "x") == "axc"
-    assert _bounded_replace("k" * (MAX_VALUE_CHARS - 1), unknown, "k", "kk") is unknown
+        value = bounded_replace(value, "k", "kk") if isinstance(value, str) else value
+    assert isinstance(value, Unknown) and "size bound" in value.why
+    assert bounded_replace("abc", "b", "x") == "axc"
+    assert isinstance(bounded_replace("k" * (MAX_VALUE_CHARS - 1), "k", "kk"), Unknown)
 
 
 def test_a_utf16_log_is_read(tmp_path):

@@ -31,8 +31,8 @@ from specaudit.launch.command import parse_launch_command
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_preset
 from specaudit.methods.catalog import load_engine_methods, load_methods
-from specaudit.methods.interpret import Interpreter, LiteralScope
 from specaudit.methods.resolve import resolve
+from specaudit.play.player import LiteralScope, Player
 from specaudit.scan.audit import audit
 from specaudit.scan.facts import ReleaseModules
 
@@ -196,7 +196,7 @@ def test_sglang_names_its_algorithm_as_given_and_the_release_resolves_aliases():
 
 def outcomes(source: str, method, bindings: dict | None = None, literals: dict | None = None):
     function = ast.parse(textwrap.dedent(source)).body[0]
-    interpreter = Interpreter("self.method", bindings or {}, LiteralScope(literals or {}), ("self.model",))
+    interpreter = Player("self.method", bindings or {}, LiteralScope(literals or {}), ("self.model",))
     return sorted({(o.method, o.raises is not None) for o in interpreter.run(function, method)}, key=str)
 
 
@@ -293,7 +293,7 @@ def __post_init__(self):
 
 def test_the_interpreter_rewrites_a_config_object_as_the_engine_does():
     # Code in, outcome out: a config is a dict, its attributes its keys, rewritten in place.
-    from specaudit.methods.interpret import call
+    from specaudit.play.player import call
 
     function = ast.parse(textwrap.dedent(REWRITE)).body[0]
     for config, expected in [
@@ -312,7 +312,7 @@ def test_arithmetic_that_fails_on_the_launch_s_values_is_a_raise_with_python_s_m
     function = ast.parse(textwrap.dedent(CHECKS)).body[0]
 
     def run(n_predict, k):
-        interpreter = Interpreter("self.method", {"self.draft_model_config.hf_config": {"n_predict": n_predict},
+        interpreter = Player("self.method", {"self.draft_model_config.hf_config": {"n_predict": n_predict},
                                                   "self.num_speculative_tokens": k})
         return [(o.raises is not None, o.error) for o in interpreter.run(function, "mtp")]
 

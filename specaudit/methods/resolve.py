@@ -1,4 +1,4 @@
-"""The method a launch runs, resolved as the release's own code resolves it (methods/interpret.py plays that code
+"""The method a launch runs, resolved as the release's own code resolves it (play/player.py plays that code
 out), and the release's own list of methods."""
 
 from __future__ import annotations
@@ -7,13 +7,14 @@ import ast
 import copy
 import functools
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
+from ..play.player import Coverage, Outcome, Player, call, dotted
+from ..play.values import CLASS, UNKNOWN, Unknown
 from .catalog import INSTALLED, EngineMethods
-from .interpret import CLASS, UNKNOWN, Coverage, Interpreter, Outcome, call, methods_named
 
 
 class ReleaseCode(Protocol):
@@ -121,7 +122,7 @@ def _arch_config(text: dict[str, Any]) -> dict[str, Any]:
 
 def _typed(facts: dict[str, Any], code: ReleaseCode, spec: EngineMethods) -> dict[str, Any]:
     """The object facts of a class the methods file names (``classes``), as objects of the release's class: its
-    declared defaults under what the launch gives, and the class, whose methods the interpreter then follows."""
+    declared defaults under what the launch gives, and the class, whose methods the player then follows."""
     typed = dict(facts)
     for fact, candidates in spec.classes.items():
         found = next((c for c in (_class(code, name) for name in candidates) if c is not None), None)
@@ -184,7 +185,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
     coverage = Coverage()
     # The object's fields as the code leaves them: from what the launch sets and binds, rewritten as the code runs.
     left = {name.removeprefix("self."): value for name, value in bindings.items()
-            if name.startswith("self.") and name.count(".") == 1 and value is not UNKNOWN}
+            if name.startswith("self.") and name.count(".") == 1 and not isinstance(value, Unknown)}
 
     def resolution(method: str | None, problem: str, stops: tuple[str, int, str, str] | None = None) -> Resolution:
         found = _resolution(requested, method, how, code, spec, named, functions, problem)
@@ -208,10 +209,10 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         function, scope, relpath = found
         functions.append(f"{relpath}:{function.lineno} {function.name}")
         named |= methods_named(function, resolver.variable)
-        interpreter = Interpreter(resolver.variable, bindings, scope, resolver.tracked, resolver.returns,
+        player = Player(resolver.variable, bindings, scope, resolver.tracked, resolver.returns,
                                   coverage=coverage)
         try:
-            outcomes = interpreter.run(function, current, carried)
+            outcomes = player.run(function, current, carried)
         except (ValueError, RecursionError) as exc:
             return resolution(None, f"{relpath}:{function.lineno}: {exc}")
         chosen, problem = _choose(outcomes)
@@ -226,7 +227,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         for name, value in chosen[0].env.items():  # what this function assigned to the object's fields
             if name.startswith("self.") and name.count(".") == 1 and name != resolver.variable \
                     and any(o.env.get(name, UNKNOWN) != started.get(name, UNKNOWN) for o in chosen):
-                agreed = value is not UNKNOWN and all(o.env.get(name, UNKNOWN) == value for o in chosen)
+                agreed = not isinstance(value, Unknown) and all(o.env.get(name, UNKNOWN) == value for o in chosen)
                 if agreed:
                     left[name.removeprefix("self.")] = value
                 else:
@@ -295,7 +296,7 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
                                    f"pydantic ValidationError: 1 validation error for {cls.name}: {name}: Input "
                                    f"should be {words} {bound_value} (given {value})")
             bound[f"self.{name}"] = value
-        elif default is not UNKNOWN and launch.speculative:
+        elif not isinstance(default, Unknown) and launch.speculative:
             bound[f"self.{name}"] = default  # a scan given no speculative config imagines one: nothing is fixed
     return bound, None
 
@@ -372,9 +373,9 @@ def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given
         for field_name in (n for n in named if n in given):
             if not params:
                 continue
-            interpreter = Interpreter("__return__", {params[0]: given[field_name]}, scope, (), True)
+            player = Player("__return__", {params[0]: given[field_name]}, scope, (), True)
             try:
-                outcomes = interpreter.run(function, None)
+                outcomes = player.run(function, None)
             except (ValueError, RecursionError):
                 continue
             if outcomes and all(o.raises for o in outcomes):
@@ -396,7 +397,7 @@ def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None \
                 and stmt.target.id not in assigned:
             default, _ = _declared_default(stmt.value)
-            if default is not UNKNOWN:
+            if not isinstance(default, Unknown):
                 fields[stmt.target.id] = default
     return fields
 
@@ -481,7 +482,7 @@ def _choose(outcomes: list[Outcome]) -> tuple[list[Outcome], str]:
     running = [o for o in outcomes if o.raises is None]
     if not running:
         return outcomes[:1], ""
-    if any(o.method is UNKNOWN for o in running):
+    if any(isinstance(o.method, Unknown) for o in running):
         return [], "the method is set from a value not known before launch"
     if len({o.method for o in running}) > 1:
         ways = "; ".join(f"{o.method!r} where {' and '.join(o.steps[-1].conditions) or 'otherwise'}"
@@ -545,7 +546,7 @@ def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.Funct
 
 
 class ModuleScope:
-    """A module of the release as the interpreter sees it (interpret.Scope): its Literal aliases, its constants and
+    """A module of the release as the player sees it (play.player.Scope): its Literal aliases, its constants and
     the functions it defines or imports, following its imports within the release."""
 
     def __init__(self, code: ReleaseCode, tree: ast.Module, where: str, seen: frozenset[int] = frozenset(),
@@ -645,3 +646,22 @@ def _declared(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -
                 found |= _declared(tree, node.id, seen | {name}) or set()
         return found
     return None
+
+
+def methods_named(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str) -> set[str]:
+    """The strings ``function`` compares the method with or assigns to it: the methods a release names where it
+    declares no list of them."""
+    named: set[str] = set()
+    for node in ast.walk(function):
+        if isinstance(node, ast.Compare) and variable in {dotted(n) for n in [node.left, *node.comparators]}:
+            named |= set(_strings([node.left, *node.comparators]))
+        elif isinstance(node, ast.Assign) and any(dotted(t) == variable for t in node.targets):
+            named |= set(_strings([node.value]))
+    return named
+
+
+def _strings(nodes: list[ast.expr]) -> Iterator[str]:
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                yield sub.value

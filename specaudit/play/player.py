@@ -1,57 +1,42 @@
-"""How a release's own code resolves the speculative method, played out on a launch without running it.
+"""The player of engine code: a function of the release played out statement by statement on a launch's values,
+without running it.
 
-The engines resolve the method in a few statements: ``if self.method is None: ... self.method = "draft_model"``,
-``elif "eagle3" in self.draft_model_config.model.lower(): self.method = "eagle3"``, ``return "EAGLE"``; and they
-build the draft's config by rewriting a config object (``hf_config.model_type = "deepseek_mtp"``,
-``hf_config.update({"n_predict": ...})``). This walks such a function's syntax tree statement by statement, with
-the variable that holds the method (or the object being rewritten), the locals it assigns, and what the launch fixes
-(``bindings``: an expression of the engine's, as written, to a value of the launch; a config is a dict, its
-attributes its keys). A condition it cannot evaluate is taken both ways where it sets the method; elsewhere what it
-assigns is no longer known. The outcomes of every way are kept, with the raise that ends one (a ``raise``, a failed
-``assert``, or arithmetic that fails on the launch's values: ``n % 0``) and the warnings the engine logs on it.
+The engines decide a launch in a few statements: ``if self.method is None: ... self.method = "draft_model"``,
+``elif "eagle3" in self.draft_model_config.model.lower(): self.method = "eagle3"``, ``return "EAGLE"``; they build
+the draft's config by rewriting a config object (``hf_config.model_type = "deepseek_mtp"``, ``hf_config.update({
+"n_predict": ...})``). The player walks such a function's syntax tree with the variable it follows (the method, the
+returned value, or the object being rewritten), the locals it assigns, and what the launch fixes (``bindings``: an
+expression of the engine's, as written, to a value of the launch; a config is a dict, its attributes its keys).
 
-Nothing of the engine is executed or imported: expressions are evaluated by the small evaluator here, over
-constants, names, attributes, subscripts, arithmetic, comparisons, ``and``/``or``/``not``, conditional expressions,
-dict literals and their ``get``/``update``, ``str.lower``/``upper``, ``getattr``/``hasattr``/``len``/``int``,
-``copy.deepcopy``, ``any``/``all`` over a known sequence, ``get_args`` of the release's Literal aliases, module
-constants, and the release's own functions (followed into, a few calls deep). Anything else is unknown.
+Its policy for a condition it cannot decide: where the statement sets the followed variable (or may end the
+function), it **forks**, one way for each branch; elsewhere it **stops** there, and what the statement may assign
+is no longer known. Depth limits live here (MAX_WAYS, MAX_CALLS). The outcomes of every way are kept, with the raise
+that ends one (a ``raise``, a failed ``assert``, or an operation that fails on the launch's values: ``n % 0``) and
+the warnings the engine logs on it; ``Coverage`` records what was played and what was not.
+
+Values are play.values' (one ``Unknown``), operations play.operators' tables. Nothing of the engine is executed or
+imported; the release's own functions are followed a few calls deep, through the ``Scope`` of their module.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-import operator
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..core.values import COMPARISONS
+from .operators import METHODS, binary, compare, plain_method, pure
+from .values import CLASS, UNKNOWN, Raised, Unknown, truth
 
-
-class _Unknown:
-    def __repr__(self) -> str:
-        return "<unknown>"
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> _Unknown:
-        return self
-
-
-UNKNOWN: Any = _Unknown()  # a value the launch does not fix
-CLASS = "__class__"  # the key of an object's class ("module:Class") in the dict that stands for it
-MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that resolves a method
+MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
 MAX_CALLS = 3  # how deep the release's own functions are followed
-
-_ARITHMETIC: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Mod: operator.mod,
-    ast.FloorDiv: operator.floordiv, ast.Div: operator.truediv, ast.BitOr: operator.or_,
-}
 _WARNINGS = {"warning", "warning_once", "warn"}  # logger.warning(...), warnings.warn(...)
-_BUILTINS: dict[str, Callable[[Any], Any]] = {"len": len, "int": int, "bool": bool}
+# The builtins played (play.operators.PURE), but not those a release is as likely to shadow with a function of its own.
+_PURE = ("len", "int", "bool", "str", "min", "max", "abs", "sorted", "tuple", "list", "frozenset", "set")
 
 
 class Scope(Protocol):
-    """What the code of one module of the release gives the interpreter."""
+    """What the code of one module of the release gives the player."""
 
     def literals(self, name: str) -> set[str] | None:
         """The strings a module-level Literal alias, Enum or set of strings declares."""
@@ -160,16 +145,6 @@ class _Imported:
     name: str  # "module:name"
 
 
-class _Raised(Exception):
-    """An expression that fails on the launch's values (a modulo by zero, an index past the end), or a call of a
-    function that raises on them (``site``: where)."""
-
-    def __init__(self, error: str, site: tuple[str, int, str] | None = None):
-        super().__init__(error)
-        self.error = error
-        self.site = site
-
-
 @dataclass
 class _Way:
     env: dict[str, Any]
@@ -188,7 +163,7 @@ class _Way:
 
 
 @dataclass
-class Interpreter:
+class Player:
     """``variable``: the expression that holds the method in the function (``self.method``, a parameter's name);
     ``bindings``: expression -> value; ``scope``: the module's names; ``tracked``: other expressions the function
     assigns and later reads (``self.model``)."""
@@ -234,8 +209,8 @@ class Interpreter:
         if test is None or env is None:
             return
         for call in (n for n in ast.walk(test) if isinstance(n, ast.Call)):
-            key = f"{_dotted(call.func)}()"
-            if env.get(key, None) is UNKNOWN:
+            key = f"{dotted(call.func)}()"
+            if isinstance(env.get(key, None), Unknown):
                 self.coverage.unread[(self.scope.where, node.lineno, node.end_lineno or node.lineno)] = key
                 return
 
@@ -256,7 +231,7 @@ class Interpreter:
             self.coverage.ran.add((self.scope.where, stmt.lineno))
         try:
             return self._statement(stmt, way)
-        except _Raised as raised:  # the engine's own code fails here on the launch's values
+        except Raised as raised:  # the engine's own code fails here on the launch's values
             way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error,
                     raised.site)
             return [way]
@@ -264,7 +239,7 @@ class Interpreter:
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if isinstance(stmt, ast.If):
             value = self.evaluate(stmt.test, way.env)
-            if value is UNKNOWN and not self._sets_method(stmt):
+            if isinstance(value, Unknown) and not self._sets_method(stmt):
                 # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
                 # it may assign is no longer known.
                 self._forget(stmt, way.env)
@@ -272,10 +247,10 @@ class Interpreter:
                 return [way]
             test = ast.unparse(stmt.test)
             ways = []
-            if value is UNKNOWN or _truth(value):
-                ways += self._block(stmt.body, [way.fork(test) if value is UNKNOWN else way])
-            if value is UNKNOWN or not _truth(value):
-                ways += self._block(stmt.orelse, [way.fork(f"not ({test})") if value is UNKNOWN else way])
+            if isinstance(value, Unknown) or _truth(value):
+                ways += self._block(stmt.body, [way.fork(test) if isinstance(value, Unknown) else way])
+            if isinstance(value, Unknown) or not _truth(value):
+                ways += self._block(stmt.orelse, [way.fork(f"not ({test})") if isinstance(value, Unknown) else way])
             return ways
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             if stmt.value is None:
@@ -284,7 +259,7 @@ class Interpreter:
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             for target in targets:
                 if isinstance(stmt, ast.AugAssign):
-                    value = self._arithmetic(stmt.op, self.evaluate(target, way.env), value)
+                    value = binary(stmt.op, self.evaluate(target, way.env), value)
                 self._assign(target, value, stmt, way)
             return [way]
         if isinstance(stmt, ast.Expr):
@@ -299,9 +274,9 @@ class Interpreter:
             return [way]
         if isinstance(stmt, ast.Assert):
             holds = self.evaluate(stmt.test, way.env)
-            if holds is UNKNOWN:
+            if isinstance(holds, Unknown):
                 self._opaque(stmt, stmt.test, way.env)
-            if holds is not UNKNOWN and not _truth(holds):
+            if not isinstance(holds, Unknown) and not _truth(holds):
                 way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}",
                         f"AssertionError: {ast.unparse(stmt.test)}")
             return [way]
@@ -309,7 +284,7 @@ class Interpreter:
             method = way.env.get(self.variable, UNKNOWN)
             if self.returns:
                 method = self.evaluate(stmt.value, way.env) if stmt.value is not None else None
-                if _dotted(stmt.value) != self.variable:
+                if dotted(stmt.value) != self.variable:
                     way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
             way.end(method)
             return [way]
@@ -317,7 +292,7 @@ class Interpreter:
             for alias in stmt.names:  # `from vllm...mimo_v2_mtp import _MIMO_V2_PRO_NUM_MTP_LAYERS`, in the function
                 name = f"{stmt.module}:{alias.name}"
                 value = self.scope.value(name)
-                way.env[alias.asname or alias.name] = _Imported(name) if value is UNKNOWN else value
+                way.env[alias.asname or alias.name] = _Imported(name) if isinstance(value, Unknown) else value
             return [way]
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             return self._block(stmt.body, [way])
@@ -336,7 +311,7 @@ class Interpreter:
         return [way]
 
     def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt, way: _Way) -> None:
-        name = _dotted(target)
+        name = dotted(target)
         if name == self.variable:
             way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
         if name is not None and (name == self.variable or name in self.tracked or name in way.env
@@ -348,7 +323,7 @@ class Interpreter:
                 owner[target.attr] = value
         elif isinstance(target, ast.Subscript):
             owner, key = self.evaluate(target.value, way.env), self.evaluate(target.slice, way.env)
-            if (isinstance(owner, dict) and key is not UNKNOWN) or \
+            if (isinstance(owner, dict) and not isinstance(key, Unknown)) or \
                     (isinstance(owner, list) and isinstance(key, int) and -len(owner) <= key < len(owner)):
                 owner[key] = value
         elif isinstance(target, ast.NamedExpr | ast.Tuple):
@@ -361,7 +336,7 @@ class Interpreter:
                 return True  # it may end the function here: what follows may not run
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(_dotted(t) in (self.variable, *self.tracked) for t in targets):
+                if any(dotted(t) in (self.variable, *self.tracked) for t in targets):
                     return True
             if self.returns and _mutates(node, self.variable):
                 return True  # the object being rewritten (the function's result) is
@@ -374,7 +349,7 @@ class Interpreter:
             targets = node.targets if isinstance(node, ast.Assign) else \
                 [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) else []
             for target in targets:
-                name = _dotted(target)
+                name = dotted(target)
                 if name is not None and (name in env or isinstance(target, ast.Name) or name in self.tracked):
                     env[name] = UNKNOWN
                 if isinstance(target, ast.Attribute):
@@ -391,7 +366,7 @@ class Interpreter:
     def _quiet(self, node: ast.expr, env: dict[str, Any]) -> Any:
         try:
             return self.evaluate(node, env)
-        except _Raised:
+        except Raised:
             return UNKNOWN
 
     def _code(self, stmt: ast.stmt) -> str:
@@ -401,10 +376,10 @@ class Interpreter:
     def _raised(self, stmt: ast.Raise, env: dict[str, Any]) -> str:
         """What a raise raises, as Python prints it where its message is known: ``ValueError: k must be ...``."""
         exc = stmt.exc
-        if isinstance(exc, ast.Call) and _dotted(exc.func) and len(exc.args) == 1:
+        if isinstance(exc, ast.Call) and dotted(exc.func) and len(exc.args) == 1:
             message = self._quiet(exc.args[0], env)
             if isinstance(message, str):
-                return f"{_dotted(exc.func)}: {message}"
+                return f"{dotted(exc.func)}: {message}"
         return self._code(stmt).removeprefix("raise ").strip()
 
     def _message(self, call: ast.Call, env: dict[str, Any]) -> str:
@@ -416,14 +391,14 @@ class Interpreter:
             return ast.unparse(call.args[0])
         values = [self._quiet(a, env) for a in call.args[1:]]
         try:
-            return template % tuple("?" if v is UNKNOWN else v for v in values) if values else template
+            return template % tuple("?" if isinstance(v, Unknown) else v for v in values) if values else template
         except (TypeError, ValueError):
             return template
 
     # -- expressions ---------------------------------------------------------------------------------------------
 
     def evaluate(self, node: ast.expr, env: dict[str, Any]) -> Any:
-        name = _dotted(node)
+        name = dotted(node)
         if name is not None and name in env:
             return env[name]
         if isinstance(node, ast.Constant):
@@ -432,7 +407,7 @@ class Interpreter:
             return self.scope.value(node.id)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.evaluate(e, env) for e in node.elts]
-            if any(i is UNKNOWN for i in items):
+            if any(isinstance(i, Unknown) for i in items):
                 return UNKNOWN
             return frozenset(items) if isinstance(node, ast.Set) else list(items) if isinstance(node, ast.List) \
                 else tuple(items)
@@ -444,18 +419,18 @@ class Interpreter:
             return self._boolean(node, env)
         if isinstance(node, ast.UnaryOp):
             value = self.evaluate(node.operand, env)
-            if value is UNKNOWN:
+            if isinstance(value, Unknown):
                 return UNKNOWN
             if isinstance(node.op, ast.Not):
                 return not _truth(value)
             return -value if isinstance(node.op, ast.USub) and isinstance(value, (int, float)) else UNKNOWN
         if isinstance(node, ast.BinOp):
-            return self._arithmetic(node.op, self.evaluate(node.left, env), self.evaluate(node.right, env))
+            return binary(node.op, self.evaluate(node.left, env), self.evaluate(node.right, env))
         if isinstance(node, ast.Compare):
             return self._compare(node, env)
         if isinstance(node, ast.IfExp):
             test = self.evaluate(node.test, env)
-            return UNKNOWN if test is UNKNOWN else self.evaluate(node.body if _truth(test) else node.orelse, env)
+            return UNKNOWN if isinstance(test, Unknown) else self.evaluate(node.body if _truth(test) else node.orelse, env)
         if isinstance(node, ast.NamedExpr):
             env[node.target.id] = value = self.evaluate(node.value, env)
             return value
@@ -479,7 +454,7 @@ class Interpreter:
             if not isinstance(part, ast.FormattedValue) or part.format_spec is not None:
                 return UNKNOWN
             value = self.evaluate(part.value, env)
-            if value is UNKNOWN:
+            if isinstance(value, Unknown):
                 return UNKNOWN
             text.append(repr(value) if part.conversion == ord("r") else ascii(value) if part.conversion == ord("a")
                         else str(value))
@@ -495,32 +470,20 @@ class Interpreter:
                 result.update(spread)
                 continue
             k = self.evaluate(key, env)
-            if k is UNKNOWN:
+            if isinstance(k, Unknown):
                 return UNKNOWN
             result[k] = self.evaluate(value, env)
         return result
 
-    def _arithmetic(self, op: ast.operator, left: Any, right: Any) -> Any:
-        if left is UNKNOWN or right is UNKNOWN or type(op) not in _ARITHMETIC:
-            return UNKNOWN
-        try:
-            return _ARITHMETIC[type(op)](left, right)
-        except ZeroDivisionError as exc:
-            raise _Raised(f"ZeroDivisionError: {exc}") from None
-        except TypeError as exc:
-            if None in (left, right):  # `None % 2`: Python refuses it, as the engine will
-                raise _Raised(f"TypeError: {exc}") from None
-            return UNKNOWN
-
     def _subscript(self, node: ast.Subscript, env: dict[str, Any]) -> Any:
         owner, key = self.evaluate(node.value, env), self.evaluate(node.slice, env)
-        if owner is UNKNOWN or key is UNKNOWN:
+        if isinstance(owner, Unknown) or isinstance(key, Unknown):
             return UNKNOWN
         if isinstance(owner, dict):  # a key it lacks may be a default of the engine's object: not known
             return owner.get(key, UNKNOWN)
         if isinstance(owner, (list, tuple)) and isinstance(key, int):
             if not -len(owner) <= key < len(owner):
-                raise _Raised(f"IndexError: {type(owner).__name__} index out of range")
+                raise Raised(f"IndexError: {type(owner).__name__} index out of range")
             return owner[key]
         return UNKNOWN
 
@@ -530,9 +493,9 @@ class Interpreter:
         value: Any = None
         for operand in node.values:
             value = self.evaluate(operand, env)
-            if value is UNKNOWN:
+            if isinstance(value, Unknown):
                 rest = [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
-                if any(v is not UNKNOWN and _truth(v) == deciding for v in rest):
+                if any(not isinstance(v, Unknown) and _truth(v) == deciding for v in rest):
                     return deciding  # a later operand decides the whole, whatever the unknown one is
                 return UNKNOWN
             if _truth(value) == deciding:
@@ -543,23 +506,16 @@ class Interpreter:
         left = self.evaluate(node.left, env)
         for op, comparator in zip(node.ops, node.comparators):
             right = self.evaluate(comparator, env)
-            if left is UNKNOWN or right is UNKNOWN:
-                return UNKNOWN
-            try:
-                holds = COMPARISONS[type(op)](left, right)
-            except TypeError as exc:
-                if None in (left, right) and isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)):
-                    raise _Raised(f"TypeError: {exc}") from None  # `None > 1`: Python refuses it, as the engine will
-                return UNKNOWN
-            except KeyError:
-                return UNKNOWN
+            holds = compare(op, left, right)
+            if isinstance(holds, Unknown):
+                return holds
             if not holds:
                 return False
             left = right
         return True
 
     def _call(self, node: ast.Call, env: dict[str, Any]) -> Any:
-        func = _dotted(node.func)
+        func = dotted(node.func)
         if func is not None and f"{func}()" in env:
             return env[f"{func}()"]
         args = node.args
@@ -568,12 +524,10 @@ class Interpreter:
             owner = self.evaluate(node.func.value, env)
             if isinstance(owner, dict) and isinstance(owner.get(CLASS), str):  # an object of a class of the release
                 return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
-            if isinstance(owner, str) and method in ("lower", "upper") and not args:
-                return getattr(owner, method)()
             if isinstance(owner, dict) and method == "get" and 1 <= len(args) <= 2:
                 key = self.evaluate(args[0], env)
                 default = self.evaluate(args[1], env) if len(args) == 2 else None
-                return UNKNOWN if key is UNKNOWN else owner.get(key, default)
+                return UNKNOWN if isinstance(key, Unknown) else owner.get(key, default)
             if isinstance(owner, dict) and method == "update" and len(args) == 1 and not node.keywords:
                 other = self.evaluate(args[0], env)
                 if isinstance(other, dict):
@@ -582,9 +536,8 @@ class Interpreter:
                 for key in list(owner):  # updated from what is not known: none of its keys is
                     owner[key] = UNKNOWN
                 return None
-            if isinstance(owner, (set, frozenset)) and method == "intersection" and len(args) == 1:
-                other = self.evaluate(args[0], env)
-                return UNKNOWN if other is UNKNOWN else frozenset(owner).intersection(other)
+            if not isinstance(owner, (dict, Unknown)) and method in METHODS and not node.keywords:
+                return plain_method(owner, method, [self.evaluate(a, env) for a in args])
         if func in ("copy.deepcopy", "copy.copy", "deepcopy") and len(args) == 1:
             return copy.deepcopy(self.evaluate(args[0], env))
         if func == "get_args" and len(args) == 1 and isinstance(args[0], ast.Name):
@@ -600,14 +553,13 @@ class Interpreter:
                 return args[1].value in owner
             default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
             return owner.get(args[1].value, default)
-        if func in _BUILTINS and len(args) == 1:
-            value = self.evaluate(args[0], env)
-            try:
-                return UNKNOWN if value is UNKNOWN else _BUILTINS[func](value)
-            except (TypeError, ValueError):
-                return UNKNOWN
-        if func in ("any", "all") and len(args) == 1 and isinstance(args[0], ast.GeneratorExp):
+        if func in ("any", "all", "sum") and len(args) == 1 and isinstance(args[0], ast.GeneratorExp):
             return self._quantified(func, args[0], env)
+        if func in _PURE and not node.keywords:
+            values = [self.evaluate(a, env) for a in args]
+            if any(isinstance(v, dict) and CLASS in v for v in values):
+                return Unknown(f"{func}() of an object of the release")
+            return pure(func, values)
         if func is not None:
             return self._follow(func, node, env)
         return UNKNOWN
@@ -645,7 +597,7 @@ class Interpreter:
         if not running:
             first = outcomes[0]
             line, _, code = (first.raises or "0: ").partition(": ")
-            raise _Raised(first.error or "an exception", first.site or (scope.where, int(line), code))
+            raise Raised(first.error or "an exception", first.site or (scope.where, int(line), code))
         if fields is not None:  # what a method of the object assigns to its fields, the caller reads back
             joined: dict[str, Any] = {}
             _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
@@ -664,13 +616,16 @@ class Interpreter:
             return UNKNOWN
         loop = gen.generators[0]
         items = self.evaluate(loop.iter, env)
-        if items is UNKNOWN or not isinstance(items, (tuple, list, frozenset)):
+        if isinstance(items, Unknown) or not isinstance(items, (tuple, list, frozenset)):
             return UNKNOWN
         assert isinstance(loop.target, ast.Name)
         values = [self.evaluate(gen.elt, {**env, loop.target.id: item}) for item in items]
+        unknown = next((v for v in values if isinstance(v, Unknown)), None)
+        if func == "sum":
+            return unknown or pure("sum", [values])
         if func == "any":
-            return True if any(v is not UNKNOWN and _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else False
-        return False if any(v is not UNKNOWN and not _truth(v) for v in values) else UNKNOWN if UNKNOWN in values else True
+            return True if any(not isinstance(v, Unknown) and _truth(v) for v in values) else unknown or False
+        return False if any(not isinstance(v, Unknown) and not _truth(v) for v in values) else unknown or True
 
 
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
@@ -681,14 +636,14 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
     entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known;
     ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function."""
     params = [a.arg for a in function.args.posonlyargs + function.args.args]
-    static = any(_dotted(d) == "staticmethod" for d in function.decorator_list)
+    static = any(dotted(d) == "staticmethod" for d in function.decorator_list)
     if params[:1] in (["self"], ["cls"]) and not static:
         if fields is None or params[0] != "self":
             return [Outcome(UNKNOWN)], 1  # a method of an object it does not model
         params = params[1:]
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-    interpreter = Interpreter("__return__", {}, scope, (), True, depth, coverage)
+    player = Player("__return__", {}, scope, (), True, depth, coverage)
     frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
     for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
         if position < len(params) and position < len(passed):
@@ -696,8 +651,8 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         elif param in named:
             frame[param] = named[param]
         else:
-            frame[param] = interpreter.evaluate(defaults[param], {}) if param in defaults else UNKNOWN
-    ways = interpreter.play(function, [_Way(frame)])
+            frame[param] = player.evaluate(defaults[param], {}) if param in defaults else UNKNOWN
+    ways = player.play(function, [_Way(frame)])
     for way in ways:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None
@@ -716,12 +671,11 @@ def _join(target: dict[Any, Any], versions: list[Any]) -> None:
 
 
 def _truth(value: Any) -> bool:
-    if isinstance(value, dict) and CLASS in value:
-        return True  # an object of the release: true, whatever fields it has
-    return bool(value)
+    """A known value's truth (play.values.truth; an object of the release is true, whatever fields it has)."""
+    return truth(value) is True
 
 
-def _dotted(node: ast.expr | None) -> str | None:
+def dotted(node: ast.expr | None) -> str | None:
     """``self.draft_model_config.model`` as text; None for anything that is not a name or an attribute chain."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
@@ -740,25 +694,6 @@ def _mutates(node: ast.AST, variable: str) -> bool:
     """Whether a node rewrites the object ``variable`` names: an attribute of it assigned, or its ``update``."""
     if isinstance(node, (ast.Assign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return any(isinstance(t, ast.Attribute) and (_dotted(t) or "").startswith(variable + ".") for t in targets)
+        return any(isinstance(t, ast.Attribute) and (dotted(t) or "").startswith(variable + ".") for t in targets)
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
-        and _dotted(node.func.value) == variable
-
-
-def methods_named(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str) -> set[str]:
-    """The strings ``function`` compares the method with or assigns to it: the methods a release names where it
-    declares no list of them."""
-    named: set[str] = set()
-    for node in ast.walk(function):
-        if isinstance(node, ast.Compare) and variable in {_dotted(n) for n in [node.left, *node.comparators]}:
-            named |= set(_strings([node.left, *node.comparators]))
-        elif isinstance(node, ast.Assign) and any(_dotted(t) == variable for t in node.targets):
-            named |= set(_strings([node.value]))
-    return named
-
-
-def _strings(nodes: list[ast.expr]) -> Iterator[str]:
-    for node in nodes:
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-                yield sub.value
+        and dotted(node.func.value) == variable

@@ -336,7 +336,7 @@ def _runner_facts(a: Analysis, launch: Launch, method: str) -> LaunchFacts:
     def read_target(expression: str) -> tuple[bool, Any]:
         value = evaluator.eval(ast.parse(expression, mode="eval").body, {}, "")
         known = isinstance(value, (bool, int, float, str, type(None), list, tuple, dict))
-        return (True, value) if known else (False, str(getattr(value, "what", value)))
+        return (True, value) if known else (False, str(getattr(value, "why", value)))
 
     return LaunchFacts(method=method, options=dict(options), speculative=dict(launch.speculative), env=dict(launch.env),
                        config=target.config, text_config=target.text_config,

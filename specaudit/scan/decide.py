@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ..core.types import Finding, Phase, Status
-from ..core.values import COMPARISONS
 from ..launch.target import Target
-from ..methods.interpret import UNKNOWN
+from ..play.operators import METHODS, compare, plain_method
+from ..play.values import EngineObject, Raised, Unknown, truth
 from .facts import ClassInfo, ModuleInfo, dotted_name
 from .gates import render_message
 from .registry import Registry
@@ -67,13 +66,6 @@ PRETRAINED_CONFIG_METHODS = frozenset({"get_text_config", "to_dict", "to_diff_di
 
 
 @dataclass(frozen=True)
-class Unknown:
-    """A value that cannot be known before launch; ``what`` names the part not understood."""
-
-    what: str
-
-
-@dataclass(frozen=True)
 class Raises:
     """Evaluating the expression raises: the launch fails there."""
 
@@ -81,14 +73,14 @@ class Raises:
 
 
 @dataclass(frozen=True)
-class TargetModel:
+class TargetModel(EngineObject):
     """An instance of a known class: the target model, or a part that its class builds (``self.model``)."""
 
     cls: ClassInfo
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(EngineObject):
     values: dict
     class_name: str
     complete: bool  # a whole config.json: an absent key is a missing attribute, not an unlisted one
@@ -96,7 +88,7 @@ class Config:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(EngineObject):
     """The engine's config object of the target model (vLLM's ModelConfig), or one it holds (``prefix``
     ``multimodal_config.``): what it answers is declared in the path file, over the target's config."""
 
@@ -104,7 +96,7 @@ class ModelConfig:
 
 
 @dataclass(frozen=True)
-class SpeculativeFields:
+class SpeculativeFields(EngineObject):
     """The engine's speculative config object: its fields as the engine's resolving code leaves them for the launch
     (methods/resolve.py), the others not known; ``methods``: what its own methods return on them (name -> value)."""
 
@@ -121,12 +113,12 @@ class SpeculativeMethod:
 
 
 @dataclass(frozen=True)
-class ClassValue:
+class ClassValue(EngineObject):
     cls: ClassInfo
 
 
 @dataclass(frozen=True)
-class Method:
+class Method(EngineObject):
     """A method of the target class, looked up but not called."""
 
     owner: TargetModel
@@ -134,7 +126,7 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Function:
+class Function(EngineObject):
     summary: Summary
 
 
@@ -155,18 +147,14 @@ class Decision:
     bypassed: bool = False
 
 
-MAX_VALUE_CHARS = 1_000_000  # a string the evaluator builds past this is unknown: `.replace("k", "kk")` chains double
+@dataclass(frozen=True)
+class PlainMethod:
+    """A method of a plain value (``"x".startswith``, ``d.get``), looked up but not called: play.operators'."""
+
+    owner: Any
+    name: str
 
 
-def _bounded_replace(base: str, unknown: Unknown, old: Any = None, new: Any = None, *rest: Any) -> Any:
-    """``base.replace(old, new, ...)``, computed only where its result stays under MAX_VALUE_CHARS."""
-    if not isinstance(old, str) or not isinstance(new, str):
-        return unknown
-    grows = (base.count(old) if old else len(base) + 1) * max(0, len(new) - len(old))
-    return unknown if len(base) + grows > MAX_VALUE_CHARS else base.replace(old, new, *rest)
-
-
-_SAFE_STR_METHODS = frozenset({"startswith", "endswith", "lower", "upper", "strip", "split", "replace", "casefold"})
 _BUILTINS = frozenset({"isinstance", "hasattr", "getattr", "type", "any", "all", "len", "str", "bool", "tuple",
                        "list", "set", "frozenset", "sorted", "issubclass", "int", "callable"})
 
@@ -225,10 +213,10 @@ class Evaluator:
         value = self.condition(condition)
         if isinstance(value, (Unknown, Raises)):
             return value
-        truth = _truth(value)
-        if isinstance(truth, Unknown):
-            return truth
-        return truth == condition.holds
+        holds = truth(value)
+        if isinstance(holds, Unknown):
+            return holds
+        return holds == condition.holds
 
     def _parse(self, source: str) -> ast.expr:
         if source not in self._parsed:
@@ -310,7 +298,7 @@ class Evaluator:
                 return Unknown(f"{text} (the engine's model config)")
             value = self.eval(found, {}, "")
             if any(k.startswith(f"{key}.") for k in self.model_config):  # an object of its own, where it exists
-                exists = _truth(value) if not isinstance(value, Raises) else value
+                exists = truth(value) if not isinstance(value, Raises) else value
                 return ModelConfig(f"{key}.") if exists is True else None if exists is False else exists
             return value
         if isinstance(base, Config):
@@ -343,10 +331,8 @@ class Evaluator:
             if name in base.cls.defaults:
                 return base.cls.defaults[name]
             return Unknown(text)
-        if isinstance(base, str) and name == "replace":
-            return functools.partial(_bounded_replace, base, Unknown(text))
-        if isinstance(base, str) and name in _SAFE_STR_METHODS or isinstance(base, dict) and name == "get":
-            return getattr(base, name)
+        if name in METHODS and isinstance(base, METHODS[name]) and not isinstance(base, EngineObject):
+            return PlainMethod(base, name)
         return Unknown(text)
 
     def _registered_part(self, cls: ClassInfo, name: str) -> ClassInfo | None:
@@ -433,19 +419,15 @@ class Evaluator:
             return self.run(func.summary, args, kwargs)
         if isinstance(func, SpeculativeMethod) and not args and not kwargs and func.owner.methods is not None:
             value = func.owner.methods(func.name)
-            return Unknown(f"{_text(node)} (the speculative config's {func.name}())") if value is UNKNOWN else value
+            return Unknown(f"{_text(node)} (the speculative config's {func.name}())") if isinstance(value, Unknown) \
+                else value
         if isinstance(func, Method):
             returned = self.returned(func)
             if returned is None and func.name in self.parts.language_model:
                 return self.language_model(func.owner)
             return returned if returned is not None else Unknown(_text(node))
-        if callable(func) and getattr(func, "__self__", None).__class__ in (str, dict):
-            if any(isinstance(a, Unknown) for a in args):
-                return next(a for a in args if isinstance(a, Unknown))
-            try:
-                return func(*args)
-            except Exception:  # noqa: BLE001 - a str method given something it does not take
-                return Unknown(_text(node))
+        if isinstance(func, PlainMethod) and not kwargs:
+            return plain_method(func.owner, func.name, args)
         if isinstance(func, (Unknown, Raises)):
             return func
         return Unknown(_text(node))
@@ -465,7 +447,7 @@ class Evaluator:
                 return False
             if isinstance(value, Unknown):
                 # A config's own methods are there; whatever else is not known stays unknown.
-                present = isinstance(args[0], Config) and "snapshot" not in value.what
+                present = isinstance(args[0], Config) and "snapshot" not in value.why
                 return True if present else value
             return True
         if name == "getattr" and len(args) in (2, 3) and isinstance(args[1], str):
@@ -545,15 +527,15 @@ class Evaluator:
             scope = dict(local)
             if not _bind(loop.target, item, scope):
                 return Unknown(_text(generator))
-            if any(_truth(self.eval(c, scope, module)) is not True for c in loop.ifs):
+            if any(truth(self.eval(c, scope, module)) is not True for c in loop.ifs):
                 continue
             value = self.eval(generator.elt, scope, module)
             if isinstance(value, Raises):
                 return value
-            truth = _truth(value)
-            if isinstance(truth, Unknown):
-                unknown = unknown or truth
-            elif truth == (name == "any"):
+            holds = truth(value)
+            if isinstance(holds, Unknown):
+                unknown = unknown or holds
+            elif holds == (name == "any"):
                 return name == "any"
         return unknown if unknown else name == "all"
 
@@ -573,8 +555,10 @@ class Evaluator:
                     return Unknown(_text(node))
             else:
                 try:
-                    result = COMPARISONS[type(op)](left, right)
-                except (TypeError, KeyError):
+                    result = compare(op, left, right)
+                except Raised:  # `None > 1` in a condition: not this evaluator's to call a refusal
+                    return Unknown(_text(node))
+                if isinstance(result, Unknown):
                     return Unknown(_text(node))
             if not result:
                 return False
@@ -589,11 +573,11 @@ class Evaluator:
                 # Reached only where the operands before it do not decide: after an unknown one, not known either
                 # (`isinstance(config, BailingHybridConfig) and config.use_kda` on a config of another class).
                 return unknown or value
-            truth = _truth(value)
-            if isinstance(truth, Unknown):
-                unknown = unknown or truth
+            holds = truth(value)
+            if isinstance(holds, Unknown):
+                unknown = unknown or holds
                 continue
-            if truth == isinstance(node.op, ast.Or):
+            if holds == isinstance(node.op, ast.Or):
                 return value
         return unknown if unknown else value
 
@@ -602,14 +586,14 @@ class Evaluator:
         if isinstance(operand, (Unknown, Raises)):
             return operand
         if isinstance(node.op, ast.Not):
-            truth = _truth(operand)
-            return truth if isinstance(truth, Unknown) else not truth
+            holds = truth(operand)
+            return holds if isinstance(holds, Unknown) else not holds
         if isinstance(operand, (int, float)) and isinstance(node.op, ast.USub):
             return -operand
         return Unknown(_text(node))
 
     def _IfExp(self, node, local, module):
-        test = _truth(self.eval(node.test, local, module))
+        test = truth(self.eval(node.test, local, module))
         if isinstance(test, Unknown):
             return test
         return self.eval(node.body if test else node.orelse, local, module)
@@ -692,7 +676,7 @@ class Evaluator:
                         return Unknown(f"{_text(stmt)} (in a function the condition calls)")
                     local[target.id] = value
             elif isinstance(stmt, ast.If):
-                test = _truth(self.eval(stmt.test, local, module))
+                test = truth(self.eval(stmt.test, local, module))
                 if isinstance(test, Unknown):
                     return test
                 result = self._statements(stmt.body if test else stmt.orelse, local, module)
@@ -716,17 +700,6 @@ class Evaluator:
 
 
 _NONE = type("ReturnsNone", (), {"__bool__": lambda self: False})()  # `return` or `return None`: not falling off
-
-
-def _truth(value: Any) -> bool | Unknown:
-    if isinstance(value, Unknown):
-        return value
-    if isinstance(value, (TargetModel, ClassValue, Method, Function, Config, SpeculativeFields)):
-        return True
-    try:
-        return bool(value)
-    except Exception:  # noqa: BLE001
-        return Unknown(repr(value))
 
 
 def _bind(target: ast.expr, value: Any, scope: dict) -> bool:
@@ -796,7 +769,7 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
         if present is True:
             return Decision(obligation, Status.PASSES, why, None)
         if isinstance(present, Unknown):
-            return Decision(obligation, Status.UNKNOWN, f"{why}; cannot decide {present.what}", error, present.what)
+            return Decision(obligation, Status.UNKNOWN, f"{why}; cannot decide {present.why}", error, present.why)
     else:
         conditions = [c.written if c.holds else f"not ({c.written})" for c in obligation.guards]
         why = (f"every condition on the way holds for this launch: {' and '.join(conditions)}" if conditions
@@ -808,14 +781,14 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
                 why = f"raised if {condition.written if condition.holds else f'not ({condition.written})'}"
             else:
                 why = f"{why}, reached if {condition.written if condition.holds else f'not ({condition.written})'}"
-            return Decision(obligation, status, f"{why}; cannot decide {value.what}", error, value.what)
+            return Decision(obligation, status, f"{why}; cannot decide {value.why}", error, value.why)
     return Decision(obligation, Status.BLOCKS, why, error)
 
 
 def _launch_state(value: Unknown) -> bool:
     """What could not be decided is the runner's own state (``self.num_effective_layers``), not the target's:
     conditions are rewritten so that what denotes the target is a placeholder."""
-    return value.what.startswith("self.") and not reads_target(value.what) and "target" not in value.what
+    return value.why.startswith("self.") and not reads_target(value.why) and "target" not in value.why
 
 
 def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:

@@ -12,14 +12,14 @@ own examples.
 from __future__ import annotations
 
 import ast
-import operator
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ..core.types import Finding, Judge, Rule, Site, Status
-from ..core.values import COMPARISONS
 from ..launch.checkpoint import Checkpoint
+from ..play.operators import binary, compare
+from ..play.values import UNKNOWN, Raised, Unknown
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
 
 if TYPE_CHECKING:
@@ -396,13 +396,13 @@ class ArgumentGate(Kind):
             value = evaluate_condition(condition, values, objects, constants, facts)
             if value is False:
                 return self.finding(rule, site, Status.PASSES, f"not triggered: {condition} is false for this launch")
-            if value is UNKNOWN:
+            if isinstance(value, Unknown):
                 outcome = UNKNOWN
         error = render_message(site.message, {f"{o}.{k}": v for o in rule.params["objects"] for k, v in values.items()})
         error = f"{site.exception}: {error}" if error else site.exception
-        if outcome is UNKNOWN:
+        if isinstance(outcome, Unknown):
             unknown = [c for c in site.details.conditions
-                       if evaluate_condition(c, values, objects, constants, facts) is UNKNOWN]
+                       if isinstance(evaluate_condition(c, values, objects, constants, facts), Unknown)]
             unread = _target_facts(unknown, facts)
             if unread:  # what the target's checkpoint holds, which the scan could not read: not the launch's
                 return self.finding(rule, site, Status.UNKNOWN,
@@ -415,14 +415,12 @@ class ArgumentGate(Kind):
                             error)
 
 
-UNKNOWN = object()  # a value specaudit cannot know before launch
 _STRING_TESTS = ("startswith", "endswith")
 # Names a fact may read beside the arguments: the target's config.json (a dict: `__config__.dspark_block_size` is
 # its key, None where it has none), and what of the target's checkpoint the scan does not read (always unknown: a
-# condition that turns on it is UNKNOWN, not undecided).
+# condition that turns on isinstance(it, Unknown), not undecided).
 TARGET_CONFIG = "__config__"
 TARGET_FILES = "__target_files__"
-_ARITHMETIC: dict[type[ast.operator], Any] = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul}
 
 
 def _target_facts(conditions: list[str], facts: dict[str, ast.expr]) -> list[str]:
@@ -467,39 +465,36 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
             return constants.get(node.id, UNKNOWN)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [ev(e, facts) for e in node.elts]
-            return UNKNOWN if any(i is UNKNOWN for i in items) else items
+            return UNKNOWN if any(isinstance(i, Unknown) for i in items) else items
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
             return values.get(node.attr, UNKNOWN)
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TARGET_CONFIG:
             config = constants.get(TARGET_CONFIG, UNKNOWN)
             return config.get(node.attr) if isinstance(config, dict) else UNKNOWN
-        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-            left, right = ev(node.left, facts), ev(node.right, facts)
-            if left is UNKNOWN or right is UNKNOWN:
-                return UNKNOWN
+        if isinstance(node, ast.BinOp):
             try:
-                return _ARITHMETIC[type(node.op)](left, right)
-            except TypeError:
+                return binary(node.op, ev(node.left, facts), ev(node.right, facts))
+            except Raised:  # `None + 1` in a condition: which launch value it is does not settle the gate
                 return UNKNOWN
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             operand = ev(node.operand, facts)
-            return UNKNOWN if operand is UNKNOWN else not operand
+            return UNKNOWN if isinstance(operand, Unknown) else not operand
         if isinstance(node, ast.BoolOp):
             results = [ev(v, facts) for v in node.values]
             # A known False decides an `and`, a known True an `or`, whatever the unknowns beside it.
             deciding = not isinstance(node.op, ast.And)
-            if any(r is not UNKNOWN and bool(r) is deciding for r in results):
+            if any(not isinstance(r, Unknown) and bool(r) is deciding for r in results):
                 return isinstance(node.op, ast.Or)
-            return UNKNOWN if any(r is UNKNOWN for r in results) else isinstance(node.op, ast.And)
+            return UNKNOWN if any(isinstance(r, Unknown) for r in results) else isinstance(node.op, ast.And)
         if isinstance(node, ast.Compare):
             left = ev(node.left, facts)
             for op, right_node in zip(node.ops, node.comparators):
                 right = ev(right_node, facts)
-                if left is UNKNOWN or right is UNKNOWN:
-                    return UNKNOWN
                 try:
-                    result = COMPARISONS[type(op)](left, right)
-                except (TypeError, KeyError):
+                    result = compare(op, left, right)
+                except Raised:
+                    return UNKNOWN
+                if isinstance(result, Unknown):
                     return UNKNOWN
                 if not result:
                     return False
@@ -507,11 +502,11 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
             return True
         if isinstance(node, ast.IfExp):
             test = ev(node.test, facts)
-            return UNKNOWN if test is UNKNOWN else ev(node.body, facts) if test else ev(node.orelse, facts)
+            return UNKNOWN if isinstance(test, Unknown) else ev(node.body, facts) if test else ev(node.orelse, facts)
         if isinstance(node, ast.Call) and not node.keywords:
             # int(x), and a string's own tests (`cfg.device.startswith("cuda")`), on known values: nothing else is run.
             args = [ev(a, facts) for a in node.args]
-            if any(a is UNKNOWN for a in args):
+            if any(isinstance(a, Unknown) for a in args):
                 return UNKNOWN
             if isinstance(node.func, ast.Name) and node.func.id == "int" and len(args) == 1:
                 try:

@@ -15,10 +15,15 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..play.libraries.environ import declared_default, truthy
+from ..play.operators import compare
+from ..play.player import LiteralScope, Player
+from ..play.values import EngineObject, Raised, Unknown
 from .facts import dotted_name
 
 BOTH = "v1 and v2"  # what trace.BOTH_RUNNERS names: both runners' roles are traced
@@ -97,16 +102,11 @@ class Source:
         self.module_tree = module_tree
 
 
-# -- three values ---------------------------------------------------------------------------------------------------
+# -- values (play.values', and the engine objects the launch has) -------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Unknown:
-    what: str
-
-
-@dataclass(frozen=True)
-class Ref:
+class Ref(EngineObject):
     """An engine object the launch has (a config), known by its dotted path."""
 
     path: str
@@ -125,25 +125,12 @@ class _Returned(Exception):
         self.value, self.line = value, line
 
 
-_SAFE = {"bool": bool, "int": int, "str": str, "len": len, "any": any, "all": all, "isinstance": isinstance,
-         "dict": dict, "list": list, "tuple": tuple, "set": set, "getattr": getattr, "None": None, "True": True,
-         "False": False, "sum": sum, "max": max, "min": min}
 _PRESENT = "__present__"
 
 
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
-def env_default(tree: ast.Module | None, variable: str) -> tuple[bool, Any]:
-    """(declared, default) of ``os.getenv("VAR", default)`` / ``os.environ.get`` in an envs module (vLLM's lambdas)."""
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and node.args[0].value == variable and (dotted_name(node.func) or "").endswith(("getenv", "environ.get")):
-            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-                return True, node.args[1].value
-            return True, None
-    return False, None
+@functools.lru_cache(maxsize=512)
+def _expression(source: str) -> ast.expr:
+    return ast.parse(source, mode="eval").body
 
 
 class _Interpreter:
@@ -237,7 +224,7 @@ class _Interpreter:
                     for holds in (True, False):
                         yield from self._block(stmt.body if holds else stmt.orelse, self._fork(env2),
                                                trail + [f"if `{ast.unparse(stmt.test)}` ({line}) taken {holds}: "
-                                                        f"{test.what} is not known"], list(logged))
+                                                        f"{test.why} is not known"], list(logged))
                 else:
                     holds = bool(test)
                     yield from self._block(stmt.body if holds else stmt.orelse, env2,
@@ -295,7 +282,7 @@ class _Interpreter:
             return ""
         values = [self._one(a, env) for a in call.args]
         text = values[0] if isinstance(values[0], str) else ast.unparse(call.args[0])
-        args = tuple(v if not isinstance(v, Unknown) else f"<{v.what}>" for v in values[1:])
+        args = tuple(v if not isinstance(v, Unknown) else f"<{v.why}>" for v in values[1:])
         try:
             return text % args if args else text
         except (TypeError, ValueError):
@@ -382,7 +369,7 @@ class _Interpreter:
             parts = []
             for part in node.values:
                 value = one(part.value) if isinstance(part, ast.FormattedValue) else part.value  # type: ignore
-                parts.append(str(value) if not isinstance(value, Unknown) else "{" + value.what + "}")
+                parts.append(str(value) if not isinstance(value, Unknown) else "{" + value.why + "}")
             return "".join(parts)
         if isinstance(node, ast.Call):
             return self._invoke(node, env, given)
@@ -462,15 +449,11 @@ class _Interpreter:
                 return left
             same = (left is right) if not isinstance(left, Ref) else right is None and False
             return same if isinstance(op, ast.Is) else not same
-        if isinstance(left, Unknown) or isinstance(right, Unknown):
-            return left if isinstance(left, Unknown) else right
         if isinstance(left, Ref) or isinstance(right, Ref):
             return Unknown(f"a comparison with {left.path if isinstance(left, Ref) else right.path}")
         try:
-            return {ast.Eq: lambda: left == right, ast.NotEq: lambda: left != right, ast.In: lambda: left in right,
-                    ast.NotIn: lambda: left not in right, ast.Gt: lambda: left > right, ast.Lt: lambda: left < right,
-                    ast.GtE: lambda: left >= right, ast.LtE: lambda: left <= right}[type(op)]()
-        except (TypeError, KeyError):
+            return compare(op, left, right)
+        except Raised:
             return Unknown("a comparison")
 
     # ---- what the launch gives
@@ -503,11 +486,11 @@ class _Interpreter:
         if path.startswith("envs.") and path not in self.reads:
             variable = path[len("envs."):]
             if variable in self.facts.env:
-                return _truthy(self.facts.env[variable])
-            declared, default = env_default(self.envs_tree, variable)
+                return truthy(self.facts.env[variable])
+            declared, default = declared_default(self.envs_tree, variable)
             if not declared:
                 return Unknown(f"{variable} (not declared in {self.choice.defaults_file})")
-            return None if default is None else _truthy(default)
+            return None if default is None else truthy(default)
         if path in self.platform:
             return self.platform[path]
         if path in self.reads:
@@ -532,9 +515,13 @@ class _Interpreter:
                  "__config__": f.config, "__text_config__": f.text_config, "__draft_config__": f.draft_config,
                  "__platform__": f.platform, "__present__": _PRESENT}
         try:
-            value = eval(compile(expression, f"<runner read {path}>", "eval"), {"__builtins__": _SAFE, **scope})  # noqa: S307
-        except Exception as exc:  # a launch value of another type than the rule expects: not known
-            return Unknown(f"{path} ({type(exc).__name__}: {exc})")
+            value = Player("", {}, LiteralScope(scope)).evaluate(_expression(expression), {})
+        except Raised as raised:  # a launch value of another type than the path file expects: not known
+            return Unknown(f"{path} ({raised.error})")
+        except SyntaxError as exc:
+            return Unknown(f"{path} (the path file's expression does not parse: {exc.msg})")
+        if isinstance(value, Unknown):
+            return Unknown(f"{path} ({value.why or expression})")
         return Ref(path) if value == _PRESENT else value
 
 
@@ -617,16 +604,16 @@ def _decisive(trail: list[str]) -> list[str]:
 
 def _by_variable(choice: RunnerChoice, envs: ast.Module | None, facts: LaunchFacts) -> RunnerDecision:
     if choice.variable in facts.env:
-        runner = choice.when_set if _truthy(facts.env[choice.variable]) else choice.otherwise
+        runner = choice.when_set if truthy(facts.env[choice.variable]) else choice.otherwise
         return RunnerDecision(runner, f"{choice.variable}={facts.env[choice.variable]} in the launch: {runner}")
-    declared, default = env_default(envs, choice.variable)
+    declared, default = declared_default(envs, choice.variable)
     if not declared:
         return RunnerDecision(choice.otherwise, f"{choice.variable} is not declared in this release "
                                                 f"({choice.defaults_file}): {choice.otherwise}")
     if default is None:
         return RunnerDecision(BOTH, f"{choice.variable} is unset by default ({choice.defaults_file}) and this release "
                                     "has no choice of its own to read: both runners' paths are traced")
-    runner = choice.when_set if _truthy(default) else choice.otherwise
+    runner = choice.when_set if truthy(default) else choice.otherwise
     return RunnerDecision(runner, f"{choice.variable} defaults to {default!r} ({choice.defaults_file}): {runner}")
 
 

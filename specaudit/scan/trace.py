@@ -32,6 +32,7 @@ from ..core.errors import SpecauditError
 from ..core.types import PHASES
 from ..launch.request import DEFAULT_METHOD
 from ..methods.catalog import applies
+from ..play.libraries.environ import declared_default, truthy
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
 from .resolve import External, Resolved, Resolver
@@ -505,14 +506,14 @@ class Tracer:
         if choice.decided is not None:
             return choice.decided
         module = self.index.module(choice.defaults_file)
-        default = _env_default(self._module_ast(module), choice.variable) if module else _UNSET
-        if default is _UNSET:
+        declared, default = declared_default(self._module_ast(module) if module else None, choice.variable)
+        if not declared:
             return choice.otherwise, (f"{choice.variable} is not declared in this release "
                                       f"({choice.defaults_file}): {choice.otherwise}")
         if default is None:
             return BOTH_RUNNERS, (f"{choice.variable} is unset by default ({choice.defaults_file}): the engine picks "
                                   f"the runner per model and configuration, so both runners' paths are traced")
-        runner = choice.when_set if _truthy(default) else choice.otherwise
+        runner = choice.when_set if truthy(default) else choice.otherwise
         return runner, f"{choice.variable} defaults to {default!r} ({choice.defaults_file}): {runner}"
 
     def _trace(self, function: _Function, frame: _Frame, guards: tuple[Condition, ...]) -> None:
@@ -1118,30 +1119,11 @@ def _excerpt(lines: list[str], column: int, limit: int = 16) -> str:
 
 
 BOTH_RUNNERS = "v1 and v2"
-_UNSET = object()
 
 
 def runs(role_runner: str | None, runner: str | None) -> bool:
     """Whether a role of a given runner is on the path of a launch that uses ``runner``."""
     return role_runner is None or runner is None or runner in (role_runner, BOTH_RUNNERS)
-
-
-def _env_default(tree: ast.Module | None, variable: str) -> Any:
-    """The default of ``os.getenv("VAR", default)`` / ``os.environ.get("VAR", default)`` wherever the module
-    declares it (vLLM's ``envs.py`` lambdas): None when it has none, _UNSET when the variable is not declared."""
-    if tree is None:
-        return _UNSET
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and len(node.args) >= 1 and isinstance(node.args[0], ast.Constant) \
-                and node.args[0].value == variable and (dotted_name(node.func) or "").endswith(("getenv", "environ.get")):
-            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-                return node.args[1].value
-            return None
-    return _UNSET
-
-
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def trace(index: TreeIndex, resolver: Resolver, spec: PathSpec | None = None,

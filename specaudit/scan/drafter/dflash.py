@@ -24,12 +24,13 @@ from __future__ import annotations
 import ast
 import copy
 import fnmatch
-import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Judge, Rule, Status
+from ...play.operators import METHODS, PURE, TYPES, UNARY, binary, compare, pure
+from ...play.values import EngineObject, Raised, Unknown, truth
 from ..facts import SyntaxProblem
 from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
 
@@ -61,7 +62,7 @@ class _Continue(Exception):
 
 
 @dataclass
-class Obj:
+class Obj(EngineObject):
     """An engine object the played code reads attributes of (a config, the speculative config): its fields. A field
     it lacks is not known, except to ``getattr`` with a default and ``hasattr``, which answer from the fields."""
 
@@ -69,23 +70,9 @@ class Obj:
 
 
 _UNSET = object()  # a name assigned what the drafter's files do not fix
-_TYPES: dict[str, Any] = {"dict": dict, "list": list, "tuple": tuple, "str": str, "int": int, "float": float,
-                          "bool": bool, "set": (set, frozenset), "frozenset": frozenset}
-_PURE: dict[str, Callable[..., Any]] = {"len": len, "int": int, "bool": bool, "tuple": tuple, "list": list,
-                                        "sorted": sorted, "set": set, "frozenset": frozenset, "min": min, "max": max,
-                                        "str": str, "abs": abs}
-_METHODS: dict[str, type | tuple[type, ...]] = {  # the methods of plain values the played code may call: name -> the
-    # types that have it
-    "get": dict, "keys": dict, "values": dict, "items": dict, "copy": (dict, list), "update": dict,
-    "startswith": str, "endswith": str, "lower": str, "upper": str, "intersection": (set, frozenset),
-    "union": (set, frozenset), "index": (list, tuple), "count": (list, tuple)}
-_BINARY: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-    ast.Mod: operator.mod, ast.Div: operator.truediv, ast.BitAnd: operator.and_, ast.BitOr: operator.or_}
-_COMPARE: dict[type, Callable[[Any, Any], Any]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
-    ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
-    ast.Is: operator.is_, ast.IsNot: operator.is_not}
+# The methods of plain values it may call beside play.operators' pure ones: those that rewrite the played code's own
+# copies of the drafter's values.
+_MUTATORS: dict[str, type | tuple[type, ...]] = {"update": dict}
 MAX_DEPTH = 3  # calls of the release's own functions followed from the one played
 
 
@@ -192,7 +179,7 @@ class _Play:
             def computed() -> Any:
                 value = self.value(stmt.value, env)  # type: ignore[arg-type]
                 if isinstance(stmt, ast.AugAssign):
-                    value = _BINARY[type(stmt.op)](self.value(stmt.target, env), value)
+                    value = _operated(stmt, binary, stmt.op, self.value(stmt.target, env), value)
                 return value
 
             value = self._quiet(computed)
@@ -305,25 +292,22 @@ class _Play:
             return result
         if isinstance(node, ast.UnaryOp):
             operand = self.value(node.operand, env)
-            ops: dict[type, Callable[[Any], Any]] = {ast.Not: operator.not_, ast.USub: operator.neg,
-                                                     ast.UAdd: operator.pos}
-            if type(node.op) not in ops:
+            if type(node.op) not in UNARY:
                 raise _NotKnown(ast.unparse(node))
-            return ops[type(node.op)](operand)
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            if isinstance(node.op, ast.Not):
+                return not _truth(operand)
             try:
-                return _BINARY[type(node.op)](self.value(node.left, env), self.value(node.right, env))
-            except (TypeError, ArithmeticError):
+                return UNARY[type(node.op)](operand)
+            except TypeError:
                 raise _NotKnown(ast.unparse(node)) from None
+        if isinstance(node, ast.BinOp):
+            return _operated(node, binary, node.op, self.value(node.left, env), self.value(node.right, env))
         if isinstance(node, ast.Compare):
             left = self.value(node.left, env)
             for op, comparator in zip(node.ops, node.comparators):
                 right = self.value(comparator, env)
-                try:
-                    if not _COMPARE[type(op)](left, right):
-                        return False
-                except TypeError:
-                    raise _NotKnown(ast.unparse(node)) from None
+                if not _operated(node, compare, op, left, right):
+                    return False
                 left = right
             return True
         if isinstance(node, ast.IfExp):
@@ -346,8 +330,8 @@ class _Play:
         raise _NotKnown(ast.unparse(node))
 
     def _name(self, name: str) -> Any:
-        if name in _TYPES:
-            return _TYPES[name]
+        if name in TYPES:
+            return TYPES[name]
         for stmt in self.module.tree.body:  # a module constant: a literal, or frozenset/set/tuple of one
             if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
                 continue
@@ -357,7 +341,7 @@ class _Play:
                 convert: Callable[[Any], Any] = lambda v: v  # noqa: E731
                 if isinstance(node, ast.Call) and _dotted(node.func) in ("frozenset", "set", "tuple") and \
                         len(node.args) == 1:
-                    convert, node = _PURE[_dotted(node.func) or "set"], node.args[0]
+                    convert, node = PURE[_dotted(node.func) or "set"], node.args[0]
                 try:
                     return convert(ast.literal_eval(node))
                 except (ValueError, TypeError, SyntaxError):
@@ -429,11 +413,8 @@ class _Play:
                 values = self.value(args[0], env)
                 folds: dict[str, Callable[[Any], Any]] = {"any": any, "all": all, "sum": sum}
                 return folds[name](values)
-            if name in _PURE:
-                try:
-                    return _PURE[name](*[self.value(a, env) for a in args])
-                except (TypeError, ValueError):
-                    raise _NotKnown(ast.unparse(node)) from None
+            if name in PURE:
+                return _operated(node, pure, name, [self.value(a, env) for a in args])
             return self.follow(name, node, env)
         if isinstance(func, ast.Attribute):
             if isinstance(func.value, ast.Name) and func.value.id == "self" and self.owner is not None:
@@ -442,7 +423,7 @@ class _Play:
                 if method is not None and isinstance(env.get("self"), Obj):
                     return self._nested(method, node, env, self.module, this=env["self"])
             owner = self.value(func.value, env)
-            kinds = _METHODS.get(func.attr)
+            kinds = METHODS.get(func.attr) or _MUTATORS.get(func.attr)
             if kinds is not None and isinstance(owner, kinds) and not isinstance(owner, Obj):
                 try:
                     return _known(getattr(owner, func.attr)(*[self.value(a, env) for a in args]), ast.unparse(node))
@@ -474,7 +455,18 @@ def _known(value: Any, what: str) -> Any:
 
 
 def _truth(value: Any) -> bool:
-    return True if isinstance(value, Obj) else bool(value)  # an engine object is there
+    return truth(value) is True  # an engine object (an Obj) is there
+
+
+def _operated(node: ast.AST, operation: Callable[..., Any], *operands: Any) -> Any:
+    """An operation's value (play.operators), or not known where it is unknown or fails on these values."""
+    try:
+        value = operation(*operands)
+    except Raised:
+        raise _NotKnown(ast.unparse(node)) from None
+    if isinstance(value, Unknown):
+        raise _NotKnown(ast.unparse(node))
+    return value
 
 
 def _dotted(node: ast.AST | None) -> str | None:

@@ -10,6 +10,9 @@ import ast
 import fnmatch
 
 from ...core.types import EngineFunction, Judge
+from ...play.operators import binary
+from ...play.player import LiteralScope, call
+from ...play.values import UNKNOWN, Raised
 from ..facts import SyntaxProblem
 from .context import DraftContext, site_of
 
@@ -118,11 +121,9 @@ def evaluate_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, layers: in
         if isinstance(node, ast.Attribute) and node.attr == "num_hidden_layers":
             return layers
         if isinstance(node, ast.BinOp):
-            left, right = value(node.left), value(node.right)
-            operations = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
-                          ast.FloorDiv: int.__floordiv__}
-            if type(node.op) in operations:
-                return operations[type(node.op)](left, right)
+            computed = binary(node.op, value(node.left), value(node.right))
+            if isinstance(computed, int):
+                return computed
         raise ValueError(ast.dump(node))
 
     try:
@@ -135,7 +136,7 @@ def evaluate_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, layers: in
                 return [value(e) for e in stmt.value.elts]
             else:
                 return None
-    except (ValueError, ZeroDivisionError):
+    except (ValueError, Raised):
         return None
     return None
 
@@ -380,13 +381,12 @@ def drafter_module(ctx: DraftContext) -> tuple[str, str] | None:
 def release_fc(ctx: DraftContext, attribute: str) -> tuple[int | None, str, EngineFunction | None]:
     """The input width of the fc the release builds for this drafter: the function of the drafter class's module that
     assigns ``self.<attribute> = Linear(<in>, ...)`` (SGLang's llama_eagle3.py LlamaModel.__init__), its statements
-    before that one played out on the drafter's config.json (``specaudit.methods.interpret``, never run) and ``<in>``
+    before that one played out on the drafter's config.json (``specaudit.play``, never run) and ``<in>``
     evaluated there. SGLang 0.5.8 builds ``hidden_size_in * 3``; 0.5.17 and 0.5.23 ``hidden_size_in *
     num_aux_hidden_states`` (the config's num_aux_hidden_states, else the length of eagle_config's
     eagle_aux_hidden_state_layer_ids, else 3); hidden_size_in is target_hidden_size where the config has one."""
     import copy
 
-    from ...methods.interpret import UNKNOWN, LiteralScope, call
 
     found = drafter_module(ctx)
     if found is None:

@@ -4,7 +4,7 @@ and the mask token id against the target's vocabulary, where DSparkWorkerV2 chec
 What the release reads of the draft's config.json, and in which order of keys, is the release's own
 ``parse_dspark_draft_config`` (speculative/dspark_components/dspark_config.py: the prefixed ``dspark_*`` keys of a
 bundled draft first, then ``dspark_config`` (0.5.23 also ``dflash_config``), the text config, the config), played out
-on that config.json by ``specaudit.methods.interpret`` (never run): the values it leaves assigned are the draft's. The
+on that config.json by ``specaudit.play`` (never run): the values it leaves assigned are the draft's. The
 checks are the release's raises, found by their messages and shown with the values filled in:
 
 - ``resolve_runtime_config``: ``if not draft_config.require_markov(): raise ValueError("DSpark draft requires

@@ -1,0 +1,34 @@
+"""Environment variables as engine code reads them: ``os.getenv("VAR", default)`` and ``os.environ.get("VAR",
+default)``, wherever a module declares them (vLLM's ``envs.py`` lambdas), and the truth the engine gives a value."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+
+def declared_default(tree: ast.Module | None, variable: str) -> tuple[bool, Any]:
+    """(declared, default): whether the module reads ``variable`` from the environment, and the constant default it
+    gives (None where it gives none)."""
+    for node in ast.walk(tree) if tree is not None else ():
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and node.args[0].value == variable and _reads_environment(node.func):
+            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
+                return True, node.args[1].value
+            return True, None
+    return False, None
+
+
+def truthy(value: Any) -> bool:
+    """A variable's value as the engines' boolean flags take it (``bool(int(...))`` or a "true" string)."""
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _reads_environment(func: ast.expr) -> bool:
+    parts: list[str] = []
+    while isinstance(func, ast.Attribute):
+        parts.append(func.attr)
+        func = func.value
+    if isinstance(func, ast.Name):
+        parts.append(func.id)
+    return ".".join(reversed(parts)).endswith(("getenv", "environ.get"))

@@ -1,0 +1,59 @@
+"""The values engine code is played on: Python's own, the engine objects a player stands in for, and one unknown.
+
+A value the launch does not fix is an ``Unknown`` that says why (``Unknown("self.model (not bound)")``); ``UNKNOWN``
+is the one that gives no reason, for where the reason is plain from the context. Every player and every evaluator of
+engine code answers with these, so that what one plays out another can read without translating.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CLASS = "__class__"  # the key of an object's class ("module:Class") in the dict that stands for it
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A value that cannot be known before launch; ``why`` names what was not understood."""
+
+    why: str = ""
+
+    def __repr__(self) -> str:
+        return f"<unknown: {self.why}>" if self.why else "<unknown>"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Unknown:
+        return self  # immutable: a way's copy of an object may share it
+
+
+UNKNOWN = Unknown()
+
+
+class EngineObject:
+    """A value that stands for an object of the engine (its model, a config, a class): true, whatever it holds."""
+
+
+class Raised(Exception):
+    """Playing an expression or a call meets what the engine meets on the launch's values: an exception (``error``
+    as Python prints it); ``site``: the file, line and code of the raise, where it is in a function followed."""
+
+    def __init__(self, error: str, site: tuple[str, int, str] | None = None):
+        super().__init__(error)
+        self.error = error
+        self.site = site
+
+
+def is_unknown(value: Any) -> bool:
+    return isinstance(value, Unknown)
+
+
+def truth(value: Any) -> bool | Unknown:
+    """``bool(value)`` as the engine's ``if`` takes it: an engine object is true; an unknown stays unknown."""
+    if isinstance(value, Unknown):
+        return value
+    if isinstance(value, EngineObject) or (isinstance(value, dict) and CLASS in value):
+        return True
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - a value whose __bool__ fails: not the engine's to judge here
+        return Unknown(f"bool() of {type(value).__name__}")
