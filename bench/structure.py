@@ -1,6 +1,8 @@
-"""Structure figures of the package, for the before/after of a refactor: lines per module, the longest classes,
-and the import cycles among specaudit's modules, counting every import (module level, inside functions, and
-under `if TYPE_CHECKING:`), since each one is a dependency that a reader has to hold in mind.
+"""Structure figures of the package, for the before/after of a refactor: lines per module and in scan/, the longest
+classes, the evaluators of engine code (see `evaluators`), the pairs of duplicated code that the `duplicates`
+command finds in the package, and the import cycles among specaudit's modules, counting every import (module
+level, inside functions, and under `if TYPE_CHECKING:`), since each one is a dependency that a reader has to hold
+in mind.
 
     python bench/structure.py                # this tree
     python bench/structure.py --baseline REV # beside another commit, side by side
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -91,16 +95,128 @@ def longest_classes(files: dict[str, Path], most: int = 3) -> list[tuple[int, st
     return sorted(sizes, reverse=True)[:most]
 
 
+# The expression kinds an evaluator of engine code computes: what vLLM's and SGLang's conditions, defaults and
+# arithmetic are written in. An evaluator combines values, so at least one of them is an operator.
+EXPRESSION_KINDS = ("BinOp", "Compare", "BoolOp", "UnaryOp", "IfExp", "Subscript", "Call", "Attribute", "Name", "Constant")
+OPERATOR_KINDS = {"BinOp", "Compare", "BoolOp", "UnaryOp", "IfExp"}
+MIN_KINDS = 4
+
+
+def evaluators(files: dict[str, Path]) -> list[tuple[str, int]]:
+    """The classes and top-level functions that evaluate the engine's syntax trees, found by shape, not by name: the
+    (module.qualname, lines) of each that dispatches on at least MIN_KINDS of EXPRESSION_KINDS, one an operator, in
+    evaluation position. A kind counts where the unit (any function in it, nested ones and methods included)
+    either
+      - tests one of its own parameters for it (`isinstance(node, ast.BinOp)`, alone or as the first operand of an
+        `and`; `type(node) is ast.BinOp`; `case ast.BinOp(...)` of a `match node:`) in a branch, at the top of the
+        function's body or down its elif chain, that returns a value, or
+      - has a handler for it that returns a value (`_BinOp`, `visit_BinOp`, `eval_BinOp`, `_eval_BinOp`), outside
+        an ast.NodeTransformer (whose handlers return the rewritten tree).
+    What this leaves out: walkers and tracers, which test the nodes that `ast.walk` or a loop gives them rather than
+    a parameter, or test a parameter only to follow names and calls (no operator); helpers that name one or two
+    kinds (a dotted name of Name and Attribute)."""
+    found = []
+    for module, path in files.items():
+        for unit in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(unit, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                kinds = _evaluated_kinds(unit)
+                if len(kinds) >= MIN_KINDS and kinds & OPERATOR_KINDS:
+                    found.append((f"{module.removeprefix(PACKAGE + '.')}.{unit.name}", unit.end_lineno - unit.lineno + 1))
+    return found
+
+
+def _evaluated_kinds(unit: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    transformer = isinstance(unit, ast.ClassDef) and any(ast.unparse(b).endswith("NodeTransformer") for b in unit.bases)
+    kinds: set[str] = set()
+    for function in ast.walk(unit):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        handled = re.fullmatch(r"(?:_|visit_|eval_|_eval_)(\w+)", function.name)
+        if handled and handled.group(1) in EXPRESSION_KINDS and not transformer and _returns_value(function.body):
+            kinds.add(handled.group(1))
+        arguments = function.args
+        parameters = {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs} - {"self", "cls"}
+        for statement in function.body:
+            while isinstance(statement, ast.If):  # an if, and its elif chain
+                if _returns_value(statement.body):
+                    kinds |= _tested_kinds(statement.test, parameters)
+                statement = statement.orelse[0] if len(statement.orelse) == 1 else None
+            if isinstance(statement, ast.Match) and isinstance(statement.subject, ast.Name) \
+                    and statement.subject.id in parameters:
+                for case in statement.cases:
+                    if isinstance(case.pattern, ast.MatchClass) and _returns_value(case.body):
+                        kinds |= _kind_names(case.pattern.cls)
+    return kinds
+
+
+def _tested_kinds(test: ast.expr, parameters: set[str]) -> set[str]:
+    """The expression kinds that `test` checks a parameter for (`isinstance(p, ast.K)`, `type(p) is ast.K`)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        test = test.values[0]
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.func.id == "isinstance" \
+            and len(test.args) == 2 and isinstance(test.args[0], ast.Name) and test.args[0].id in parameters:
+        return _kind_names(test.args[1])
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Is, ast.Eq)) \
+            and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name) and test.left.func.id == "type" \
+            and len(test.left.args) == 1 and isinstance(test.left.args[0], ast.Name) and test.left.args[0].id in parameters:
+        return _kind_names(test.comparators[0])
+    return set()
+
+
+def _kind_names(node: ast.expr) -> set[str]:
+    """`ast.K`, a tuple of them, or `ast.K | ast.L`: the kinds among EXPRESSION_KINDS."""
+    return {n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "ast" and n.attr in EXPRESSION_KINDS}
+
+
+def _returns_value(body: list[ast.stmt]) -> bool:
+    """Whether the statements return something other than None (nested functions' returns aside)."""
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Return) and node.value is not None \
+                and not (isinstance(node.value, ast.Constant) and node.value.value is None):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def duplicated_pairs(package_dir: Path) -> str:
+    """The pairs of places sharing six or more lines that the `duplicates` command lists in the package, from the
+    count on its first line (`21 pairs of places (...)`, or `no duplicates (...)`); "not measured" without it."""
+    if shutil.which("duplicates") is None:
+        return "not measured (no duplicates command on PATH)"
+    try:
+        lines = subprocess.run(["duplicates", "--repo", str(package_dir), "--most", "200", "--seconds", "120"],
+                               capture_output=True, text=True, timeout=180).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError) as error:
+        return f"not measured ({error})"
+    counted = re.match(r"(\d+) pairs?\b", lines[0]) if lines else None
+    pairs = counted.group(1) if counted else "0" if lines and lines[0].startswith("no duplicates") else None
+    if pairs is None:
+        return f"not measured ({lines[0] if lines else 'no output'})"
+    incomplete = [line for line in lines if line.startswith("incomplete:")]
+    return f"{pairs} ({incomplete[0]})" if incomplete else pairs
+
+
 def figures(root: Path) -> dict[str, object]:
     files = modules(root / PACKAGE)
     graph = {name: imported_modules(name, path, set(files)) for name, path in files.items()}
     line_counts = sorted((len(path.read_text().splitlines()), name) for name, path in files.items())
+    found = evaluators(files)
     return {
         "modules": len(files),
         "lines": sum(count for count, _ in line_counts),
+        # scan/ with its subfolders (drafter/)
+        "lines in scan/": sum(count for count, name in line_counts if name == f"{PACKAGE}.scan"
+                              or name.startswith(f"{PACKAGE}.scan.")) if (root / PACKAGE / "scan").is_dir() else "no scan/",
         "largest modules": ", ".join(f"{name.removeprefix(PACKAGE + '.')} {count}" for count, name in line_counts[-5:][::-1]),
         "median lines per module": line_counts[len(line_counts) // 2][0],
         "longest classes": ", ".join(f"{name.removeprefix(PACKAGE + '.')} {size}" for size, name in longest_classes(files)),
+        "evaluators of engine code": f"{len(found)}" + (f" ({', '.join(f'{name} {size}' for name, size in found)})"
+                                                        if found else ""),
+        "pairs of duplicated code": duplicated_pairs(root / PACKAGE),
         "modules per folder": ", ".join(f"{folder} {n}" for folder, n in sorted(_per_folder(files).items())),
         "import-linter contracts": _contracts(root),
         "import cycles": "; ".join(f"{len(c)} modules ({', '.join(m.removeprefix(PACKAGE + '.') for m in c)})"
