@@ -28,8 +28,6 @@ from specaudit.scan.audit import audit
 
 from conftest import engine_analysis
 
-pytestmark = pytest.mark.network
-
 analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 
@@ -262,6 +260,8 @@ def _judge_forms(make_tree, files, functions):
 
 class _ArgumentJudge:
     """The launch's arguments over the handler's declared defaults (here: uno_lora_path None)."""
+
+    target = None  # no target config for the handler's facts to read
 
     def __init__(self, options):
         self.options = options

@@ -39,8 +39,6 @@ from specaudit.scan.audit import audit, scan
 from conftest import engine_analysis, engine_tree
 from helpers import specaudit
 
-pytestmark = pytest.mark.network
-
 RELEASES = ("vllm==0.17.0", "vllm==0.20.0", "vllm==0.33.0")
 analysis = engine_analysis  # one analysis of each release per session (conftest)
 
@@ -199,6 +197,7 @@ def test_an_mtp_layer_of_the_wrong_width_is_blocked(tmp_path):
     assert found.status == Status.BLOCKS and f"[{HIDDEN}, {2 * HIDDEN}]" in found.why
 
 
+@pytest.mark.network  # the CLI fetches vllm==0.33.0
 def test_the_cli_reads_the_target_s_own_weights_for_a_launch_naming_no_drafter(tmp_path):
     tiny_target(tmp_path / "t", mtp_layer=False)
     proc = specaudit("scan", "vllm==0.33.0", "--model", str(tmp_path / "t"), "--speculative-config",
@@ -355,8 +354,9 @@ def test_the_report_says_mtp_has_no_target_class_landscape():
 
 
 def test_a_draft_whose_rewrite_is_not_understood_is_unknown_never_ready():
-    # The rewrite's result is where the MTP layers come from: without it the checkpoint check says so.
-    launch = replace(mtp("deepseek-v3"), draft_config=None)
+    # The rewrite's result (the method's resolution) is where the MTP layers come from: without it the checkpoint
+    # check says so.
+    launch = mtp("deepseek-v3")
     from specaudit.scan.drafter import CHECKS, DraftContext
     from specaudit.scan.ruleset import load_rules
 

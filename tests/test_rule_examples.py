@@ -78,7 +78,7 @@ def test_rule_example(rule, example):
 
 
 class _SiteOnlyJudge:
-    """Kinds judged here read only the launch's method and target (the rest of types.Judge is not asked)."""
+    """Kinds judged here read only the launch's method and target (the rest of scan.judge.Judge is not asked)."""
 
     def __init__(self, launch):
         self.method = launch.method

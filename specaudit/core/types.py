@@ -5,10 +5,10 @@ no import cycle can pass through it.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import Any, Protocol
+from typing import Any
 
 
 class _Word(str, Enum):
@@ -167,103 +167,3 @@ class EngineFunction:
     name: str
     node: Any = field(compare=False, hash=False)
     on_path: bool = False  # the launch's traced path follows it, or calls it from a function it follows
-
-
-# -- what a gate kind may ask of the launch and the tree ------------------------------------------------------------
-# The kinds see the launch and the engine only through these, so that judging depends on no stage's internals.
-
-
-class TargetFacts(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def architectures(self) -> list[str]: ...
-    @property
-    def text_model_type(self) -> str: ...
-    @property
-    def config(self) -> dict[str, Any]: ...
-    def config_value(self, path: str) -> tuple[bool, Any]: ...
-
-
-class DrafterFacts(Protocol):
-    @property
-    def config(self) -> dict[str, Any]: ...
-
-
-class ClassFacts(Protocol):
-    @property
-    def name(self) -> str: ...
-    @property
-    def module(self) -> str: ...
-
-
-class RegistryEntryFacts(Protocol):
-    @property
-    def architecture(self) -> str: ...
-    @property
-    def module(self) -> str: ...
-    @property
-    def class_name(self) -> str: ...
-    @property
-    def declared_in(self) -> str: ...
-
-
-class ConformanceFacts(Protocol):
-    """Whether a class has what a protocol (or a method list) asks: True, False, or None when it cannot be told."""
-
-    @property
-    def protocol(self) -> str: ...
-    @property
-    def conforms(self) -> bool | None: ...
-    @property
-    def reason(self) -> str: ...
-    @property
-    def provided_by(self) -> dict[str, str]: ...
-
-
-class Judge(Protocol):
-    """What the gate kinds need to judge a site: the launch (its method, target and drafter), and questions about
-    the target class in the resolved tree."""
-
-    @property
-    def method(self) -> str: ...
-    @property
-    def target(self) -> TargetFacts: ...
-    @property
-    def drafter(self) -> DrafterFacts | None: ...
-    @property
-    def registry_read(self) -> bool:
-        """Whether the engine's model registry could be read at all."""
-        ...
-
-    def registered(self, architectures: Sequence[str]) -> RegistryEntryFacts | None: ...
-
-    def target_class(self) -> ClassFacts | None: ...
-
-    def target_class_problem(self) -> str: ...
-
-    def target_conformance(self, protocol: str) -> ConformanceFacts | None:
-        """Whether the target class satisfies a protocol of the engine's; None when the engine defines none by that
-        name."""
-        ...
-
-    def target_has_method(self, method: str) -> ConformanceFacts: ...
-
-    def lineage(self, module: str, class_name: str) -> list[str]:
-        """The names of a class and its bases in MRO order; just the name when it cannot be resolved."""
-        ...
-
-    def config_class_name(self, owner: str) -> str: ...
-
-    def argument_values(self, defaults_files: Sequence[str]) -> dict[str, Any]: ...
-
-    def token_attributes(self) -> list[str]: ...
-
-    def engine_functions(self, names: Sequence[str], files: Sequence[str] = ()) -> list[EngineFunction]:
-        """The release's functions (module functions or methods) of these names: those the launch's traced path
-        follows or calls first, else those in the files the globs name."""
-        ...
-
-    def target_method(self, name: str) -> EngineFunction | None:
-        """The target class's method of that name, its own or the nearest base's (None: not found)."""
-        ...

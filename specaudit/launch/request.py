@@ -32,8 +32,6 @@ class Launch:
     # target's own layers (MTP) loads from them. Else why they were not read ("" for a preset, which has none).
     target_weights: Checkpoint | None = None
     target_weights_problem: str = ""
-    # The draft's config as the release's own code rewrites it (methods/resolve.py), once the method is resolved.
-    draft_config: dict[str, Any] | None = None
 
     @property
     def named_draft(self) -> Any:

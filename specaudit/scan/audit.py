@@ -54,13 +54,15 @@ _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_
 
 
 class LaunchJudge:
-    """What the kinds need to judge a site (the types.Judge protocol), answered from the resolved tree, the
-    registry and the protocols."""
+    """What the kinds and the drafter checks need to judge a launch (the judge.Judge protocol), answered from the
+    resolved tree, the registry and the protocols."""
 
-    def __init__(self, launch: Launch, resolver: Resolver, registry: Registry | None, protocols: dict[str, Protocol]):
+    def __init__(self, launch: Launch, resolver: Resolver, registry: Registry | None, protocols: dict[str, Protocol],
+                 resolution: Resolution | None = None):
         if launch.target is None:
             raise ValueError("a launch is judged for a target; a scan with none reports the landscape only")
         self.launch = launch
+        self.resolution = resolution
         self.resolver = resolver
         self.registry = registry
         self.protocols = protocols
@@ -71,6 +73,14 @@ class LaunchJudge:
     @property
     def method(self) -> str:
         return self.launch.method or ""  # the release's resolution of it, by the time a launch is judged
+
+    @property
+    def release(self) -> TreeIndex:
+        return self.resolver.index
+
+    @property
+    def runner(self) -> str | None:
+        return self.path.runner if self.path is not None else None
 
     @property
     def target(self) -> Target:
@@ -117,10 +127,13 @@ class LaunchJudge:
         return self.resolver.has_members(cls, (method,), method)
 
     def lineage(self, module: str, class_name: str) -> list[str]:
+        return [name for _, name in self.mro(module, class_name)] or [class_name]
+
+    def mro(self, module: str, class_name: str) -> list[tuple[str, str]]:
         found = self.resolver.find_class(module, class_name)
         if not isinstance(found, ClassInfo):
-            return [class_name]
-        return [c.name for c in self.resolver.hierarchy(found).linear if isinstance(c, ClassInfo)]
+            return []
+        return [(c.module, c.name) for c in self.resolver.hierarchy(found).linear if isinstance(c, ClassInfo)]
 
     def config_class_name(self, owner: str) -> str:
         if owner != "config":
@@ -299,8 +312,8 @@ class Analysis:
         """Each code rule's sites, in file order (a fresh dict: a scan filters the candidates' in it)."""
         return {rule.id: sorted(self.index.sites[rule.id], key=lambda s: (s.file, s.line)) for rule in self.code_rules}
 
-    def judge(self, launch: Launch) -> LaunchJudge:
-        return LaunchJudge(launch, self.resolver, self.registry, self.protocols)
+    def judge(self, launch: Launch, resolution: Resolution | None = None) -> LaunchJudge:
+        return LaunchJudge(launch, self.resolver, self.registry, self.protocols, resolution)
 
 
 def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
@@ -402,7 +415,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
     rules = [r for r in a.rules if applies(r.methods, method) and (path is not None or "*" in r.methods)]
     gate_rules = [r for r in rules if not KINDS[r.kind].siteless and r.kind != "candidate"]
     if launch is not None and launch.target is not None:
-        judge = a.judge(launch)
+        judge = a.judge(launch, resolution)
         judge.path = path
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
@@ -445,6 +458,9 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
 
     shown = a.methods.get(method) or a.methods[DEFAULT_METHOD]  # an unmodeled method's launch: the default's
     landscape = scan_landscape(a.index, a.resolver, a.registry, a.protocols, a.path_for(shown.name), shown)
+    # The files this scan read: hashing the whole tree would cost more than the scan does.
+    read = provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
+                      a.overlay, a.index.sha256)
     a.index.save()
     return ScanResult(
         tree=TreeSummary(a.tree.engine.name, a.tree.version, str(a.tree.root), a.tree.origin, a.platform,
@@ -460,9 +476,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
         files_indexed=len(a.index.digests),
         seconds=round(a.seconds + time.perf_counter() - started, 3),
         gates=_gate_sites(gate_rules, sites, path),
-        # The files this scan read: hashing the whole tree would cost more than the scan does.
-        provenance=provenance(a.tree, [rel for rel in a.index.digests if rel.endswith(".py") and rel not in a.overlay],
-                              a.overlay),
+        provenance=read,
         method=summary,
         known_failures=_known(a, launch, method) if launch is not None and launch.target is not None else [],
     )
@@ -487,7 +501,6 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
                             resolution.release_methods, resolution.listed_at, _draft_text(resolution.draft_config,
                                                                                           launch),
                             resolution.warnings)
-    launch = replace(launch, draft_config=resolution.draft_config)
     return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary, resolution
 
 

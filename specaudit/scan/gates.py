@@ -14,16 +14,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import Any, ClassVar, cast
 
-from ..core.types import Finding, Judge, Rule, Site, Status
+from ..core.types import Finding, Rule, Site, Status
 from ..launch.checkpoint import Checkpoint
 from ..play.operators import binary, compare
 from ..play.values import UNKNOWN, Raised, Unknown
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
-
-if TYPE_CHECKING:
-    from ..launch.request import Launch
+from .judge import Judge
 
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
@@ -237,15 +235,13 @@ class RegistryLookup(Kind):
 
     def judge(self, rule: Rule, site: Site, judge: Judge) -> Finding:
         if rule.params.get("of") == "draft":
-            # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a Launch.
-            launch = cast("Launch | None", getattr(judge, "launch", None))
-            if judge.drafter is None and launch is not None and not launch.named_draft:
+            if judge.drafter is None and not judge.launch.named_draft:
                 return self.finding(rule, site, Status.NOT_APPLICABLE, "the launch names no draft model of its own")
             if judge.drafter is None:
                 return self.finding(rule, site, Status.UNKNOWN, "the draft model's config.json is not here: its "
                                     "architectures cannot be looked up (--draft DIR, or a Hub id)")
             # its config as the engine rewrites it for the draft (methods/resolve.py), where that is known
-            rewritten = launch.draft_config if launch is not None else None
+            rewritten = judge.resolution.draft_config if judge.resolution is not None else None
             config = rewritten if isinstance(rewritten, dict) else judge.drafter.config
             architectures = list(config.get("architectures") or [])
             prefix = rule.params.get("rename_prefix")
@@ -389,8 +385,8 @@ class ArgumentGate(Kind):
         values = {k: v for k, v in values.items() if k not in resolved} if resolved else values
         outcome: Any = True
         objects, constants = set(rule.params["objects"]), dict(site.details.constants)
-        target = getattr(judge, "target", None)  # a fact may read the target's config.json (__config__)
-        constants[TARGET_CONFIG] = dict(getattr(target, "config", None) or {}) if target is not None else UNKNOWN
+        target = judge.target  # a fact may read the target's config.json (__config__)
+        constants[TARGET_CONFIG] = dict(target.config or {}) if target is not None else UNKNOWN
         facts = _facts(rule)
         for condition in site.details.conditions:
             value = evaluate_condition(condition, values, objects, constants, facts)
@@ -537,16 +533,14 @@ class DrafterContract(Kind):
     siteless = True
 
     def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
-        # The checks read the whole launch (its options, its speculative config, the drafter's tensors), which
-        # the protocol does not spell out: a judge with a drafter is scan.audit.LaunchJudge, built on a launch.Launch.
-        launch = cast("Launch", getattr(judge, "launch", None))
-        drafter = judge.drafter
+        # The checks read the whole launch (its options, its speculative config, the drafter's tensors).
+        launch, drafter = judge.launch, judge.drafter
         # A draft checkpoint of its own (SGLang's EAGLE with an EAGLE-1 head, where NEXTN drafts with the target's
         # layers) is judged by the drafter's checks, not by those of the target's own layers.
         if rule.params["check"] in OWN_LAYERS and drafter is not None \
-                and drafter.config != getattr(getattr(launch, "target", None), "config", None):
+                and (launch.target is None or drafter.config != launch.target.config):
             return None
-        if rule.params["check"] in OWN_LAYERS and launch is not None and launch.target is not None:
+        if rule.params["check"] in OWN_LAYERS and launch.target is not None:
             # The draft is layers of the target's own checkpoint (MTP): its headers where they were read; for a
             # preset, its config alone.
             if launch.target_weights is None and launch.target_weights_problem:
@@ -556,7 +550,7 @@ class DrafterContract(Kind):
             own = weights or Checkpoint(launch.target.name, launch.target.config, {})
             return CHECKS[rule.params["check"]](rule, DraftContext(launch, own, weights is not None, judge))
         if drafter is None:
-            if rule.params["check"] in LAUNCH_ONLY and launch is not None:  # what the launch names in its place
+            if rule.params["check"] in LAUNCH_ONLY:  # what the launch names in its place
                 empty = Checkpoint(str(launch.named_draft or ""), {}, {})
                 return CHECKS[rule.params["check"]](rule, DraftContext(launch, empty, False, judge))
             return None  # no drafter checkpoint here

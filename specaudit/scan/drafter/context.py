@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...core.types import EngineFunction, Finding, Judge, Rule, Status
+from ...core.types import EngineFunction, Finding, Rule, Status
 from ...launch.checkpoint import Checkpoint
+from ..judge import Judge
 
 if TYPE_CHECKING:
     from ...launch.request import Launch

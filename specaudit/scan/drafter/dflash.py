@@ -28,10 +28,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.types import EngineFunction, Finding, Judge, Rule, Status
+from ...core.types import EngineFunction, Finding, Rule, Status
 from ...play.operators import METHODS, PURE, TYPES, UNARY, binary, compare, pure
 from ...play.values import EngineObject, Raised, Unknown, truth
 from ..facts import SyntaxProblem
+from ..judge import Judge
 from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
 
 # -- playing a function of the release out on a drafter config ---------------------------------------------------------
@@ -84,21 +85,22 @@ class _Module:
 
 
 class _Code:
-    """The release's modules, from the judge's index (parsed on first use)."""
+    """The release's modules, from the judge's index (parsed on first use); none where the code is played on its own
+    (``judge`` None)."""
 
-    def __init__(self, judge: Judge):
-        self.index = getattr(getattr(judge, "resolver", None), "index", None)
-        self.by_path = {relpath: name for name, relpath in (self.index.files.items() if self.index else ())}
+    def __init__(self, judge: Judge | None):
+        self.release = judge.release if judge is not None else None
+        self.by_path = {relpath: name for name, relpath in self.release.files.items()} if self.release else {}
 
     def module(self, name: str | None = None, relpath: str | None = None) -> _Module | None:
-        if self.index is None:
+        if self.release is None:
             return None
         name = name or self.by_path.get(relpath or "")
-        relpath = relpath or self.index.files.get(name or "")
+        relpath = relpath or self.release.files.get(name or "")
         if not name or not relpath:
             return None
         try:
-            tree = self.index.syntax(relpath)
+            tree = self.release.syntax(relpath)
         except (SyntaxProblem, OSError):
             return None
         return _Module(name, relpath, tree)
@@ -552,7 +554,7 @@ def _on_path(ctx: DraftContext, names: tuple[str, ...], files: tuple[str, ...]) 
     """The first of the release's functions of these names that the launch's path runs: on its traced path, else in
     the code of the model runner it takes (None where that is not decided)."""
     found = _judge(ctx).engine_functions(names, files)
-    runner = getattr(getattr(ctx.judge, "path", None), "runner", None)
+    runner = ctx.judge.runner if ctx.judge is not None else None
     taken = [f for f in found if f.on_path] or \
         [f for f in found if any(fnmatch.fnmatchcase(f.file, g) for g in RUNNER_FILES.get(str(runner), ()))]
     return min(taken, key=lambda f: names.index(f.name)) if taken else None
@@ -612,11 +614,7 @@ def _draft_class_modules(ctx: DraftContext, architectures: list[str]) -> tuple[A
     if entry is None:
         return None, []
     code = _Code(judge)
-    names = [entry.module]
-    resolver = getattr(judge, "resolver", None)
-    cls = resolver.find_class(entry.module, entry.class_name) if resolver is not None else None
-    if resolver is not None and hasattr(cls, "module"):
-        names += [base.module for base in resolver.hierarchy(cls).linear if hasattr(base, "module")]
+    names = [entry.module, *(module for module, _ in judge.mro(entry.module, entry.class_name))]
     modules = [m for m in (code.module(n) for n in dict.fromkeys(names)) if m is not None]
     return entry, modules
 

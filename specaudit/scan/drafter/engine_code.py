@@ -9,11 +9,12 @@ from __future__ import annotations
 import ast
 import fnmatch
 
-from ...core.types import EngineFunction, Judge
+from ...core.types import EngineFunction
 from ...play.operators import binary
 from ...play.player import LiteralScope, call
 from ...play.values import UNKNOWN, Raised
 from ..facts import SyntaxProblem
+from ..judge import Judge
 from .context import DraftContext, site_of
 
 # The release's functions that read an EAGLE-3 head's `eagle_config.use_aux_hidden_state` (vllm PR #27688): the V1
@@ -189,12 +190,9 @@ def positions_guard(judge: Judge, raiser: EngineFunction) -> tuple[frozenset[str
     0.33: ``if not _rope_only_sizes_cache(draft_hf_config): return``, the helper testing each rope parameters'
     ``rope_type`` against the module's ``_CACHE_ONLY_ROPE_TYPES``): that set, and the rope type a config without one
     has. None where the raise is unguarded (0.32: every draft is raised)."""
-    index = getattr(getattr(judge, "resolver", None), "index", None)
     try:
-        tree = index.syntax(raiser.file) if index is not None else None
+        tree = judge.release.syntax(raiser.file)
     except (SyntaxProblem, OSError):
-        return None
-    if tree is None:
         return None
     helpers = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
     constants = {t.id: stmt.value for stmt in tree.body if isinstance(stmt, ast.Assign)
@@ -335,15 +333,14 @@ def shares_under(function: ast.AST, flag: str, setter: str) -> bool:
 def class_method(judge: Judge, module: str, class_name: str, name: str) -> tuple[str, ast.AST | None]:
     """A class's own method, read from its module in the release (the judge's index: engine_functions answers with the
     functions of that name on the traced path first, wherever they are)."""
-    index = getattr(getattr(judge, "resolver", None), "index", None)
-    relpath = index.files.get(module) if index is not None else None
-    if index is None or relpath is None:
+    relpath = judge.release.files.get(module)
+    if relpath is None:
         return module.replace(".", "/") + ".py", None
     try:
-        tree = index.syntax(relpath)
+        tree = judge.release.syntax(relpath)
     except (SyntaxProblem, OSError):  # a file that does not parse: nothing read from it
         return relpath, None
-    for stmt in tree.body if tree else ():
+    for stmt in tree.body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == class_name:
             return relpath, next((f for f in stmt.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
                                   and f.name == name), None)
@@ -352,15 +349,14 @@ def class_method(judge: Judge, module: str, class_name: str, name: str) -> tuple
 
 def module_functions(judge: Judge, module: str) -> tuple[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
     """The functions and methods of one module of the release, in file order (the judge's index)."""
-    index = getattr(getattr(judge, "resolver", None), "index", None)
-    relpath = index.files.get(module) if index is not None else None
-    if index is None or relpath is None:
+    relpath = judge.release.files.get(module)
+    if relpath is None:
         return module.replace(".", "/") + ".py", []
     try:
-        tree = index.syntax(relpath)
+        tree = judge.release.syntax(relpath)
     except (SyntaxProblem, OSError):  # a file that does not parse: nothing read from it
         return relpath, []
-    return relpath, [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
+    return relpath, [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def self_call(stmt: ast.stmt, attribute: str) -> ast.Call | None:
@@ -427,9 +423,8 @@ def release_fc(ctx: DraftContext, attribute: str) -> tuple[int | None, str, Engi
 
 def file_functions(judge: Judge, names: list[str], files: list[str]) -> list[EngineFunction]:
     """The functions of these names in the files the globs name, on the traced path or not."""
-    index = getattr(getattr(judge, "resolver", None), "index", None)
     found = []
-    for module, relpath in sorted(index.files.items()) if index is not None else ():
+    for module, relpath in sorted(judge.release.files.items()):
         if matches_any(relpath, files):
             found += [EngineFunction(relpath, f.lineno, f.name, f) for f in module_functions(judge, module)[1]
                       if f.name in names]

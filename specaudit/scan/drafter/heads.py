@@ -364,10 +364,9 @@ def _raise_line(fn: EngineFunction, exception: str) -> int:
 def _module_source(ctx: DraftContext, module_path: str) -> tuple[str, ast.Module | None] | None:
     """The module's file beside the release (its environment's site-packages) and its syntax tree; None where it is
     not there as a file (an extension, a namespace package, an editable install elsewhere)."""
-    index = getattr(getattr(ctx.judge, "resolver", None), "index", None)
-    root = getattr(getattr(index, "tree", None), "root", None)
-    if root is None:
+    if ctx.judge is None:
         return None
+    root = ctx.judge.release.tree.root
     relative = module_path.replace(".", "/")
     for candidate in (root / f"{relative}.py", root / relative / "__init__.py"):
         if candidate.is_file():
@@ -420,8 +419,7 @@ def check_custom_proposer(rule: Rule, ctx: DraftContext) -> Finding | None:
     at_import = EngineFunction(fn.file, _raise_line(fn, "ImportError"), fn.name, fn.node, fn.on_path)
     evidence = f"speculative_config.model = {model!r}: {site_of(fn)} imports {module_path!r} and calls its " \
                f"{class_name!r} with the VllmConfig"
-    index = getattr(getattr(ctx.judge, "resolver", None), "index", None)
-    tree = getattr(index, "tree", None)
+    tree = ctx.judge.release.tree if ctx.judge is not None else None
     from ...tree.locate import installed_beside
 
     installed = installed_beside(tree, top) if tree is not None else None

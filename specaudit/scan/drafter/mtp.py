@@ -15,10 +15,11 @@ from .engine_code import config_reads
 @check("mtp_layer_weights", own_layers=True)
 def check_mtp_layer_weights(rule: Rule, ctx: DraftContext) -> Finding | None:
     """The MTP layers the draft loads, against the target checkpoint's tensors: the engine rewrites the target's
-    config into the draft's (its architecture and ``n_predict``, launch.draft_config), and the draft class loads
+    config into the draft's (its architecture and ``n_predict``: the resolution's draft_config), and the draft class loads
     layer i from the names the rule's ``params.layers`` gives for that architecture. A re-upload without them fails
     the draft's weight load (vLLM's DefaultModelLoader: "Following weights were not initialized from checkpoint")."""
-    draft = ctx.launch.draft_config or {}
+    resolution = ctx.judge.resolution if ctx.judge is not None else None
+    draft = (resolution.draft_config if resolution is not None else None) or {}
     architectures = draft.get("architectures") or []
     if not architectures:  # never a silent pass: which layers the draft loads is not known
         return draft_finding(rule, ctx, Status.UNKNOWN, "the engine's rewrite of the target's config into its draft's "

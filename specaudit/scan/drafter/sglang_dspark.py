@@ -31,10 +31,9 @@ from .engine_code import class_method, module_functions
 
 
 def _function(ctx: DraftContext, module: str, name: str) -> tuple[ast.FunctionDef, ModuleScope, str] | None:
-    index = getattr(getattr(ctx.judge, "resolver", None), "index", None)
-    if index is None:
+    if ctx.judge is None:
         return None
-    code = ReleaseModules(index)
+    code = ReleaseModules(ctx.judge.release)
     found = code.module_tree(module)
     if found is None:
         return None
@@ -127,19 +126,14 @@ def check_dspark_draft_config(rule: Rule, ctx: DraftContext) -> Finding | None:
 def _draft_inits(ctx: DraftContext) -> list[tuple[ast.AST, None, str]]:
     """The ``__init__`` of each class in the MRO of the class the release registers for the drafter's architectures."""
     judge = ctx.judge
-    resolver = getattr(judge, "resolver", None)
     entry = judge.registered(list(ctx.draft_config.get("architectures") or ())) if judge is not None else None
-    if judge is None or entry is None or resolver is None:
-        return []
-    cls = resolver.find_class(entry.module, entry.class_name)
-    if not hasattr(cls, "module"):
+    if judge is None or entry is None:
         return []
     found = []
-    for base in resolver.hierarchy(cls).linear:
-        if hasattr(base, "module") and hasattr(base, "name"):
-            relpath, init = class_method(judge, base.module, base.name, "__init__")
-            if init is not None:
-                found.append((init, None, relpath))
+    for module, name in judge.mro(entry.module, entry.class_name):
+        relpath, init = class_method(judge, module, name, "__init__")
+        if init is not None:
+            found.append((init, None, relpath))
     return found
 
 

@@ -24,16 +24,13 @@ from .engine_code import class_method
 def _method(ctx: DraftContext, name: str) -> EngineFunction | None:
     """The drafter's registered class's method of that name, the first in its MRO that defines it."""
     judge = ctx.judge
-    resolver = getattr(judge, "resolver", None)
     entry = judge.registered(list(ctx.draft_config.get("architectures") or ())) if judge is not None else None
-    if judge is None or entry is None or resolver is None:
+    if judge is None or entry is None:
         return None
-    cls = resolver.find_class(entry.module, entry.class_name)
-    for base in resolver.hierarchy(cls).linear if hasattr(cls, "module") else ():
-        if hasattr(base, "module") and hasattr(base, "name"):
-            relpath, node = class_method(judge, base.module, base.name, name)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return EngineFunction(relpath, node.lineno, node.name, node)
+    for module, base in judge.mro(entry.module, entry.class_name):
+        relpath, node = class_method(judge, module, base, name)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return EngineFunction(relpath, node.lineno, node.name, node)
     return None
 
 
