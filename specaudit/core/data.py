@@ -3,7 +3,9 @@ launch option, a patch state, a node's answer) read with every way it can be wro
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +14,19 @@ import yaml
 from .errors import SpecauditError
 
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
+
+
+def read_yaml(path: Path) -> Any:
+    """A data file's YAML, parsed once a process for as long as the file is unchanged (a scan asks for its path file
+    at every stage). The value is shared: callers build their own objects from it and never change it. OSError and
+    yaml.YAMLError are the caller's to word."""
+    st = os.stat(path)
+    return _parsed_yaml(str(path), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed_yaml(path: str, mtime_ns: int, size: int) -> Any:
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=YAML_LOADER)
 
 
 def parse_json(text: str | bytes, what: str) -> Any:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from ..core.data import YAML_LOADER, data_dir
+from ..core.data import data_dir, read_yaml
 from ..core.errors import SpecauditError
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _files(engines: Iterable[str] | None, directory: Path | None) -> list[tuple[
     loaded = []
     for path in sorted(_directory(directory).glob("*.yaml")):
         try:
-            data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+            data = read_yaml(path)
             if data.get("kind") == KNOWN_FAILURES and (engines is None or data["engine"] in engines):
                 loaded.append((path, data))
         except (yaml.YAMLError, KeyError, TypeError, AttributeError) as exc:

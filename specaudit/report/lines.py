@@ -25,22 +25,28 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def without_controls(value: T) -> T:
-    """A result with the control characters of every string it holds removed (a copy: results stay as computed)."""
+    """A result with the control characters of every string it holds removed (what changes is a copy: results stay
+    as computed)."""
     return _clean(value)
 
 
 def _clean(value: Any) -> Any:
+    """``value`` with its strings cleaned: the very object where nothing in it changes (most of a result)."""
     if isinstance(value, Enum):
         return value
     if isinstance(value, str):
-        return _CONTROL.sub("", value)
+        return _CONTROL.sub("", value) if _CONTROL.search(value) else value
     if isinstance(value, (list, tuple)):
-        return type(value)(_clean(v) for v in value)
+        items = [_clean(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
     if isinstance(value, dict):
-        return {_clean(k): _clean(v) for k, v in value.items()}
+        pairs = [(_clean(k), _clean(v)) for k, v in value.items()]
+        return value if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items())) else dict(pairs)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.replace(value, **{f.name: _clean(getattr(value, f.name))
-                                            for f in dataclasses.fields(value) if f.init})
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+        cleaned = {name: _clean(field) for name, field in fields.items()}
+        changed = {name: field for name, field in cleaned.items() if field is not fields[name]}
+        return dataclasses.replace(value, **changed) if changed else value
     return value
 
 

@@ -89,6 +89,15 @@ class TreeIndex:
             return self.overlay[relpath]
         return (self.tree.root / relpath).read_bytes()
 
+    def sha256(self, relpath: str) -> str:
+        """A file's SHA-256 (what a wheel's RECORD lists), kept by its content digest: a warm scan hashes nothing."""
+        digest = self._digest(relpath)
+        known = self._store.extras.setdefault("sha256", {})
+        if digest not in known:
+            known[digest] = hashlib.sha256(self.source(relpath)).hexdigest()
+            self._store.dirty = True
+        return known[digest]
+
     def _digest(self, relpath: str) -> str:
         if relpath in self.overlay:
             return hashlib.blake2b(self.overlay[relpath], digest_size=16).hexdigest()
@@ -510,8 +519,10 @@ def _code_salt() -> str:
     """Cached facts are only valid for the code that extracted them."""
     here = Path(__file__).parent
     digest = hashlib.blake2b(digest_size=8)
+    # The memoized results (the traced paths, the landscape) are computed by the tracer and the player too.
     for name in ("facts.py", "../core/types.py", "gates.py", "index.py", "match.py", "resolve.py", "registry.py", "audit.py",
-                 "trace.py"):
+                 "trace.py", "decide.py", "landscape.py", "runner.py", *sorted(str(p.relative_to(here))
+                                                                           for p in (here / "../play").rglob("*.py"))):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())

@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from ..core.data import YAML_LOADER, rules_dir
+from ..core.data import read_yaml, rules_dir
 from ..core.errors import SpecauditError
 from ..core.types import PHASES
 from ..launch.request import DEFAULT_METHOD
@@ -122,7 +122,7 @@ class PathSpec:
 def load_path_spec(engine: str) -> PathSpec:
     path = rules_dir() / "paths" / f"{engine}.yaml"
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+        data = read_yaml(path)
     except (OSError, yaml.YAMLError) as exc:
         raise SpecauditError(f"{path}: cannot read the EAGLE-3 path ({exc})") from None
     try:

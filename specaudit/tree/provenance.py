@@ -9,7 +9,7 @@ import datetime
 import hashlib
 import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -92,11 +92,14 @@ def applied_bundles(tree: EngineTree) -> tuple[str, ...]:
     return tuple(sorted(bundles)) if isinstance(bundles, dict) else ()
 
 
-def modified_files(tree: EngineTree, relpaths: Iterable[str]) -> tuple[str, ...]:
-    """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known)."""
+def modified_files(tree: EngineTree, relpaths: Iterable[str],
+                   sha256: Callable[[str], str] | None = None) -> tuple[str, ...]:
+    """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known);
+    ``sha256``: a file's digest as the caller knows it (the index keeps it by content), else read here."""
     hashes = record_hashes(tree)
+    digest = sha256 or (lambda rel: hashlib.sha256((tree.root / rel).read_bytes()).hexdigest())
     return tuple(rel for rel in sorted(relpaths) if rel in hashes and (tree.root / rel).is_file()
-                 and hashlib.sha256((tree.root / rel).read_bytes()).hexdigest() != hashes[rel])
+                 and digest(rel) != hashes[rel])
 
 
 def invocation(source: str = "") -> Provenance:
@@ -110,10 +113,11 @@ def invocation(source: str = "") -> Provenance:
     return Provenance(__version__, command, now, source)
 
 
-def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] = ()) -> Provenance:
+def provenance(tree: EngineTree, read: Iterable[str], in_memory: Iterable[str] = (),
+               sha256: Callable[[str], str] | None = None) -> Provenance:
     """The provenance of a report on ``tree``, whose scan read the files ``read`` from disk and ``in_memory`` with
     edits planned, not applied."""
-    return replace(invocation(tree.origin), bundles=applied_bundles(tree), modified=modified_files(tree, read),
+    return replace(invocation(tree.origin), bundles=applied_bundles(tree), modified=modified_files(tree, read, sha256),
                    in_memory=tuple(sorted(in_memory)), patching=(shadow_dir(tree, create=False) / "journal.json").exists())
 
 
