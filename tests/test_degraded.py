@@ -31,8 +31,6 @@ from specaudit.scan.audit import audit
 
 from conftest import engine_analysis
 
-pytestmark = pytest.mark.network
-
 analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 

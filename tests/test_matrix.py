@@ -80,6 +80,7 @@ def test_a_tree_is_analysed_once_and_a_bundle_planned_once_for_the_targets_it_co
     assert calls == {"analyze": 1, "plan": 1}
 
 
+@pytest.mark.network  # the CLI fetches vllm==0.14.0 and vllm==0.33.0
 def test_the_cli_exit_code_is_the_worst_cell(tmp_path):
     proc = specaudit("matrix", "--target", "llama3", "vllm==0.14.0", "vllm==0.33.0", "--format", "md",
                      "--out", str(tmp_path))

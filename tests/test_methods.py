@@ -38,8 +38,6 @@ from specaudit.scan.facts import ReleaseModules
 
 from conftest import engine_analysis, engine_tree
 
-pytestmark = pytest.mark.network
-
 analysis = engine_analysis  # one analysis of each release per session (conftest)
 
 

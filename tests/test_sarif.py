@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import jsonschema
+import pytest
 
 from specaudit.report import to_sarif
 from specaudit.report.sarif import MAX_RUNS
@@ -58,6 +59,7 @@ def test_a_ready_scan_has_no_results_and_a_comparison_stays_within_githubs_run_l
     assert len(sarif(Comparison([ready] * (MAX_RUNS + 3)))["runs"]) == MAX_RUNS
 
 
+@pytest.mark.network  # the CLI fetches vllm==0.17.0
 def test_the_cli_writes_sarif(tmp_path):
     proc = specaudit("scan", "vllm==0.17.0", "--target", "kimi-k2.5", "--format", "sarif", "--out", str(tmp_path))
     assert proc.returncode == 1, proc.stderr

