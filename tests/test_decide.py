@@ -1,0 +1,103 @@
+"""The tracer and decide (scan/trace.py, scan/decide.py), code in and verdict out: ``judged(code, launch)`` writes a
+few lines of engine code where the path file's first role starts (vLLM's ``SpeculativeConfig.__post_init__``,
+rules/paths/vllm.yaml), traces the method's path from there, and says how each gate of that code is decided for the
+launch. The shapes are the releases' own (vLLM 0.17.0 speculative.py: the EAGLE-3 allowlist test on the target's
+``hf_text_config.model_type``); the real trees are tests/test_vllm_facts.py's and test_path_metamorphic.py's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from specaudit.core.types import Status
+from specaudit.launch.request import Launch
+from specaudit.launch.target import Target
+from specaudit.scan.audit import analyze, audit
+from specaudit.tree.locate import locate
+
+SPECULATIVE = "vllm/config/speculative.py"
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32}
+GEMMA = {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 2304, "num_hidden_layers": 26}
+
+
+def judged(make_tree, code: str, config: dict[str, Any], method: str = "eagle3",
+           files: dict[str, str] | None = None) -> list[tuple[int, Status]]:
+    """The gates of ``code`` (vllm/config/speculative.py) on the traced path, as decided for a launch of ``method`` on a
+    target of this config: (line, status) in the order the launch meets them, for those that stop it or that it cannot
+    decide (a gate that passes is no finding). No rule file is loaded: the tracer finds the gates, decide judges them."""
+    tree = locate(str(make_tree({SPECULATIVE: code, **(files or {})})))
+    result = audit(analyze(tree, rules=[]), Launch(Target("target", "test", config), method=method))
+    return [(f.line, f.status) for f in result.findings if f.file == SPECULATIVE or f.file in (files or {})]
+
+
+ALLOWLIST = """
+    class SpeculativeConfig:
+        def __post_init__(self):
+            aux_hidden_states_supported = ["llama", "qwen"]
+            if self.method == "eagle3" and not any(
+                supported in self.target_model_config.hf_text_config.model_type
+                for supported in aux_hidden_states_supported
+            ):
+                raise ValueError("Eagle3 is only supported for llama and qwen models.")
+"""
+
+
+def test_a_gate_on_the_target_s_config_blocks_the_target_it_refuses_and_passes_the_one_it_takes(make_tree):
+    assert judged(make_tree, ALLOWLIST, GEMMA) == [(9, Status.BLOCKS)]
+    assert judged(make_tree, ALLOWLIST, LLAMA) == []
+
+
+def test_a_gate_of_another_method_stops_nothing(make_tree):
+    assert judged(make_tree, ALLOWLIST, GEMMA, method="eagle") == []
+
+
+@pytest.mark.parametrize("form,code,files", [
+    ("assert for if/raise", """
+    class SpeculativeConfig:
+        def __post_init__(self):
+            aux_hidden_states_supported = ["llama", "qwen"]
+            if self.method == "eagle3":
+                assert any(
+                    supported in self.target_model_config.hf_text_config.model_type
+                    for supported in aux_hidden_states_supported
+                ), "Eagle3 is only supported for llama and qwen models."
+    """, {}),
+    ("renamed, with the list a module constant", """
+    AUX_SUPPORTED = ("llama", "qwen")
+
+    class SpeculativeConfig:
+        def __post_init__(self):
+            model_type = self.target_model_config.hf_text_config.model_type
+            if self.method == "eagle3" and not any(s in model_type for s in AUX_SUPPORTED):
+                raise ValueError("Eagle3 is only supported for llama and qwen models.")
+    """, {}),
+    ("moved to a helper in another module", """
+    from vllm.config.eagle_checks import check_eagle3_target
+
+    class SpeculativeConfig:
+        def __post_init__(self):
+            if self.method == "eagle3":
+                check_eagle3_target(self.target_model_config)
+    """, {"vllm/config/eagle_checks.py": """
+    def check_eagle3_target(model_config):
+        if not any(s in model_config.hf_text_config.model_type for s in ("llama", "qwen")):
+            raise ValueError("Eagle3 is only supported for llama and qwen models.")
+    """}),
+])
+def test_the_same_gate_written_otherwise_keeps_its_verdict(make_tree, form, code, files):
+    refused = judged(make_tree, code, GEMMA, files=files)
+    taken = judged(make_tree, code, LLAMA, files=files)
+    assert [status for _, status in refused] == [Status.BLOCKS], form
+    assert taken == [], form
+
+
+def test_a_gate_on_what_only_the_launch_knows_is_undecided_not_the_target_s(make_tree):
+    code = """
+    class SpeculativeConfig:
+        def __post_init__(self):
+            if self.method == "eagle3" and self.disable_padded_drafter_batch:
+                raise ValueError("padded drafter batches are needed for EAGLE-3")
+    """
+    assert judged(make_tree, code, LLAMA) == [(5, Status.UNDECIDED)]
