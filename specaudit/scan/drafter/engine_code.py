@@ -10,9 +10,8 @@ import ast
 import fnmatch
 
 from ...core.types import EngineFunction
-from ...play.operators import binary
-from ...play.player import LiteralScope, call
-from ...play.values import UNKNOWN, Raised
+from ...play.player import LiteralScope, call, dotted
+from ...play.values import UNKNOWN
 from ..facts import SyntaxProblem
 from ..judge import Judge
 from .context import DraftContext, site_of
@@ -108,38 +107,20 @@ def config_reads(function: ast.AST) -> set[tuple[str, ...]]:
 
 
 def evaluate_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, layers: int) -> list[int] | None:
-    """The layer ids a target's default-layers method returns for a model of ``layers`` layers: its body played out
-    where it is assignments of arithmetic on the layer count and a returned tuple or list; None otherwise."""
-    names: dict[str, int] = {}
-
-    def value(node: ast.expr) -> int:
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name) and node.id in names:
-            return names[node.id]
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len":
-            return layers  # len(self.model.layers)
-        if isinstance(node, ast.Attribute) and node.attr == "num_hidden_layers":
-            return layers
-        if isinstance(node, ast.BinOp):
-            computed = binary(node.op, value(node.left), value(node.right))
-            if isinstance(computed, int):
-                return computed
-        raise ValueError(ast.dump(node))
-
+    """The layer ids a target's default-layers method returns for a model of ``layers`` layers, played out
+    (play.player) with every ``<...>.num_hidden_layers`` it reads the layer count and every ``len(<...>)`` of a named
+    sequence that many layers; None where its ways do not agree on a list of ints."""
+    counts = {name: layers for node in ast.walk(function) if isinstance(node, ast.Attribute)
+              and node.attr == "num_hidden_layers" and (name := dotted(node))}
+    sequences = {name: range(layers) for node in ast.walk(function) if isinstance(node, ast.Call)
+                 and dotted(node.func) == "len" and len(node.args) == 1 and (name := dotted(node.args[0]))}
     try:
-        for stmt in function.body:
-            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-                continue  # the docstring
-            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                names[stmt.targets[0].id] = value(stmt.value)
-            elif isinstance(stmt, ast.Return) and isinstance(stmt.value, (ast.Tuple, ast.List)):
-                return [value(e) for e in stmt.value.elts]
-            else:
-                return None
-    except (ValueError, Raised):
+        outcomes, _ = call(function, LiteralScope(), [], {}, fields={"self": {}, **counts, **sequences})
+    except (ValueError, RecursionError):
         return None
-    return None
+    returned = {tuple(o.method) if isinstance(o.method, (list, tuple)) else None for o in outcomes if o.raises is None}
+    found = returned.pop() if len(returned) == 1 and len(outcomes) == 1 else None
+    return list(found) if found is not None and all(type(i) is int for i in found) else None
 
 
 def predicate_members(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str] | None:
@@ -442,8 +423,8 @@ def layers_of(statements: list[ast.stmt], result: ast.expr, layers: int) -> list
     function = ast.parse("def _():\n    pass").body[0]
     assert isinstance(function, ast.FunctionDef)
     function.body = [s for s in statements if isinstance(s, ast.Assign) and len(s.targets) == 1
-                     and isinstance(s.targets[0], ast.Name)] + [ast.Return(result)]
-    return evaluate_layers(function, layers)
+                     and isinstance(s.targets[0], ast.Name)] + [ast.copy_location(ast.Return(result), result)]
+    return evaluate_layers(ast.fix_missing_locations(function), layers)
 
 
 def captured_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, ids: list[int] | None,
