@@ -12,14 +12,15 @@ own examples.
 from __future__ import annotations
 
 import ast
+import copy
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ..core.types import Finding, Rule, Site, Status
 from ..launch.checkpoint import Checkpoint
-from ..play.operators import binary, compare
-from ..play.values import UNKNOWN, Raised, Unknown
+from ..play.player import LiteralScope, Player
+from ..play.values import UNKNOWN, Raised, Unknown, truth
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
 from .judge import Judge
 
@@ -390,7 +391,7 @@ class ArgumentGate(Kind):
         facts = _facts(rule)
         for condition in site.details.conditions:
             value = evaluate_condition(condition, values, objects, constants, facts)
-            if value is False:
+            if truth(value) is False:
                 return self.finding(rule, site, Status.PASSES, f"not triggered: {condition} is false for this launch")
             if isinstance(value, Unknown):
                 outcome = UNKNOWN
@@ -411,10 +412,9 @@ class ArgumentGate(Kind):
                             error)
 
 
-_STRING_TESTS = ("startswith", "endswith")
 # Names a fact may read beside the arguments: the target's config.json (a dict: `__config__.dspark_block_size` is
 # its key, None where it has none), and what of the target's checkpoint the scan does not read (always unknown: a
-# condition that turns on isinstance(it, Unknown), not undecided).
+# condition that turns on it is UNKNOWN, not undecided).
 TARGET_CONFIG = "__config__"
 TARGET_FILES = "__target_files__"
 
@@ -445,80 +445,37 @@ def _facts(rule: Rule) -> dict[str, ast.expr]:
 
 def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
                        constants: dict[str, Any] | None = None, facts: dict[str, ast.expr] | None = None) -> Any:
-    """Evaluate a condition over launch arguments in three values: a Python value, or UNKNOWN when it reads
-    anything but ``<object>.<argument>``, named constants, literals, comparisons, boolean operators and
-    ``a if c else b``. An expression ``facts`` names is what it maps to (itself over the arguments, read as
-    written: a fact does not expand another)."""
+    """A condition over launch arguments, played (play.player) in three values: a Python value, or Unknown where it
+    reads what the launch does not fix. ``<object>.<argument>`` is the argument's value, ``__config__.<key>`` the
+    target config's (None where it has no such key), a name one of ``constants``; an expression ``facts`` names is what
+    it maps to (itself over the arguments, read as written: a fact does not expand another)."""
     constants = constants or {}
-
-    def ev(node: ast.AST, facts: dict[str, ast.expr]) -> Any:
-        fact = facts.get(ast.unparse(node)) if facts and isinstance(node, ast.expr) else None
-        if fact is not None:
-            return ev(fact, {})
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return constants.get(node.id, UNKNOWN)
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = [ev(e, facts) for e in node.elts]
-            return UNKNOWN if any(isinstance(i, Unknown) for i in items) else items
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
-            return values.get(node.attr, UNKNOWN)
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TARGET_CONFIG:
-            config = constants.get(TARGET_CONFIG, UNKNOWN)
-            return config.get(node.attr) if isinstance(config, dict) else UNKNOWN
-        if isinstance(node, ast.BinOp):
-            try:
-                return binary(node.op, ev(node.left, facts), ev(node.right, facts))
-            except Raised:  # `None + 1` in a condition: which launch value it is does not settle the gate
-                return UNKNOWN
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            operand = ev(node.operand, facts)
-            return UNKNOWN if isinstance(operand, Unknown) else not operand
-        if isinstance(node, ast.BoolOp):
-            results = [ev(v, facts) for v in node.values]
-            # A known False decides an `and`, a known True an `or`, whatever the unknowns beside it.
-            deciding = not isinstance(node.op, ast.And)
-            if any(not isinstance(r, Unknown) and bool(r) is deciding for r in results):
-                return isinstance(node.op, ast.Or)
-            return UNKNOWN if any(isinstance(r, Unknown) for r in results) else isinstance(node.op, ast.And)
-        if isinstance(node, ast.Compare):
-            left = ev(node.left, facts)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = ev(right_node, facts)
-                try:
-                    result = compare(op, left, right)
-                except Raised:
-                    return UNKNOWN
-                if isinstance(result, Unknown):
-                    return UNKNOWN
-                if not result:
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.IfExp):
-            test = ev(node.test, facts)
-            return UNKNOWN if isinstance(test, Unknown) else ev(node.body, facts) if test else ev(node.orelse, facts)
-        if isinstance(node, ast.Call) and not node.keywords:
-            # int(x), and a string's own tests (`cfg.device.startswith("cuda")`), on known values: nothing else is run.
-            args = [ev(a, facts) for a in node.args]
-            if any(isinstance(a, Unknown) for a in args):
-                return UNKNOWN
-            if isinstance(node.func, ast.Name) and node.func.id == "int" and len(args) == 1:
-                try:
-                    return int(args[0])
-                except (TypeError, ValueError):
-                    return UNKNOWN
-            if isinstance(node.func, ast.Attribute) and node.func.attr in _STRING_TESTS:
-                receiver = ev(node.func.value, facts)
-                if isinstance(receiver, str) and all(isinstance(a, (str, list)) for a in args):
-                    return getattr(receiver, node.func.attr)(*(tuple(a) if isinstance(a, list) else a for a in args))
-        return UNKNOWN
-
     try:
-        return ev(ast.parse(source.strip(), mode="eval").body, facts or {})
+        condition = _FactsInlined(facts or {}).visit(ast.parse(source.strip(), mode="eval").body)
     except SyntaxError:
         return UNKNOWN
+    config = constants.get(TARGET_CONFIG, UNKNOWN)
+    read: dict[str, Any] = {}
+    for node in ast.walk(condition):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in objects:
+            read[f"{node.value.id}.{node.attr}"] = values.get(node.attr, UNKNOWN)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TARGET_CONFIG:
+            read[f"{TARGET_CONFIG}.{node.attr}"] = config.get(node.attr) if isinstance(config, dict) else UNKNOWN
+    try:
+        return Player("", {}, LiteralScope(constants)).evaluate(condition, read)
+    except Raised:  # `None + 1` in a condition: which launch value it is does not settle the gate
+        return UNKNOWN
+
+
+class _FactsInlined(ast.NodeTransformer):
+    """A condition with each expression a rule's ``facts`` names replaced by what it maps to."""
+
+    def __init__(self, facts: dict[str, ast.expr]):
+        self.facts = facts
+
+    def visit(self, node: ast.AST) -> Any:
+        fact = self.facts.get(ast.unparse(node)) if self.facts and isinstance(node, ast.expr) else None
+        return copy.deepcopy(fact) if fact is not None else self.generic_visit(node)
 
 
 class DrafterContract(Kind):
