@@ -30,6 +30,7 @@ from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
 from ...play.operators import METHODS, PURE, TYPES, UNARY, binary, compare, pure
+from ...play.player import dotted
 from ...play.values import EngineObject, Raised, Unknown, truth
 from ..facts import SyntaxProblem
 from ..judge import Judge
@@ -241,9 +242,9 @@ class _Play:
             for i, element in enumerate(target.elts):
                 self.assign(element, values[i] if values is not None else _UNSET, env)
         elif isinstance(target, ast.Attribute):
-            dotted = _dotted(target)
-            if dotted and dotted.startswith("self."):
-                env[dotted] = value
+            name = dotted(target)
+            if name and name.startswith("self."):
+                env[name] = value
             owner = self._quiet(lambda: self.value(target.value, env))
             if isinstance(owner, Obj):
                 owner.fields[target.attr] = value
@@ -265,9 +266,9 @@ class _Play:
     # ---- expressions
 
     def value(self, node: ast.expr, env: dict[str, Any]) -> Any:
-        dotted = _dotted(node)
-        if dotted is not None and dotted in env:
-            return _known(env[dotted], dotted)
+        name = dotted(node)
+        if name is not None and name in env:
+            return _known(env[name], name)
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -341,9 +342,9 @@ class _Play:
             if any(isinstance(t, ast.Name) and t.id == name for t in targets):
                 node: ast.expr = stmt.value
                 convert: Callable[[Any], Any] = lambda v: v  # noqa: E731
-                if isinstance(node, ast.Call) and _dotted(node.func) in ("frozenset", "set", "tuple") and \
+                if isinstance(node, ast.Call) and dotted(node.func) in ("frozenset", "set", "tuple") and \
                         len(node.args) == 1:
-                    convert, node = PURE[_dotted(node.func) or "set"], node.args[0]
+                    convert, node = PURE[dotted(node.func) or "set"], node.args[0]
                 try:
                     return convert(ast.literal_eval(node))
                 except (ValueError, TypeError, SyntaxError):
@@ -377,7 +378,7 @@ class _Play:
         """What a raise prints: ``Name: message``, the message filled where its values are known."""
         if not isinstance(exc, ast.Call):
             return ast.unparse(exc) if exc is not None else "raise"
-        name = _dotted(exc.func) or ast.unparse(exc.func)
+        name = dotted(exc.func) or ast.unparse(exc.func)
         if not exc.args:
             return name
         try:
@@ -471,15 +472,6 @@ def _operated(node: ast.AST, operation: Callable[..., Any], *operands: Any) -> A
     return value
 
 
-def _dotted(node: ast.AST | None) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else None
-    return None
-
-
 def _exits(stmt: ast.stmt) -> bool:
     """Whether a statement holds a return or a raise of its own (not in a nested definition)."""
     return any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(stmt))
@@ -496,8 +488,8 @@ def _assigned(stmt: ast.stmt) -> set[str]:
             if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
         for target in targets:
             for sub in ast.walk(target):
-                if isinstance(sub, (ast.Name, ast.Attribute)) and _dotted(sub):
-                    names.add(_dotted(sub) or "")
+                if isinstance(sub, (ast.Name, ast.Attribute)) and dotted(sub):
+                    names.add(dotted(sub) or "")
     return names
 
 
@@ -630,7 +622,7 @@ def release_fc_width(ctx: DraftContext, architectures: list[str]) -> tuple[int |
     for module in modules:
         for function in (n for n in ast.walk(module.tree) if isinstance(n, ast.FunctionDef)):
             built = next((s for s in ast.walk(function) if isinstance(s, ast.Assign) and len(s.targets) == 1
-                          and _dotted(s.targets[0]) == "self.fc" and isinstance(s.value, ast.Call)), None)
+                          and dotted(s.targets[0]) == "self.fc" and isinstance(s.value, ast.Call)), None)
             if built is None:
                 continue
             call = built.value
@@ -814,7 +806,7 @@ def _combine_error(ctx: DraftContext, width: int, given: int) -> str | None:
                 env = {"expected": width, "hidden_states.shape[-1]": given}
                 message = play.error(raised.exc, env)
                 shape = next((n for n in ast.walk(raised) if isinstance(n, ast.Subscript)
-                              and _dotted(n.value) == "hidden_states.shape"), None)
+                              and dotted(n.value) == "hidden_states.shape"), None)
                 if shape is not None:
                     message = message.replace("{" + ast.unparse(shape) + "}", str(given))
                 return message
