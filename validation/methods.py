@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
@@ -17,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).parents[1]))
 from specaudit.launch.checkpoint import Checkpoint, TensorInfo  # noqa: E402
 from specaudit.launch.request import Launch  # noqa: E402
 from specaudit.launch.target import load_preset  # noqa: E402
-from specaudit.scan.audit import analyze, audit  # noqa: E402
+from specaudit.results.scan import ScanResult  # noqa: E402
+from specaudit.scan.audit import Analysis, analyze, audit  # noqa: E402
 from specaudit.tree.locate import locate  # noqa: E402
 
 PRESETS = ("llama3", "qwen3", "deepseek-v3", "kimi-k2", "kimi-k2.5")
@@ -151,38 +153,68 @@ def _engine_line(finding) -> str:
     return f"{finding.rule_id}{where}" + (f" {error.replace('|', '/')}" if error else "")
 
 
+def launches_of(release: str) -> list[tuple]:
+    """The launch definitions this script runs on a release: its own list where it covers the release, else its
+    engine's (the list of the releases it covers of that engine), for a release no run has covered yet
+    (validation/new_release.py)."""
+    engine = release.partition("==")[0]
+    return RELEASES.get(release) or next(v for r, v in RELEASES.items() if r.partition("==")[0] == engine)
+
+
+@dataclass(frozen=True)
+class Held:
+    """One launch's scan, held against the method seam's contract."""
+
+    family: str
+    speculative: dict
+    expected: str | None
+    options: dict
+    preset: str
+    result: ScanResult
+    ok: bool  # it holds the contract
+    first: str  # the first gate that blocks or is unknown, as _engine_line writes it; "-" where none
+
+
+def hold(analysis: Analysis, definition: tuple, preset: str) -> Held:
+    """Scan one launch of this script (a definition of VLLM or SGLANG, on a preset) on an analysed release, and hold
+    it against the contract."""
+    family, speculative, expected, *options = definition
+    methods_of = {rule.id: rule.methods for rule in analysis.rules}
+    method = str(speculative["method"]).lower() if speculative.get("method") else None
+    result = audit(analysis, Launch(load_preset(preset), method=method, engine=analysis.tree.engine.name,
+                                    draft=speculative.get("model"), drafter=DRAFTERS.get(speculative.get("model", "")),
+                                    speculative=speculative, options=options[0] if options else {}))
+    m = result.method
+    # An EAGLE-3 rule judges another method's launch only where it names that method too (DFlash's
+    # drafter needs the same aux-state interface of the target).
+    judged_by_eagle3 = [f.rule_id for f in result.findings if f.rule_id.startswith(EAGLE3_RULES)
+                        and m.method not in methods_of.get(f.rule_id, ("*",))]
+    stops = [f for f in result.findings if f.status in ("blocks", "unknown")]
+    # The release or the target refused before any method's gate (a method the release lacks, a target
+    # it does not register): the expected answer of the method's own gates does not apply.
+    before = bool(stops) and result.verdict == "BLOCKED" and stops[0].rule_id in REFUSED_BEFORE
+    ok = (m.method == "eagle3" or not judged_by_eagle3) and (m.modeled or result.verdict != "READY") \
+        and (expected is None or before or result.verdict in expected.split("|"))
+    return Held(family, speculative, expected, options[0] if options else {}, preset, result, ok,
+                _engine_line(stops[0]) if stops else "-")
+
+
 def main() -> int:
     rows, broken = [], 0
     counts: dict[str, int] = {}
     for release, launches in RELEASES.items():
         analysis = analyze(locate(release))
-        methods_of = {rule.id: rule.methods for rule in analysis.rules}
-        for family, speculative, expected, *options in launches:
+        for definition in launches:
             for preset in PRESETS:
-                method = str(speculative["method"]).lower() if speculative.get("method") else None
-                result = audit(analysis, Launch(load_preset(preset), method=method, engine=release.partition("==")[0],
-                                                draft=speculative.get("model"),
-                                                drafter=DRAFTERS.get(speculative.get("model", "")),
-                                                speculative=speculative, options=options[0] if options else {}))
-                counts[family] = counts.get(family, 0) + 1
-                m = result.method
-                # An EAGLE-3 rule judges another method's launch only where it names that method too (DFlash's
-                # drafter needs the same aux-state interface of the target).
-                judged_by_eagle3 = [f.rule_id for f in result.findings if f.rule_id.startswith(EAGLE3_RULES)
-                                    and m.method not in methods_of.get(f.rule_id, ("*",))]
-                stops = [f for f in result.findings if f.status in ("blocks", "unknown")]
-                # The release or the target refused before any method's gate (a method the release lacks, a target
-                # it does not register): the expected answer of the method's own gates does not apply.
-                before = bool(stops) and result.verdict == "BLOCKED" and stops[0].rule_id in REFUSED_BEFORE
-                ok = (m.method == "eagle3" or not judged_by_eagle3) and (m.modeled or result.verdict != "READY") \
-                    and (expected is None or before or result.verdict in expected.split("|"))
-                broken += not ok
-                first = _engine_line(stops[0]) if stops else "-"
-                flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in (options[0] if options else {}).items())
-                rows.append(f"| {release} | {family} | `{json.dumps(speculative)}`{' ' + flags if flags else ''} "
+                held = hold(analysis, definition, preset)
+                counts[held.family] = counts.get(held.family, 0) + 1
+                m = held.result.method
+                broken += not held.ok
+                flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in held.options.items())
+                rows.append(f"| {release} | {held.family} | `{json.dumps(held.speculative)}`{' ' + flags if flags else ''} "
                             f"| {preset} | {m.method or '?'} | "
-                            f"{'modeled' if m.modeled else 'not modeled'} | {result.verdict} | {expected or '-'} | "
-                            f"{first} | {'ok' if ok else '**contract broken**'} |")
+                            f"{'modeled' if m.modeled else 'not modeled'} | {held.result.verdict} | "
+                            f"{held.expected or '-'} | {held.first} | {'ok' if held.ok else '**contract broken**'} |")
     out = ["# Method seam: launches of every method against its contract", "",
            "Made by `python validation/methods.py`. A launch holds the contract when no EAGLE-3 rule judged a "
            "launch of another method, a method specaudit does not model is never READY, and where the engine's "
