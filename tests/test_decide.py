@@ -101,3 +101,20 @@ def test_a_gate_on_what_only_the_launch_knows_is_undecided_not_the_target_s(make
                 raise ValueError("padded drafter batches are needed for EAGLE-3")
     """
     assert judged(make_tree, code, LLAMA) == [(5, Status.UNDECIDED)]
+
+
+def test_degraded_is_not_earned_where_a_stage_of_the_path_is_not_in_the_tree():
+    # DEGRADED says the launch runs and the drafter cannot help; with a required stage of the path missing (vLLM
+    # 0.34.0 deleted Model Runner V1's proposers), whether it runs is not known.
+    from specaudit.core.types import Finding, Phase, Verdict
+    from specaudit.scan.audit import _verdict
+
+    def finding(rule_id: str, status: Status) -> Finding:
+        return Finding(rule_id, rule_id, Phase.DRAFTER_LOAD, status, "vllm/x.py", 1, "", None, "", "")
+
+    launch = Launch(Target("target", "test", LLAMA))
+    degrades = finding("vllm-drafter-context", Status.DEGRADES)
+    assert _verdict([degrades], launch) == Verdict.DEGRADED
+    assert _verdict([degrades, finding("path-entry", Status.UNKNOWN)], launch) == Verdict.UNKNOWN
+    assert _verdict([degrades, finding("path-entry", Status.UNKNOWN), finding("x", Status.BLOCKS)], launch) \
+        == Verdict.BLOCKED

@@ -658,13 +658,18 @@ def _in_order(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: (PHASES.index(f.phase), f.step or 10**9, f.file, f.line))
 
 
+_UNTRACED = ("path-entry", "path-unparsed")  # decide.entry_findings: a stage of the path not traced
+
+
 def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
     if launch is None or launch.target is None:
         return Verdict.LANDSCAPE
     statuses = {f.status for f in findings}
     if Status.BLOCKS in statuses:
         return Verdict.BLOCKED
-    if Status.DEGRADES in statuses:  # known not to help, whatever the undecided gates turn out to be
+    # DEGRADED says the launch runs: not earned where a stage of its path is not in the tree, or does not parse.
+    untraced = any(f.rule_id in _UNTRACED and f.status == Status.UNKNOWN for f in findings)
+    if Status.DEGRADES in statuses and not untraced:  # known not to help, whatever the undecided gates turn out to be
         return Verdict.DEGRADED
     if Status.UNKNOWN in statuses:
         return Verdict.UNKNOWN
