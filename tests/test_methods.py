@@ -421,3 +421,17 @@ def test_a_function_that_may_return_early_is_taken_both_ways():
     # the early return as if it were not there refused every EAGLE-3 launch.
     resolution = resolved("sglang==0.5.17", {"method": "EAGLE3", "model": "org/drafter"})
     assert resolution.method == "eagle3" and resolution.stops is None
+
+
+@pytest.mark.parametrize("release,verdict", [("vllm==0.34.0", Verdict.UNKNOWN), ("vllm==0.33.0", Verdict.BLOCKED)])
+def test_a_method_outside_vllm_s_list_is_a_plugin_s_where_the_release_lets_plugins_register(release, verdict):
+    # 0.34.0 speculative.py SpeculativeConfig._validate_method: a method not in SpeculativeMethod passes where it is
+    # in registered_speculative_methods(), which register_speculative_method (v1/worker/gpu/spec_decode/
+    # speculator_config.py:317) fills from a general plugin at launch. 0.33.0 has no such API: pydantic refuses it.
+    launch = Launch(load_preset("llama3"), method="my_plugin", speculative={"method": "my_plugin",
+                                                                            "num_speculative_tokens": 3})
+    result = audit(engine_analysis(release), launch)
+    assert result.verdict == verdict
+    (stop,) = [f for f in result.findings if f.status in (Status.BLOCKS, Status.UNKNOWN)]
+    assert stop.rule_id == ("method-not-modeled" if verdict == Verdict.UNKNOWN else "method-not-in-release")
+    assert ("register_speculative_method" in stop.why) == (verdict == Verdict.UNKNOWN)
