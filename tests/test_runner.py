@@ -213,3 +213,88 @@ def test_a_release_without_the_choice_falls_back_to_the_variables_default():
     decision = decide(_choice(), _source("class Config:\n    pass\n", 'import os\nVAR = os.getenv("VAR", "0")\n'),
                       LaunchFacts("eagle3"))
     assert decision.runner == "v1" and "defaults to '0'" in decision.reason
+
+
+# The choice's own shapes, played by play.player (forks on every condition not known, one way per end of a method
+# of the class it calls): a list of unsupported features built by a method, an early return under nested ifs, a
+# platform it has no names for.
+SHAPES = '''
+import pkg.envs as envs
+class Config:
+    @property
+    def use_v2(self):
+        if envs.VAR is not None:
+            return envs.VAR
+        if self.watermark_config is not None:
+            logger.info_once("Watermarking requires V2")
+            return True
+        if self.model_config.kind == "moe":
+            if self.model_config.experts > 8:
+                return False
+        if not HAS_TRITON and not current_platform.is_unspecified():
+            return False
+        unsupported = self._unsupported()
+        if unsupported:
+            logger.warning_once("V2 does not support %s", ", ".join(unsupported))
+            return False
+        return True
+
+    def _unsupported(self):
+        unsupported = []
+        if self.speculative_config is not None and self.speculative_config.method in ("suffix",):
+            unsupported.append(f"method {self.speculative_config.method!r}")
+        if self.parallel_config.pp > 1:
+            unsupported.append("pipeline parallelism")
+        return unsupported
+'''
+SHAPE_READS = (("self.speculative_config", "__present__ if __method__ else None"),
+               ("self.speculative_config.method", "__method__"), ("self.model_config", "__present__"),
+               ("self.model_config.kind", "__config__.get('kind', 'dense')"),
+               ("self.model_config.experts", "__config__.get('experts', 0)"),
+               ("self.watermark_config", "__options__.get('watermark-config')"))
+PP = ("self.parallel_config.pp", "int(__options__.get('pipeline-parallel-size', 1))")
+CUDA = (("cuda", (("HAS_TRITON", True), ("current_platform.is_unspecified()", False))),)
+
+
+def _shapes(facts: LaunchFacts, reads=SHAPE_READS + (PP,)):
+    return decide(_choice(reads=reads, platforms=CUDA), _source(SHAPES), facts)
+
+
+def test_a_method_that_builds_the_unsupported_features_decides_by_what_it_returns():
+    decision = _shapes(LaunchFacts("suffix"))
+    assert (decision.runner, decision.logged) == ("v1", ("V2 does not support method 'suffix'",))
+    assert "`unsupported` is True" in decision.reason
+    both = _shapes(LaunchFacts("suffix", options={"pipeline-parallel-size": "2"}))
+    assert both.logged == ("V2 does not support method 'suffix', pipeline parallelism",)
+    assert _shapes(LaunchFacts("eagle3")).runner == "v2"
+
+
+def test_a_method_whose_ways_return_different_lists_gives_the_choice_one_way_for_each():
+    # The path file does not say the parallel config: _unsupported() returns [] or ["pipeline parallelism"], so the
+    # choice returns True on one way and False on the other, and says what it read that the path file does not give.
+    decision = _shapes(LaunchFacts("eagle3"), reads=SHAPE_READS)
+    assert decision.runner == BOTH
+    assert "(return False, return True: reads self.parallel_config)" in decision.reason
+
+
+def test_an_early_return_under_nested_ifs_names_both_conditions():
+    decision = _shapes(LaunchFacts("eagle3", config={"kind": "moe", "experts": 16}))
+    assert decision.runner == "v1"
+    assert "`self.model_config.kind == 'moe'` is True" in decision.reason
+    assert "`self.model_config.experts > 8` is True" in decision.reason
+    assert "(with model_config.kind = 'moe', model_config.experts = 16)" in decision.reason
+    assert _shapes(LaunchFacts("eagle3", config={"kind": "moe", "experts": 4})).runner == "v2"
+
+
+def test_a_platform_the_path_file_names_nothing_for_says_what_is_not_known():
+    # `not HAS_TRITON and not ...` is not known, though `not` and `and` give no reason of their own: the reason
+    # names the first thing not known that the condition read.
+    decision = _shapes(LaunchFacts("eagle3", platform="tpu"))
+    assert decision.runner == BOTH
+    assert "taken True: HAS_TRITON is not known" in decision.reason
+
+
+def test_what_the_engine_says_at_info_level_where_it_overrides_the_variable_is_quoted():
+    decision = _shapes(LaunchFacts("eagle3", options={"watermark-config": {"key": 1}}))
+    assert (decision.runner, decision.logged) == ("v2", ("Watermarking requires V2",))
+    assert decision.reason.endswith('the engine logs "Watermarking requires V2": v2')

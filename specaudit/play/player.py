@@ -10,12 +10,18 @@ expression of the engine's, as written, to a value of the launch; a config is a 
 
 Its policy for a condition it cannot decide: where the statement sets the followed variable (or may end the
 function), it **forks**, one way for each branch; elsewhere it **stops** there, and what the statement may assign
-is no longer known. Depth limits live here (MAX_WAYS, MAX_CALLS). The outcomes of every way are kept, with the raise
-that ends one (a ``raise``, a failed ``assert``, or an operation that fails on the launch's values: ``n % 0``) and
-the warnings the engine logs on it; ``Coverage`` records what was played and what was not.
+is no longer known. A caller that must say every way through (the model-runner choice: its function returns the
+decision) asks it to fork on every condition (``forks_every``), and on every call followed whose ways end
+differently, one way for each end; there it also plays the lists a function builds (``append``, ``extend``). Depth
+limits live here (MAX_WAYS, MAX_EVERY_WAYS, MAX_CALLS). The outcomes of every way are kept, with the raise that
+ends one (a ``raise``, a failed ``assert``, or an operation that fails on the launch's values: ``n % 0``), the
+warnings the engine logs on it and the conditions it met (``Branch``: the branch it took, and where the condition
+is not known, why); ``Coverage`` records what was played and what was not.
 
 Values are play.values' (one ``Unknown``), operations play.operators' tables. Nothing of the engine is executed or
-imported; the release's own functions are followed a few calls deep, through the ``Scope`` of their module.
+imported; the release's own functions are followed a few calls deep, through the ``Scope`` of their module. The
+engine objects a caller stands for by ``EngineObject``s of its own (a launch's configs, an ``envs`` module) are read
+through its ``Objects``, where the code reads them.
 """
 
 from __future__ import annotations
@@ -26,13 +32,21 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .operators import METHODS, binary, compare, plain_method, pure
-from .values import CLASS, UNKNOWN, Raised, Unknown, truth
+from .values import CLASS, UNKNOWN, EngineObject, Raised, Unknown, truth
 
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
+# Forking on every unknown condition (``forks_every``), a list built by appends doubles its ways at each: vLLM 0.33's
+# _get_dbo_unsupported_features forks on six fields no launch option fixes, 64 ways already.
+MAX_EVERY_WAYS = 512
 MAX_CALLS = 3  # how deep the release's own functions are followed
-_WARNINGS = {"warning", "warning_once", "warn"}  # logger.warning(...), warnings.warn(...)
+WARNINGS = frozenset({"warning", "warning_once", "warn"})  # logger.warning(...), warnings.warn(...)
 # The builtins played (play.operators.PURE), but not those a release is as likely to shadow with a function of its own.
 _PURE = ("len", "int", "bool", "str", "min", "max", "abs", "sorted", "tuple", "list", "frozenset", "set")
+# The methods a list is built with: played on it in place, and a list a statement not played grows is forgotten,
+# where every way is played out (``forks_every``). Elsewhere a list stays as it was, so that the other callers'
+# outcomes do not change (sglang 0.5.23's collect_model_override_declarations returns its `declarations` as [],
+# grown under a condition they stop at).
+_GROWS = ("append", "extend")
 
 
 class Scope(Protocol):
@@ -58,6 +72,21 @@ class Scope(Protocol):
         tensor_parallel_size=4)``): a dict of its declared fields, as given, else their constant defaults (none for a
         field its own methods assign), and ``CLASS``: "module:Class", whose methods are followed on it. UNKNOWN where
         the name is not a class of the release."""
+
+
+class Objects(Protocol):
+    """The engine objects a caller stands for by ``EngineObject``s of its own (a launch's configs, an ``envs``
+    module), read where the played code reads them."""
+
+    def has(self, owner: EngineObject, name: str) -> bool:
+        """Whether the caller knows of ``owner.name``: where it does not, ``getattr(owner, name, default)`` is the
+        default, ``hasattr`` False."""
+
+    def attribute(self, owner: EngineObject, name: str) -> Any:
+        """``owner.name``: a value, another engine object, or an Unknown that says why."""
+
+    def call(self, owner: EngineObject, args: list[Any], named: dict[str, Any]) -> Any:
+        """``owner(*args, **named)``: a call of an engine object (a method read off another: ``spec.is_xpress``)."""
 
 
 @dataclass
@@ -125,6 +154,18 @@ class Step:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """An ``if`` a way met: its file (the scope's), line and test as written, the branch taken, and where the test
+    is not known (the way forked on it), an Unknown that says why: the first thing not known that it read."""
+
+    where: str
+    line: int
+    test: str
+    taken: bool
+    unknown: Unknown | None = None
+
+
+@dataclass(frozen=True)
 class Outcome:
     """One way through the function: the method it leaves (or the value it returns), or the raise that ends it."""
 
@@ -133,9 +174,10 @@ class Outcome:
     raises: str | None = None  # "N: code" of the statement that raises, when this way ends in a raise
     error: str | None = None  # what it raises: the raise's own text, or the error the arithmetic meets
     env: dict[str, Any] = field(default_factory=dict, compare=False)  # what the way leaves assigned
-    warnings: tuple[str, ...] = ()  # "N: message" of each warning the engine logs on the way
+    warnings: tuple[str, ...] = ()  # "N: message" of each warning the engine logs on the way (Player.logs)
     # (file, line, code) of the raise itself, where it is in a function this one calls (the function's own: raises)
     site: tuple[str, int, str] | None = None
+    branches: tuple[Branch, ...] = field(default=(), compare=False)  # the ifs it met, in order (a callee's not)
 
 
 @dataclass(frozen=True)
@@ -151,22 +193,38 @@ class _Way:
     conditions: tuple[str, ...] = ()
     steps: tuple[Step, ...] = ()
     warnings: tuple[str, ...] = ()
+    branches: tuple[Branch, ...] = ()
     done: Outcome | None = None
 
-    def fork(self, condition: str) -> _Way:
+    def fork(self, condition: str | None = None) -> _Way:
+        """A copy that goes on its own from here; ``condition``: the one not known it takes as holding, if any."""
         # Deep: the objects a way rewrites (a config) are its own from here on.
-        return _Way(copy.deepcopy(self.env), self.conditions + (condition,), self.steps, self.warnings)
+        conditions = self.conditions + (condition,) if condition is not None else self.conditions
+        return _Way(copy.deepcopy(self.env), conditions, self.steps, self.warnings, self.branches)
 
     def end(self, method: Any, raises: str | None = None, error: str | None = None,
             site: tuple[str, int, str] | None = None) -> None:
-        self.done = Outcome(method, self.steps, raises, error, self.env, self.warnings, site)
+        self.done = Outcome(method, self.steps, raises, error, self.env, self.warnings, site, self.branches)
+
+
+class _Split(Exception):
+    """A call followed whose ways end differently, met where every way is played out (``forks_every``): the
+    statement is played again once for each end (``ends``: the outcomes of each), from the way as it was."""
+
+    def __init__(self, call: ast.Call, ends: list[list[Outcome]]):
+        super().__init__("split")
+        self.call, self.ends = call, ends
 
 
 @dataclass
 class Player:
     """``variable``: the expression that holds the method in the function (``self.method``, a parameter's name);
     ``bindings``: expression -> value; ``scope``: the module's names; ``tracked``: other expressions the function
-    assigns and later reads (``self.model``)."""
+    assigns and later reads (``self.model``); ``forks_every``: fork on every condition not known and on every call
+    whose ways end differently (else only where the statement sets the method or may end the function), and play
+    the lists a function builds (_GROWS);
+    ``objects``: what the caller's own engine objects hold; ``logs``: the logging calls whose lines each way keeps
+    (``Outcome.warnings``), by method name."""
 
     variable: str
     bindings: dict[str, Any]
@@ -175,6 +233,13 @@ class Player:
     returns: bool = False  # the function returns the method (else it sets ``variable``, and returns anything)
     depth: int = 0  # calls followed to get here
     coverage: Coverage | None = None  # where the ways went, recorded for the caller
+    forks_every: bool = False
+    objects: Objects | None = None
+    logs: frozenset[str] = WARNINGS
+    # The ends fixed of calls followed, while a statement is played again for each (_Split): id(call) -> outcomes.
+    _given: dict[int, list[Outcome]] = field(default_factory=dict, init=False, repr=False)
+    # While a condition (or a value returned) is evaluated: the first Unknown met that says why (None: not then).
+    _first_unknown: list[Unknown] | None = field(default=None, init=False, repr=False)
 
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any,
             env: dict[str, Any] | None = None) -> list[Outcome]:
@@ -221,36 +286,56 @@ class Player:
             live = [w for w in ways if w.done is None]
             if not live:
                 break
-            ways = [w for w in ways if w.done is not None] + [out for w in live for out in self._guarded(stmt, w)]
-            if len(ways) > MAX_WAYS:
-                raise ValueError(f"more than {MAX_WAYS} ways through the function")
+            # Where every way is played out, the ways keep the order they split in (a condition's True branch
+            # first: the first way takes what is not known as holding); elsewhere those that ended come first.
+            if self.forks_every:
+                ways = [out for w in ways for out in ([w] if w.done is not None else self._guarded(stmt, w))]
+            else:
+                ways = [w for w in ways if w.done is not None] + [out for w in live for out in self._guarded(stmt, w)]
+            limit = MAX_EVERY_WAYS if self.forks_every else MAX_WAYS
+            if len(ways) > limit:
+                raise ValueError(f"more than {limit} ways through the function")
         return ways
 
     def _guarded(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if self.coverage is not None:
             self.coverage.ran.add((self.scope.where, stmt.lineno))
+        before = way.fork() if self.forks_every else None  # to play the statement again from, where a call splits
         try:
             return self._statement(stmt, way)
         except Raised as raised:  # the engine's own code fails here on the launch's values
             way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}", raised.error,
                     raised.site)
             return [way]
+        except _Split as split:
+            assert before is not None  # only a player that forks on every call splits
+            ways = []
+            for end in split.ends:
+                self._given[id(split.call)] = end
+                try:
+                    ways += self._guarded(stmt, before.fork())
+                finally:
+                    del self._given[id(split.call)]
+            return ways
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
         if isinstance(stmt, ast.If):
-            value = self.evaluate(stmt.test, way.env)
-            if isinstance(value, Unknown) and not self._sets_method(stmt):
+            value = self._explained(stmt.test, way.env)
+            if isinstance(value, Unknown) and not self.forks_every and not self._sets_method(stmt):
                 # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
                 # it may assign is no longer known.
                 self._forget(stmt, way.env)
                 self._opaque(stmt, stmt.test, way.env)
                 return [way]
             test = ast.unparse(stmt.test)
+            unknown = value if isinstance(value, Unknown) else None
             ways = []
-            if isinstance(value, Unknown) or _truth(value):
-                ways += self._block(stmt.body, [way.fork(test) if isinstance(value, Unknown) else way])
-            if isinstance(value, Unknown) or not _truth(value):
-                ways += self._block(stmt.orelse, [way.fork(f"not ({test})") if isinstance(value, Unknown) else way])
+            for taken, body in ((True, stmt.body), (False, stmt.orelse)):
+                if unknown is None and _truth(value) != taken:
+                    continue
+                went = way if unknown is None else way.fork(test if taken else f"not ({test})")
+                went.branches += (Branch(self.scope.where, stmt.lineno, test, taken, unknown),)
+                ways += self._block(body, [went])
             return ways
         if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             if stmt.value is None:
@@ -263,7 +348,7 @@ class Player:
                 self._assign(target, value, stmt, way)
             return [way]
         if isinstance(stmt, ast.Expr):
-            if isinstance(stmt.value, ast.Call) and _called_name(stmt.value) in _WARNINGS:
+            if isinstance(stmt.value, ast.Call) and _called_name(stmt.value) in self.logs:
                 way.warnings += (f"{stmt.lineno}: {self._message(stmt.value, way.env)}",)
             else:
                 self.evaluate(stmt.value, way.env)  # for what it changes: `hf_config.update({...})`
@@ -283,7 +368,9 @@ class Player:
         if isinstance(stmt, ast.Return):
             method = way.env.get(self.variable, UNKNOWN)
             if self.returns:
-                method = self.evaluate(stmt.value, way.env) if stmt.value is not None else None
+                # Where every way is played out, an unknown returned says why, as a condition does.
+                value = self._explained if self.forks_every else self.evaluate
+                method = value(stmt.value, way.env) if stmt.value is not None else None
                 if dotted(stmt.value) != self.variable:
                     way.steps += (Step(stmt.lineno, self._code(stmt), way.conditions),)
             way.end(method)
@@ -356,6 +443,11 @@ class Player:
                     owner = self._quiet(target.value, env)
                     if isinstance(owner, dict):
                         owner[target.attr] = UNKNOWN
+            if self.forks_every and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _GROWS:
+                receiver = dotted(node.func.value)
+                if receiver is not None and receiver in env:
+                    env[receiver] = UNKNOWN
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
                 owner = self._quiet(node.func.value, env)
                 keys = self._quiet(node.args[0], env) if node.args else {}
@@ -397,7 +489,23 @@ class Player:
 
     # -- expressions ---------------------------------------------------------------------------------------------
 
+    def _explained(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        """An ``if``'s test, or a value returned: where it is not known and does not say why (``not x``, ``a and b``
+        give UNKNOWN), the first Unknown it met that does."""
+        self._first_unknown = []
+        try:
+            value = self.evaluate(node, env)
+        finally:
+            met, self._first_unknown = self._first_unknown, None
+        return met[0] if isinstance(value, Unknown) and not value.why and met else value
+
     def evaluate(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        value = self._value(node, env)
+        if self._first_unknown == [] and isinstance(value, Unknown) and value.why:
+            self._first_unknown.append(value)
+        return value
+
+    def _value(self, node: ast.expr, env: dict[str, Any]) -> Any:
         name = dotted(node)
         if name is not None and name in env:
             return env[name]
@@ -442,6 +550,8 @@ class Player:
             owner = self.evaluate(node.value, env)
             if isinstance(owner, dict):
                 return owner.get(node.attr, UNKNOWN)
+            if isinstance(owner, EngineObject) and self.objects is not None:
+                return self.objects.attribute(owner, node.attr)
         return UNKNOWN
 
     def _fstring(self, node: ast.JoinedStr, env: dict[str, Any]) -> Any:
@@ -519,11 +629,24 @@ class Player:
         if func is not None and f"{func}()" in env:
             return env[f"{func}()"]
         args = node.args
+        if self.objects is not None and isinstance(node.func, ast.Name):
+            callee = self.evaluate(node.func, env)
+            if isinstance(callee, EngineObject):  # `entry_points(group=...)`, imported where the caller stands for it
+                return self._engine_call(callee, node, env)
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
             owner = self.evaluate(node.func.value, env)
             if isinstance(owner, dict) and isinstance(owner.get(CLASS), str):  # an object of a class of the release
                 return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
+            if isinstance(owner, EngineObject) and self.objects is not None \
+                    and (func is None or self.scope.function(func) is None):  # not a method of the class played
+                bound_method = self.objects.attribute(owner, method)
+                if isinstance(bound_method, EngineObject):
+                    return self._engine_call(bound_method, node, env)
+                return bound_method if isinstance(bound_method, Unknown) else UNKNOWN
+            if self.forks_every and isinstance(owner, list) and method in _GROWS and len(args) == 1 \
+                    and not node.keywords:
+                return self._grow(owner, method, self.evaluate(args[0], env), dotted(node.func.value), env)
             if isinstance(owner, dict) and method == "get" and 1 <= len(args) <= 2:
                 key = self.evaluate(args[0], env)
                 default = self.evaluate(args[1], env) if len(args) == 2 else None
@@ -545,6 +668,13 @@ class Player:
             return UNKNOWN if names is None else tuple(sorted(names))
         if func in ("getattr", "hasattr") and len(args) in (2, 3) and isinstance(args[1], ast.Constant):
             owner = self.evaluate(args[0], env)
+            if isinstance(owner, EngineObject) and self.objects is not None:
+                attribute = str(args[1].value)
+                if func == "hasattr":
+                    return self.objects.has(owner, attribute)
+                if len(args) == 3 and not self.objects.has(owner, attribute):
+                    return self.evaluate(args[2], env)
+                return self.objects.attribute(owner, attribute)
             if not isinstance(owner, dict):
                 return UNKNOWN
             if CLASS in owner and args[1].value not in owner:
@@ -563,6 +693,25 @@ class Player:
         if func is not None:
             return self._follow(func, node, env)
         return UNKNOWN
+
+    def _engine_call(self, callee: EngineObject, node: ast.Call, env: dict[str, Any]) -> Any:
+        assert self.objects is not None
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return UNKNOWN
+        return self.objects.call(callee, [self.evaluate(a, env) for a in node.args],
+                                 {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg})
+
+    @staticmethod
+    def _grow(items: list[Any], method: str, value: Any, receiver: str | None, env: dict[str, Any]) -> None:
+        """``items.append(value)``, ``items.extend(value)``, in place (the way's own copy); extended by what is not a
+        known list or tuple, the list is no longer known."""
+        if method == "append":
+            items.append(value)
+        elif isinstance(value, (list, tuple)):
+            items.extend(value)
+        elif receiver is not None and receiver in env:
+            env[receiver] = value if isinstance(value, Unknown) else UNKNOWN
+        return None
 
     def _follow(self, func: str, node: ast.Call, env: dict[str, Any], this: dict[str, Any] | None = None) -> Any:
         """A call of the release's own function, played out on the values of its arguments: what it returns. The
@@ -587,12 +736,20 @@ class Player:
         fields = {"self": this} if this is not None else \
             copy.deepcopy({k: v for k, v in env.items() if k == "self" or k.startswith("self.")}) \
             if func.startswith("self.") else None
-        try:
-            # What the launch binds of calls (`has_arctic_inference()`) holds in the callee too.
-            bound = {k: v for k, v in env.items() if k.endswith("()")}
-            outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage, bound)
-        except (ValueError, RecursionError):
-            return UNKNOWN
+        given = self._given.get(id(node))
+        if given is not None:  # the statement played again for one end of the call: the ways that end so
+            outcomes, ways = given, len(given)
+        else:
+            try:
+                # What the launch binds of calls (`has_arctic_inference()`) holds in the callee too.
+                bound = {k: v for k, v in env.items() if k.endswith("()")}
+                outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage, bound,
+                                      self.forks_every, self.objects)
+            except (ValueError, RecursionError):
+                return UNKNOWN
+            ends = _ends(outcomes) if self.forks_every else []
+            if len(ends) > 1:
+                raise _Split(node, ends)
         running = [o for o in outcomes if o.raises is None]
         if not running:
             first = outcomes[0]
@@ -602,7 +759,9 @@ class Player:
             joined: dict[str, Any] = {}
             _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
             env.update(joined)
-        if ways > 1:  # each way rewrote its own copy of an object passed: what they agree on, the object holds
+        # Each way rewrote its own copy of an object passed (played again for one end: the caller's copy is a fresh
+        # one): what they agree on, the object holds.
+        if ways > 1 or given is not None:
             params = [a.arg for a in function.args.posonlyargs + function.args.args]
             params = params[1:] if fields is not None else params
             for param, value in [*zip(params, passed), *named.items()]:
@@ -630,11 +789,13 @@ class Player:
 
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
          depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None,
-         bound: dict[str, Any] | None = None) -> tuple[list[Outcome], int]:
+         bound: dict[str, Any] | None = None, forks_every: bool = False,
+         objects: Objects | None = None) -> tuple[list[Outcome], int]:
     """Every way through a function of the release called with these values (its parameters' defaults for the rest):
     what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
     entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known;
-    ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function."""
+    ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function;
+    ``forks_every``, ``objects``: as the Player's, for it and every function it calls."""
     params = [a.arg for a in function.args.posonlyargs + function.args.args]
     static = any(dotted(d) == "staticmethod" for d in function.decorator_list)
     if params[:1] in (["self"], ["cls"]) and not static:
@@ -643,7 +804,7 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         params = params[1:]
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-    player = Player("__return__", {}, scope, (), True, depth, coverage)
+    player = Player("__return__", {}, scope, (), True, depth, coverage, forks_every, objects)
     frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
     for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
         if position < len(params) and position < len(passed):
@@ -657,6 +818,22 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None
     return [w.done for w in ways if w.done is not None], len(ways)
+
+
+def _ends(outcomes: list[Outcome]) -> list[list[Outcome]]:
+    """A call's outcomes by how they end, in the order first met: the value returned, or the raise met."""
+    ends: list[list[Outcome]] = []
+    for outcome in outcomes:
+        key = (outcome.raises, outcome.error) if outcome.raises is not None else None
+        for end in ends:
+            first = end[0]
+            if (key is None and first.raises is None and first.method == outcome.method) or \
+                    (key is not None and (first.raises, first.error) == key):
+                end.append(outcome)
+                break
+        else:
+            ends.append([outcome])
+    return ends
 
 
 def _join(target: dict[Any, Any], versions: list[Any]) -> None:

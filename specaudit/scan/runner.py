@@ -2,10 +2,11 @@
 
 vLLM picks Model Runner V1 (``vllm/v1/worker/gpu_model_runner.py``) or V2 (``vllm/v1/worker/gpu/``) per launch in
 ``VllmConfig.use_v2_model_runner`` (``vllm/config/vllm.py``): the variable, then the method, the model's kind, the
-default-V2 architectures and MoE-ness, Triton on the platform, the features V2 does not support. This module reads
-that property's body and runs it over the launch in three values, following the methods of its class that it calls,
-with what each engine expression is for a launch declared in the path file's ``runner:`` section (``reads``). Where
-the release has no such property, the variable's default decides (``defaults_file``), as before.
+default-V2 architectures and MoE-ness, Triton on the platform, the features V2 does not support. The player of engine
+code (play.player) plays that property's body over the launch, forking on every condition not known and following
+the methods of its class that it calls; what each engine expression is for a launch is declared in the path file's
+``runner:`` section (``reads``), and this module answers the player's reads of the launch's objects with it
+(``_Launch``). Where the release has no such property, the variable's default decides (``defaults_file``), as before.
 
 The result names the runner and why (the conditions that decided, with their lines, and what the engine logs when it
 falls back), or both runners and what was not known. The tracer (trace.py) then follows only that runner's roles.
@@ -14,17 +15,14 @@ falls back), or both runners and what was not known. The tracer (trace.py) then 
 from __future__ import annotations
 
 import ast
-import copy
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..play.libraries.environ import declared_default, truthy
-from ..play.operators import compare
-from ..play.player import LiteralScope, Player
-from ..play.values import EngineObject, Raised, Unknown
-from .facts import dotted_name
+from ..play.player import WARNINGS, Branch, LiteralScope, Outcome, Player, Scope
+from ..play.values import UNKNOWN, EngineObject, Raised, Unknown
 
 BOTH = "v1 and v2"  # what trace.BOTH_RUNNERS names: both runners' roles are traced
 
@@ -47,7 +45,6 @@ class RunnerChoice:
     reads: tuple[tuple[str, str], ...] = ()  # engine expression -> expression over the launch
     assumed: tuple[tuple[str, str], ...] = ()  # engine expression -> the value taken, said in the reason
     platforms: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # platform -> names it fixes
-    ignored_calls: tuple[str, ...] = ("logger",)  # receivers whose calls are statements without effect
     decided: tuple[str, str] | None = None  # the runner and why, for one launch (set by ``for_launch``)
     # runner -> the method of the decision's class that checks the launch against that runner once it is taken
     # (vLLM's VllmConfig._validate_v1_model_runner): a raise on every way through it refuses the launch
@@ -66,7 +63,6 @@ def runner_choice(data: dict[str, Any] | None) -> RunnerChoice | None:
         assumed=tuple((str(k), str(v)) for k, v in (data.get("assumed") or {}).items()),
         platforms=tuple((str(p), tuple((str(k), v) for k, v in (names or {}).items()))
                         for p, names in (data.get("platforms") or {}).items()),
-        ignored_calls=tuple(str(c) for c in data.get("ignored_calls") or ("logger",)),
         validate=tuple((str(k), str(v)) for k, v in (data.get("validate") or {}).items()),
     )
 
@@ -102,30 +98,17 @@ class Source:
         self.module_tree = module_tree
 
 
-# -- values (play.values', and the engine objects the launch has) -------------------------------------------------
-
-
 @dataclass(frozen=True)
 class Ref(EngineObject):
-    """An engine object the launch has (a config), known by its dotted path."""
+    """An engine object the launch has (a config, the ``envs`` module), known by its dotted path."""
 
     path: str
 
 
-class _Raised(Exception):
-    def __init__(self, message: str, line: int, rendered: str = ""):
-        super().__init__(message)
-        self.message, self.line = message, line
-        self.rendered = rendered or message  # the error as the engine prints it, where its values are known
-
-
-class _Returned(Exception):
-    def __init__(self, value: Any, line: int):
-        super().__init__("return")
-        self.value, self.line = value, line
-
-
 _PRESENT = "__present__"
+# What the engine logs on the way that the reason quotes: its fallback warnings, and what it says at info level where
+# it overrides the variable (0.33: "Watermarking requires Model Runner V2 and overrides VLLM_USE_V2_MODEL_RUNNER=0.").
+_LOGGED = WARNINGS | {"info", "info_once"}
 
 
 @functools.lru_cache(maxsize=512)
@@ -133,336 +116,59 @@ def _expression(source: str) -> ast.expr:
     return ast.parse(source, mode="eval").body
 
 
-class _Interpreter:
-    """Runs the decision's body over a launch. Conditions that cannot be known fork the run; each run ends in a
-    return (its value and the conditions that led there) or a raise."""
+class _Launch:
+    """The decision's module as the player sees it for one launch (play.player's Scope and Objects): its constants
+    and the methods of the decision's class, and the launch's objects, each read by its dotted path (``reads``,
+    ``assumed``, the platform's names, ``envs.<NAME>``). It keeps what the ways read, for the reason."""
 
     def __init__(self, choice: RunnerChoice, source: Source, facts: LaunchFacts):
-        self.choice, self.source, self.facts = choice, source, facts
-        self.reads = dict(choice.reads)
-        self.assumed = dict(choice.assumed)
+        self.choice, self.facts = choice, facts
+        self.reads, self.assumed = dict(choice.reads), dict(choice.assumed)
         self.platform = dict(dict(choice.platforms).get(facts.platform, ()))
         self.used_assumptions: set[str] = set()
-        self.looked: dict[str, Any] = {}  # what the launch gave each read, in the order read
-        self.unknown: list[str] = []
-        self.nested: dict[str, list[list[str]]] = {}  # a method of the class called -> the trail of each way
-        self.module_name, _, qual = choice.decision.partition(":")
-        self.class_name, _, self.attribute = qual.partition(".")
-        found = source.module_tree(self.module_name)
-        self.tree: ast.Module | None = found[0] if found else None
+        self.looked: dict[str, Any] = {}  # what the launch gave each read, in the order first read
+        self.unknown: list[str] = []  # what was read that the path file does not say
+        self.called: dict[str, None] = {}  # the methods of the class followed, in the order first called
+        module_name, _, qual = choice.decision.partition(":")
+        self.class_name, _, self.decision = qual.partition(".")
+        found = source.module_tree(module_name)
+        tree = found[0] if found else None
         self.file = found[1] if found else ""
         self.methods: dict[str, ast.FunctionDef] = {}
         self.constants: dict[str, ast.expr] = {}
-        self.envs_tree: ast.Module | None = None
         self.envs_aliases: set[str] = set()
-        if self.tree is not None:
-            for stmt in self.tree.body:
-                if isinstance(stmt, ast.ClassDef) and stmt.name == self.class_name:
-                    self.methods = {f.name: f for f in stmt.body if isinstance(f, ast.FunctionDef)}
-                elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-                    self.constants[stmt.targets[0].id] = stmt.value
-                elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
-                    self.constants[stmt.target.id] = stmt.value
-                elif isinstance(stmt, ast.Import):  # `import vllm.envs as envs`: envs.<NAME> reads the variables
-                    self.envs_aliases |= {a.asname or a.name for a in stmt.names if a.name == choice.defaults_file}
-                elif isinstance(stmt, ast.ImportFrom) and stmt.module and \
-                        choice.defaults_file.rpartition(".") == (stmt.module, ".", stmt.names[0].name):
-                    self.envs_aliases.add(stmt.names[0].asname or stmt.names[0].name)
-            envs = source.module_tree(choice.defaults_file)
-            self.envs_tree = envs[0] if envs else None
+        for stmt in tree.body if tree is not None else ():
+            if isinstance(stmt, ast.ClassDef) and stmt.name == self.class_name:
+                self.methods = {f.name: f for f in stmt.body if isinstance(f, ast.FunctionDef)}
+            elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+                self.constants[stmt.targets[0].id] = stmt.value
+            elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value:
+                self.constants[stmt.target.id] = stmt.value
+            elif isinstance(stmt, ast.Import):  # `import vllm.envs as envs`: envs.<NAME> reads the variables
+                self.envs_aliases |= {a.asname or a.name for a in stmt.names if a.name == choice.defaults_file}
+            elif isinstance(stmt, ast.ImportFrom) and stmt.module and \
+                    choice.defaults_file.rpartition(".") == (stmt.module, ".", stmt.names[0].name):
+                self.envs_aliases.add(stmt.names[0].asname or stmt.names[0].name)
+        envs = source.module_tree(choice.defaults_file) if tree is not None else None
+        self.envs_tree: ast.Module | None = envs[0] if envs else None
+
+    def play(self, name: str) -> list[Outcome]:
+        """Every way through the class's method ``name`` on the launch (ValueError: more than the player follows)."""
+        player = Player("__return__", {"self": Ref("self")}, self, returns=True, forks_every=True, objects=self,
+                        logs=_LOGGED)
+        return player.run(self.methods[name], None)
+
+    # -- play.player.Scope: the decision's module
 
     @property
-    def found(self) -> bool:
-        return self.attribute in self.methods
+    def where(self) -> str:
+        return self.file
 
-    # ---- running
+    def literals(self, name: str) -> set[str] | None:
+        return None
 
-    def runs(self) -> list[tuple[str, Any, list[str], list[str], int]]:
-        """Every way through the decision: (kind 'return'|'raise', value, trail, logged, line)."""
-        out = []
-        for trail, logged, outcome in self._call(self.attribute, [], []):
-            if isinstance(outcome, _Raised):
-                out.append(("raise", outcome.message, trail, logged, outcome.line))
-            else:
-                out.append(("return", outcome.value, trail, logged, outcome.line))
-        return out
-
-    def _call(self, name: str, trail: list[str], logged: list[str]) -> list[tuple[list[str], list[str], Any]]:
-        """The outcomes of running method ``name`` of the class: (trail, logged, _Returned | _Raised)."""
-        function = self.methods[name]
-        results = []
-        for _env, trail2, logged2, outcome in self._block(function.body, {"self": Ref("self")}, list(trail),
-                                                         list(logged)):
-            results.append((trail2, logged2, outcome or _Returned(None, function.end_lineno or function.lineno)))
-        return results
-
-    def _block(self, body: list[ast.stmt], env: dict, trail: list[str], logged: list[str]) -> Iterator[tuple]:
-        """Runs statements; yields (env, trail, logged, outcome or None when the block falls through)."""
-        if not body:
-            yield env, trail, logged, None
-            return
-        stmt, rest = body[0], body[1:]
-        for env2, trail2, logged2, outcome in self._statement(stmt, env, trail, logged):
-            if outcome is not None:
-                yield env2, trail2, logged2, outcome
-            else:
-                yield from self._block(rest, env2, trail2, logged2)
-
-    def _statement(self, stmt: ast.stmt, env: dict, trail: list[str], logged: list[str]) -> Iterator[tuple]:
-        line = f"{self.file}:{stmt.lineno}"
-        if isinstance(stmt, ast.Return):
-            said = trail + [f"returns `{ast.unparse(stmt.value) if stmt.value else 'None'}` ({line})"]
-            for env2, value in self._values(stmt.value, env) if stmt.value else [(env, None)]:
-                yield env2, said, logged, _Returned(value, stmt.lineno)
-        elif isinstance(stmt, ast.Raise):
-            message = ast.unparse(stmt.exc) if stmt.exc else "raise"
-            yield env, trail + [f"raises at {line}: {message}"], logged, _Raised(message, stmt.lineno,
-                                                                                   self._error(stmt.exc, env))
-        elif isinstance(stmt, ast.If):
-            for env2, test in self._values(stmt.test, env):
-                if isinstance(test, Unknown):
-                    for holds in (True, False):
-                        yield from self._block(stmt.body if holds else stmt.orelse, self._fork(env2),
-                                               trail + [f"if `{ast.unparse(stmt.test)}` ({line}) taken {holds}: "
-                                                        f"{test.why} is not known"], list(logged))
-                else:
-                    holds = bool(test)
-                    yield from self._block(stmt.body if holds else stmt.orelse, env2,
-                                           trail + [f"`{ast.unparse(stmt.test)}` is {holds} ({line})"], logged)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-            target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
-            if stmt.value is None:
-                yield env, trail, logged, None
-                return
-            for env2, value in self._values(stmt.value, env):
-                if isinstance(target, ast.Name):
-                    env2 = dict(env2)
-                    env2[target.id] = value
-                yield env2, trail, logged, None
-        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            yield from self._effect(stmt.value, env, trail, logged)
-        else:  # imports, pass, docstrings, loops the decision does not have: no effect on the choice
-            if isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
-                self.unknown.append(f"a {type(stmt).__name__.lower()} statement at {line}")
-            yield env, trail, logged, None
-
-    def _effect(self, call: ast.Call, env: dict, trail: list[str], logged: list[str]) -> Iterator[tuple]:
-        func = call.func
-        receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
-        if receiver and receiver.split(".")[0] in self.choice.ignored_calls:
-            yield env, trail, logged + [self._message(call, env)], None
-            return
-        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.attr in ("append", "extend") \
-                and isinstance(env.get(func.value.id), list):
-            for env2, value in self._values(call.args[0], env):
-                env2 = self._fork(env2)
-                items = env2[func.value.id]
-                if isinstance(value, Unknown) or (func.attr == "extend" and not isinstance(value, (list, tuple))):
-                    items.append(value if isinstance(value, Unknown) else Unknown(ast.unparse(call)))
-                elif func.attr == "append":
-                    items.append(value)
-                else:
-                    items.extend(value)
-                yield env2, trail, logged, None
-            return
-        for env2, _ in self._values(call, env):
-            yield env2, trail, logged, None
-
-    def _error(self, exc: ast.expr | None, env: dict) -> str:
-        """What a raise prints: ``Name: message``, the message's f-string filled where its values are known."""
-        if not isinstance(exc, ast.Call) or not exc.args:
-            return ast.unparse(exc) if exc is not None else "raise"
-        name = dotted_name(exc.func) or ast.unparse(exc.func)
-        text = self._one(exc.args[0], env)
-        return f"{name}: {text}" if isinstance(text, str) else f"{name}: {ast.unparse(exc.args[0])}"
-
-    def _message(self, call: ast.Call, env: dict) -> str:
-        """What a logger call prints: its format with %s filled where the values are known."""
-        if not call.args:
-            return ""
-        values = [self._one(a, env) for a in call.args]
-        text = values[0] if isinstance(values[0], str) else ast.unparse(call.args[0])
-        args = tuple(v if not isinstance(v, Unknown) else f"<{v.why}>" for v in values[1:])
-        try:
-            return text % args if args else text
-        except (TypeError, ValueError):
-            return text
-
-    @staticmethod
-    def _fork(env: dict) -> dict:
-        return {k: (copy.copy(v) if isinstance(v, list) else v) for k, v in env.items()}
-
-    # ---- expressions
-
-    def _values(self, node: ast.expr, env: dict) -> list[tuple[dict, Any]]:
-        """An expression's value; a call of the class's own method may have several (one per way through it)."""
-        calls = [n for n in ast.walk(node) if isinstance(n, ast.Call) and self._own_method(n)]
-        if not calls:
-            return [(env, self._one(node, env))]
-        call = calls[0]
-        name = call.func.attr  # type: ignore[attr-defined]
-        out = []
-        ways = self._call(name, [], [])
-        self.nested[name] = [trail for trail, _, _ in ways]
-        for _, _, outcome in ways:
-            value = outcome.value if isinstance(outcome, _Returned) else Unknown(f"self.{name}() raises")
-            out.append((env, self._one(node, env, {id(call): value})))
-        distinct: list[tuple[dict, Any]] = []
-        for item in out:
-            if item[1] not in [d[1] for d in distinct]:
-                distinct.append(item)
-        return distinct
-
-    def _own_method(self, node: ast.Call) -> bool:
-        func = node.func
-        return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" \
-            and func.attr in self.methods and func.attr != self.attribute
-
-    def _one(self, node: ast.expr, env: dict, given: dict[int, Any] | None = None) -> Any:
-        given = given or {}
-        if id(node) in given:
-            return given[id(node)]
-        one = lambda n: self._one(n, env, given)  # noqa: E731
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return env[node.id] if node.id in env else self._name(node.id)
-        if isinstance(node, ast.Attribute):
-            base = one(node.value)
-            if isinstance(base, Ref):
-                return self._lookup(f"{base.path}.{node.attr}" if base.path != "self" else f"self.{node.attr}")
-            if isinstance(base, Unknown):
-                return base
-            return self._lookup(ast.unparse(node))
-        if isinstance(node, ast.BoolOp):
-            seen_unknown: Unknown | None = None
-            for value_node in node.values:
-                value = one(value_node)
-                if isinstance(value, Unknown):
-                    seen_unknown = seen_unknown or value
-                    continue
-                if isinstance(node.op, ast.And) and not value:
-                    return value
-                if isinstance(node.op, ast.Or) and value:
-                    return value
-            return seen_unknown if seen_unknown else value
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            value = one(node.operand)
-            return value if isinstance(value, Unknown) else not value
-        if isinstance(node, ast.Compare):
-            left = one(node.left)
-            for op, right_node in zip(node.ops, node.comparators):
-                right = one(right_node)
-                result = self._compare(op, left, right)
-                if isinstance(result, Unknown) or not result:
-                    return result
-                left = right
-            return True
-        if isinstance(node, ast.IfExp):
-            test = one(node.test)
-            return test if isinstance(test, Unknown) else one(node.body if test else node.orelse)
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            items = [one(e) for e in node.elts]
-            return next((i for i in items if isinstance(i, Unknown)), None) or \
-                {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
-        if isinstance(node, ast.JoinedStr):
-            parts = []
-            for part in node.values:
-                value = one(part.value) if isinstance(part, ast.FormattedValue) else part.value  # type: ignore
-                parts.append(str(value) if not isinstance(value, Unknown) else "{" + value.why + "}")
-            return "".join(parts)
-        if isinstance(node, ast.Call):
-            return self._invoke(node, env, given)
-        if isinstance(node, ast.Subscript):
-            base, index = one(node.value), one(node.slice)
-            if isinstance(base, Unknown) or isinstance(index, Unknown):
-                return base if isinstance(base, Unknown) else index
-            try:
-                return base[index]
-            except (LookupError, TypeError):
-                return Unknown(ast.unparse(node))
-        return Unknown(ast.unparse(node))
-
-    def _invoke(self, node: ast.Call, env: dict, given: dict[int, Any]) -> Any:
-        text = ast.unparse(node)
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else None
-        if name == "getattr" and len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
-            base = self._one(node.args[0], env, given)
-            if isinstance(base, Ref):
-                path = f"{base.path}.{node.args[1].value!s}"
-                if path in self.reads or path in self.assumed or self._object(path):
-                    return self._lookup(path)
-                return self._one(node.args[2], env, given) if len(node.args) > 2 else Unknown(path)
-            return base if isinstance(base, Unknown) else Unknown(text)
-        if name in ("any", "all", "sum") and node.args and isinstance(node.args[0], ast.GeneratorExp):
-            return self._generator(name, node.args[0], env, given)
-        if name in ("frozenset", "set", "list", "tuple", "bool", "len") and len(node.args) == 1:
-            value = self._one(node.args[0], env, given)
-            if isinstance(value, Unknown):
-                return value
-            convert: dict[str, Callable[[Any], Any]] = {"frozenset": frozenset, "set": set, "list": list,
-                                                        "tuple": tuple, "bool": bool, "len": len}
-            return convert[name](value)
-        if isinstance(func, ast.Attribute):
-            base = self._one(func.value, env, given)
-            if isinstance(base, Ref):
-                return self._lookup(f"{base.path}.{func.attr}()" if base.path != "self" else f"self.{func.attr}()")
-            if isinstance(base, str) and func.attr == "join" and node.args:
-                items = self._one(node.args[0], env, given)
-                if isinstance(items, (list, tuple)) and not any(isinstance(i, Unknown) for i in items):
-                    return base.join(str(i) for i in items)
-            if isinstance(base, (set, frozenset)) and func.attr in ("intersection", "union", "issubset") \
-                    and len(node.args) == 1:  # `{...}.intersection(draft_config.architectures or [])`
-                other = self._one(node.args[0], env, given)
-                if isinstance(other, (list, tuple, set, frozenset)) and not any(isinstance(i, Unknown) for i in other):
-                    return getattr(base, func.attr)(other)
-            if isinstance(base, Unknown):
-                return base
-        return self._lookup(text)
-
-    def _generator(self, name: str, gen: ast.GeneratorExp, env: dict, given: dict[int, Any]) -> Any:
-        if len(gen.generators) != 1 or not isinstance(gen.generators[0].target, ast.Name) or gen.generators[0].ifs:
-            return Unknown(ast.unparse(gen))
-        comp = gen.generators[0]
-        items = self._one(comp.iter, env, given)
-        if isinstance(items, Unknown):
-            return items
-        values = []
-        for item in items:
-            inner = dict(env)
-            inner[comp.target.id] = item  # type: ignore[attr-defined]
-            values.append(self._one(gen.elt, inner, given))
-        unknown = next((v for v in values if isinstance(v, Unknown)), None)
-        if name == "sum":
-            return unknown or sum(values)
-        result = any(v for v in values if not isinstance(v, Unknown)) if name == "any" else \
-            all(v for v in values if not isinstance(v, Unknown))
-        if unknown and ((name == "any" and not result) or (name == "all" and result)):
-            return unknown
-        return result
-
-    @staticmethod
-    def _compare(op: ast.cmpop, left: Any, right: Any) -> Any:
-        if isinstance(op, (ast.Is, ast.IsNot)):
-            if isinstance(left, Unknown):
-                return left
-            same = (left is right) if not isinstance(left, Ref) else right is None and False
-            return same if isinstance(op, ast.Is) else not same
-        if isinstance(left, Ref) or isinstance(right, Ref):
-            return Unknown(f"a comparison with {left.path if isinstance(left, Ref) else right.path}")
-        try:
-            return compare(op, left, right)
-        except Raised:
-            return Unknown("a comparison")
-
-    # ---- what the launch gives
-
-    def _object(self, path: str) -> bool:
-        prefix = path + "."
-        return any(k.startswith(prefix) for k in (*self.reads, *self.assumed, *self.platform))
-
-    def _name(self, name: str) -> Any:
+    def value(self, name: str) -> Any:
+        name = name.rpartition(":")[2]  # imported in the function (`from importlib.metadata import entry_points`)
         if name in self.envs_aliases:
             return Ref("envs")
         if name in self.platform:
@@ -470,17 +176,41 @@ class _Interpreter:
         if name in self.reads or name in self.assumed:
             return self._lookup(name)
         if name in self.constants:
-            node = self.constants[name]
-            if isinstance(node, ast.Call) and dotted_name(node.func) in ("frozenset", "set") and len(node.args) == 1:
-                node = node.args[0]
-            try:
-                value = ast.literal_eval(node)
-            except ValueError:
-                return Unknown(name)
-            return frozenset(value) if isinstance(value, (set, list, tuple)) else value
-        if self._object(name):
-            return Ref(name)
-        return Unknown(name)
+            return self._constant(name)
+        return Ref(name) if self._object(name) else Unknown(name)
+
+    def function(self, name: str) -> tuple[ast.FunctionDef, Scope] | None:
+        own = name.removeprefix("self.")
+        if own == name or own not in self.methods or own == self.decision:
+            return None
+        self.called.setdefault(own)
+        return self.methods[own], self
+
+    def instance(self, name: str, named: dict[str, Any]) -> Any:
+        return UNKNOWN
+
+    # -- play.player.Objects: what the launch has
+
+    def has(self, owner: EngineObject, name: str) -> bool:
+        path = f"{_path(owner)}.{name}"
+        return path in self.reads or path in self.assumed or self._object(path)
+
+    def attribute(self, owner: EngineObject, name: str) -> Any:
+        return self._lookup(f"{_path(owner)}.{name}")
+
+    def call(self, owner: EngineObject, args: list[Any], named: dict[str, Any]) -> Any:
+        given = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in named.items()]
+        return self._lookup(f"{_path(owner)}({', '.join(given)})")
+
+    # -- the launch's values
+
+    def _object(self, path: str) -> bool:
+        """Whether the path file reads something of ``path`` (an attribute, a call): an object the launch has."""
+        return any(k.startswith((path + ".", path + "(")) for k in (*self.reads, *self.assumed, *self.platform))
+
+    def _constant(self, name: str) -> Any:
+        value = Player("", {}, LiteralScope()).evaluate(self.constants[name], {})
+        return Unknown(name) if isinstance(value, Unknown) else value
 
     def _lookup(self, path: str) -> Any:
         if path.startswith("envs.") and path not in self.reads:
@@ -524,39 +254,98 @@ class _Interpreter:
             return Unknown(f"{path} ({value.why or expression})")
         return Ref(path) if value == _PRESENT else value
 
+    # -- what a way says
+
+    def trail(self, outcome: Outcome, name: str) -> list[str]:
+        """Every condition the way through method ``name`` met, with its value and line, and how it ended."""
+        ending = self._ending(outcome, name)
+        return [_said(b) for b in outcome.branches] + ([ending] if ending else [])
+
+    def decisive(self, outcome: Outcome, name: str) -> list[str]:
+        """What decided a way through: the conditions that held (the branch it took) and how it ended."""
+        ending = self._ending(outcome, name)
+        return [_said(b) for b in outcome.branches if b.taken and b.unknown is None] + ([ending] if ending else [])
+
+    def ended(self, outcome: Outcome, name: str) -> tuple[str, Any]:
+        """('raise', the raise's exception as written) or ('return', the value returned)."""
+        if outcome.raises is None:
+            return "return", outcome.method
+        statement = self.statement(outcome, name)
+        return "raise", ast.unparse(statement.exc) if isinstance(statement, ast.Raise) and statement.exc \
+            else outcome.error or "raise"
+
+    def _ending(self, outcome: Outcome, name: str) -> str | None:
+        statement = self.statement(outcome, name)
+        if outcome.raises is not None:
+            file, line = (outcome.site[0], outcome.site[1]) if outcome.site else (self.file, _raised_line(outcome))
+            return f"raises at {file}:{line}: {self.ended(outcome, name)[1]}"
+        if isinstance(statement, ast.Return):
+            returned = ast.unparse(statement.value) if statement.value else "None"
+            return f"returns `{returned}` ({self.file}:{statement.lineno})"
+        return None  # it falls off its end
+
+    def statement(self, outcome: Outcome, name: str) -> ast.Raise | ast.Return | None:
+        """The method's return or raise at the line the way ends at (none where it falls off its end)."""
+        line = _raised_line(outcome) if outcome.raises is not None else outcome.steps[-1].line if outcome.steps else 0
+        return next((n for n in ast.walk(self.methods[name]) if isinstance(n, (ast.Raise, ast.Return))
+                     and n.lineno == line), None)
+
+
+def _path(owner: EngineObject) -> str:
+    assert isinstance(owner, Ref)  # the only engine objects handed to the player here
+    return owner.path
+
+
+def _raised_line(outcome: Outcome) -> int:
+    return int((outcome.raises or "0").partition(":")[0])
+
+
+def _said(branch: Branch) -> str:
+    if branch.unknown is None:
+        return f"`{branch.test}` is {branch.taken} ({branch.where}:{branch.line})"
+    return f"if `{branch.test}` ({branch.where}:{branch.line}) taken {branch.taken}: {branch.unknown.why} is not known"
+
 
 def decide(choice: RunnerChoice, source: Source, facts: LaunchFacts) -> RunnerDecision:
     """The runner the launch takes: by the release's own choice where it has one, else by the variable's default."""
-    interpreter = _Interpreter(choice, source, facts)
-    if not choice.decision or not interpreter.found:
-        return _by_variable(choice, interpreter.envs_tree, facts)
-    runs = interpreter.runs()
-    where = f"{choice.decision.split(':')[1]} ({interpreter.file}:{interpreter.methods[interpreter.attribute].lineno})"
-    outcomes = {(kind, repr(value)) for kind, value, *_ in runs}
-    assumed = sorted(interpreter.used_assumptions)
-    note = (f"; assumed: {', '.join(f'{a} = {dict(choice.assumed)[a]}' for a in assumed)}" if assumed else "")
-    if len(outcomes) == 1 and runs[0][0] == "return" and isinstance(runs[0][1], bool):
-        kind, value, trail, logged, line = runs[0]
-        runner = choice.when_true if value else choice.when_false
-        said = [m for m in logged if m]
-        decisive = _decisive(trail)
-        called = [f"{name}(): " + "; ".join(_decisive(ways[0])) for name, ways in interpreter.nested.items()
-                  if len({repr(w) for w in ways}) == 1 and f"self.{name}()" in " ".join(decisive)]
+    launch = _Launch(choice, source, facts)
+    name = launch.decision
+    if not choice.decision or name not in launch.methods:
+        return _by_variable(choice, launch.envs_tree, facts)
+    where = f"{choice.decision.split(':')[1]} ({launch.file}:{launch.methods[name].lineno})"
+    try:
+        ways = launch.play(name)
+    except (ValueError, RecursionError) as exc:
+        return RunnerDecision(BOTH, f"{where} is not decided for this launch ({exc}): both runners' paths are traced")
+    ends = [launch.ended(o, name) for o in ways]
+    assumed = sorted(launch.used_assumptions)
+    note = (f"; assumed: {', '.join(f'{a} = {launch.assumed[a]}' for a in assumed)}" if assumed else "")
+    if len({(kind, repr(value)) for kind, value in ends}) == 1 and ends[0][0] == "return" \
+            and isinstance(ends[0][1], bool):
+        runner = choice.when_true if ends[0][1] else choice.when_false
+        said = [w.partition(": ")[2] for w in ways[0].warnings]
+        decisive = launch.decisive(ways[0], name)
+        called = []
+        for method in launch.called:  # a method of the class a deciding condition calls, where it went one way
+            if f"self.{method}()" in " ".join(decisive):
+                its = launch.play(method)
+                if len({tuple(launch.trail(o, method)) for o in its}) == 1:
+                    called.append(f"{method}(): " + "; ".join(launch.decisive(its[0], method)))
         if len(decisive) == 1:
             decisive = ["no condition before it holds", *decisive]
         shown = " ".join(decisive + called)
         values = [f"{p.removeprefix('self.')} = {v!r}"
-                  for p, v in interpreter.looked.items()
+                  for p, v in launch.looked.items()
                   if not isinstance(v, Ref) and p.rsplit(".", 1)[-1].removesuffix("()") in shown]
         text = (f"{where}: " + "; ".join(decisive + called) + (f" (with {', '.join(values)})" if values else "")
                 + (f"; the engine logs \"{said[-1]}\"" if said else "") + note + f": {runner}")
-        return RunnerDecision(runner, text, (), tuple(said), tuple(trail))
-    unknown = sorted({w for _, _, trail, _, _ in runs for w in trail if "is not known" in w})
-    values = sorted({f"{kind} {value!r}" for kind, value, *_ in runs})
+        return RunnerDecision(runner, text, (), tuple(said), tuple(launch.trail(ways[0], name)))
+    unknown = sorted({_said(b) for o in ways for b in o.branches if b.unknown is not None})
+    values = sorted({f"{kind} {value!r}" for kind, value in ends})
     text = (f"{where} is not decided for this launch ({', '.join(values)}: "
-            + "; ".join(unknown or [f"reads {', '.join(sorted(set(interpreter.unknown)))}"]) + ")" + note
+            + "; ".join(unknown or [f"reads {', '.join(sorted(set(launch.unknown)))}"]) + ")" + note
             + ": both runners' paths are traced")
-    return RunnerDecision(BOTH, text, tuple(unknown or sorted(set(interpreter.unknown))))
+    return RunnerDecision(BOTH, text, tuple(unknown or sorted(set(launch.unknown))))
 
 
 @dataclass(frozen=True)
@@ -573,33 +362,36 @@ class RunnerRefusal:
 
 
 def refusal(choice: RunnerChoice, source: Source, facts: LaunchFacts, runner: str) -> RunnerRefusal | None:
-    """The release's check of the launch against the runner it takes (``validate``), run over the launch as the
+    """The release's check of the launch against the runner it takes (``validate``), played over the launch as the
     decision is: a raise where every way through it raises (``certain``), or where some way does; None otherwise."""
     name = dict(choice.validate).get(runner)
-    interpreter = _Interpreter(choice, source, facts)
-    if not name or name not in interpreter.methods:
+    launch = _Launch(choice, source, facts)
+    if not name or name not in launch.methods:
         return None
-    ways = interpreter._call(name, [], [])
-    raised = [(trail, outcome) for trail, _, outcome in ways if isinstance(outcome, _Raised)]
+    try:
+        ways = launch.play(name)
+    except (ValueError, RecursionError):
+        return None
+    raised = [o for o in ways if o.raises is not None]
     if not raised:
         return None
     # The way that took no condition it could not know as holding says what the launch itself meets.
-    trail, outcome = min(raised, key=lambda r: sum("taken True" in step for step in r[0]))
-    method = interpreter.methods[name]
-    statement = next((n for n in ast.walk(method) if isinstance(n, ast.Raise) and n.lineno == outcome.line), None)
+    outcome = min(raised, key=lambda o: sum(b.taken and b.unknown is not None for b in o.branches))
+    method = launch.methods[name]
     direct = {n.func.attr for n in ast.walk(method) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
               and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"}
-    called = [f"{called}(): " + "; ".join(_decisive(w[0])) for called, w in interpreter.nested.items()
-              if w and called in direct]
-    reason = "; ".join(_decisive(trail)[:-1] + called)  # the raise itself is the finding's code
-    return RunnerRefusal(interpreter.file, outcome.line, ast.unparse(statement) if statement else outcome.message,
-                         outcome.rendered, f"{choice.decision.split(':')[1].split('.')[0]}.{name} "
-                         f"({interpreter.file}:{method.lineno})", len(raised) == len(ways), reason)
-
-
-def _decisive(trail: list[str]) -> list[str]:
-    """What decided a way through: the conditions that held (the branch it took) and its return."""
-    return [t for t in trail if t.startswith("returns") or " is True (" in t or "raises" in t]
+    called = [f"{other}(): " + "; ".join(launch.decisive(its[0], other))
+              for other in launch.called if other in direct for its in [launch.play(other)] if its]
+    reason = "; ".join(launch.decisive(outcome, name)[:-1] + called)  # the raise itself is the finding's code
+    if outcome.site is not None:  # the raise of a method it calls
+        file, line, code = outcome.site
+    else:
+        statement = launch.statement(outcome, name)
+        file, line = launch.file, _raised_line(outcome)
+        code = ast.unparse(statement) if isinstance(statement, ast.Raise) else str(outcome.raises).partition(": ")[2]
+    return RunnerRefusal(file, line, code, outcome.error or code,
+                         f"{choice.decision.split(':')[1].split('.')[0]}.{name} ({launch.file}:{method.lineno})",
+                         len(raised) == len(ways), reason)
 
 
 def _by_variable(choice: RunnerChoice, envs: ast.Module | None, facts: LaunchFacts) -> RunnerDecision:
