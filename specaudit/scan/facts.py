@@ -415,7 +415,7 @@ def literal_value(node: ast.AST) -> Any:
 
 
 class ReleaseModules:
-    """The release's modules as the methods stage's interpreter reads them (methods.resolve.ReleaseCode), from the
+    """The release's modules as the methods stage's player reads them (methods.resolve.ReleaseCode), from the
     tree's index (``module(name)``, ``syntax(path)``, ``note_read``, ``tree``): parsed by name, each read noted, and
     whether a module is installed beside the tree."""
 
