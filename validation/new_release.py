@@ -62,7 +62,7 @@ from specaudit.scan.audit import Analysis, analyze  # noqa: E402
 from specaudit.scan.facts import ClassInfo, ReleaseModules, SyntaxProblem  # noqa: E402
 from specaudit.scan.gates import KINDS  # noqa: E402
 from specaudit.scan.index import TreeIndex  # noqa: E402
-from specaudit.scan.trace import PathSpec, Tracer, _exception, load_path_spec  # noqa: E402  (see raise_sites)
+from specaudit.scan.trace import PathSpec, Tracer, load_path_spec, raised_exception  # noqa: E402
 from specaudit.tree.locate import EngineTree, locate  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "new-release"
@@ -313,7 +313,7 @@ class RaiseSite:
 
 def raise_sites(release: Release, modules: dict[str, str]) -> tuple[set[RaiseSite], list[str]]:
     """The raise statements of the modules, by file, enclosing function and message template; and the files that could
-    not be read. A raise is read by the tracer's own _exception (its type, its message with {expr} where values go in),
+    not be read. A raise is read by the tracer's own raised_exception (its type, its message with {expr} where values go in),
     so that a site here is what a path's obligation would record."""
     sites: set[RaiseSite] = set()
     unreadable = []
@@ -334,7 +334,7 @@ def _raises(node: ast.AST, scope: tuple[str, ...]) -> Iterator[tuple[str, str]]:
             yield from _raises(child, (*scope, child.name))
             continue
         if isinstance(child, ast.Raise) and child.exc is not None:  # a bare `raise` re-raises: no site of its own
-            exception, message = _exception(child.exc)
+            exception, message = raised_exception(child.exc)
             text = f"{exception}: {message}" if message is not None else ast.unparse(child.exc)
             yield ".".join(scope) or "<module>", " ".join(text.split())
         yield from _raises(child, scope)

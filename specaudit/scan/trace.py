@@ -616,7 +616,7 @@ class _Walk:
         if isinstance(stmt, ast.Raise):
             if stmt.exc is not None:
                 self.expression(stmt.exc, guards, catching)
-                exception, message = _exception(stmt.exc)
+                exception, message = raised_exception(stmt.exc)
                 self._record("raise", stmt, guards, exception, message)
             return None
         if isinstance(stmt, ast.Assert):
@@ -1089,7 +1089,8 @@ def _is_literal(node: ast.expr) -> bool:
         return False
 
 
-def _exception(node: ast.expr) -> tuple[str | None, str | None]:
+def raised_exception(node: ast.expr) -> tuple[str | None, str | None]:
+    """A raise statement's exception: its type as written, and its message as a template ({expr} where a value goes)."""
     if isinstance(node, ast.Call):
         return dotted_name(node.func), _template(node.args[0]) if node.args else None
     return dotted_name(node), None
