@@ -217,3 +217,16 @@ def test_an_envs_module_s_defaults_are_read_whatever_the_call_s_spelling():
     assert declared_default(tree, "VLLM_TARGET") == (True, None)
     assert declared_default(tree, "VLLM_ABSENT") == (False, None)
     assert truthy("1") and truthy("True") and not truthy("0") and not truthy(None)
+
+
+def test_a_loop_that_may_return_is_never_read_past():
+    # The loop is not played: the value after it is one way's answer, never the function's whole one.
+    code = """
+    def layers(n):
+        for i in range(n):
+            if i > 2:
+                return (i,)
+        return (0, 1)
+    """
+    assert played(code, n=5) != (0, 1)
+    assert any(isinstance(v, Unknown) for v in played(code, n=5))

@@ -31,7 +31,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .operators import METHODS, binary, compare, plain_method, pure
+from .operators import METHODS, UNARY, binary, compare, plain_method, pure
 from .values import CLASS, UNKNOWN, EngineObject, Raised, Unknown, truth
 
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
@@ -395,6 +395,13 @@ class Player:
         # Loops, nested definitions: they set no method in the shapes engines use; what they assign is not known.
         self._forget(stmt, way.env)
         self._opaque(stmt)
+        if self.returns and isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) \
+                and any(isinstance(node, ast.Return) for node in ast.walk(stmt)):
+            # A loop not played that may return from the function: one way ends there, with what it returns not
+            # known, so that the value after the loop is never taken for the function's whole answer.
+            returned = way.fork(f"the loop at line {stmt.lineno} returns")
+            returned.end(Unknown(f"what the loop at line {stmt.lineno} returns"))
+            return [returned, way]
         return [way]
 
     def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt, way: _Way) -> None:
@@ -531,7 +538,10 @@ class Player:
                 return UNKNOWN
             if isinstance(node.op, ast.Not):
                 return not _truth(value)
-            return -value if isinstance(node.op, ast.USub) and isinstance(value, (int, float)) else UNKNOWN
+            try:
+                return UNARY[type(node.op)](value) if type(node.op) in UNARY else UNKNOWN
+            except TypeError:  # `-"a"`: not this player's to call the engine's failure
+                return UNKNOWN
         if isinstance(node, ast.BinOp):
             return binary(node.op, self.evaluate(node.left, env), self.evaluate(node.right, env))
         if isinstance(node, ast.Compare):
