@@ -10,7 +10,7 @@ import ast
 import fnmatch
 
 from ...core.types import EngineFunction
-from ...play.player import LiteralScope, call, dotted
+from ...play.player import Coverage, LiteralScope, call, dotted
 from ...play.values import UNKNOWN
 from ..facts import SyntaxProblem
 from ..judge import Judge
@@ -109,14 +109,18 @@ def config_reads(function: ast.AST) -> set[tuple[str, ...]]:
 def evaluate_layers(function: ast.FunctionDef | ast.AsyncFunctionDef, layers: int) -> list[int] | None:
     """The layer ids a target's default-layers method returns for a model of ``layers`` layers, played out
     (play.player) with every ``<...>.num_hidden_layers`` it reads the layer count and every ``len(<...>)`` of a named
-    sequence that many layers; None where its ways do not agree on a list of ints."""
+    sequence that many layers; None where it plays a statement only in part or its ways do not agree on a list of ints."""
     counts = {name: layers for node in ast.walk(function) if isinstance(node, ast.Attribute)
               and node.attr == "num_hidden_layers" and (name := dotted(node))}
     sequences = {name: range(layers) for node in ast.walk(function) if isinstance(node, ast.Call)
                  and dotted(node.func) == "len" and len(node.args) == 1 and (name := dotted(node.args[0]))}
+    coverage = Coverage()
     try:
-        outcomes, _ = call(function, LiteralScope(), [], {}, fields={"self": {}, **counts, **sequences})
+        outcomes, _ = call(function, LiteralScope(), [], {}, fields={"self": {}, **counts, **sequences},
+                           coverage=coverage)
     except (ValueError, RecursionError):
+        return None
+    if coverage.opaque:  # a statement it could not play (an if on what it does not know, a loop) may change them
         return None
     returned = {tuple(o.method) if isinstance(o.method, (list, tuple)) else None for o in outcomes if o.raises is None}
     found = returned.pop() if len(returned) == 1 and len(outcomes) == 1 else None
