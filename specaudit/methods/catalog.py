@@ -65,6 +65,9 @@ class EngineMethods:
     draft_config: DraftRewrite | None  # how the engine builds the draft's config from a checkpoint's
     fields: tuple[str, ...]  # "module:Class" whose declared fields the launch's speculative config sets
     classes: dict[str, tuple[str, ...]]  # an object fact -> "module:Class" candidates: the release's class it is
+    # A model config's attribute that the engine's registry reads off the checkpoint's model class -> that class
+    # attribute (vLLM 0.34: `ModelConfig.speculator_config_class`, `_ModelInfo` of the registered class).
+    model_attributes: dict[str, str]
     stage: str  # where in a launch the method is resolved and checked, for the report
     error: str  # what the engine raises for a method it does not have
     source: str
@@ -117,6 +120,7 @@ def load_engine_methods(engine: str, directory: Path | None = None) -> EngineMet
             if data.get("draft_config") else None,
             fields=tuple(_list(data["fields"])) if data.get("fields") else (),
             classes={str(k): tuple(_list(v)) for k, v in (data.get("classes") or {}).items()},
+            model_attributes={str(k): str(v) for k, v in (data.get("model_attributes") or {}).items()},
             stage=str(data["stage"]),
             error=" ".join(str(data["error"]).split()),
             source=str(path),

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from ..launch.request import Launch
+from ..play.modules import ModuleScope, assigned, declared_default, declared_fields, module_of, strings_declared
 from ..play.player import Coverage, Outcome, Player, call, dotted
-from ..play.values import CLASS, UNKNOWN, Unknown
+from ..play.values import CLASS, UNKNOWN, ReleaseClass, Unknown
 from .catalog import INSTALLED, EngineMethods
 
 
@@ -25,6 +26,9 @@ class ReleaseCode(Protocol):
     def installed(self, module: str) -> bool | None:
         """Whether the environment the release is installed in has ``module`` (None: the tree is not an
         environment, a release fetched on its own, say)."""
+
+    def model_class(self, architecture: str) -> str | None:
+        """"module:Class" the release's model registry maps an architecture to, where it was read."""
 
 
 @dataclass(frozen=True)
@@ -92,11 +96,12 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
         "target_model_type": target.model_type if target else UNKNOWN,
         "target_text_model_type": target.text_model_type if target else UNKNOWN,
         "target_architectures": target.architectures if target else UNKNOWN,
-        # The draft's model config as an object, where the launch names a drafter whose config.json is here.
+        # The draft's model config as an object, where the launch names a drafter whose config.json is here; none
+        # where it names no draft model (the field's value until the engine builds one).
         "draft_model_config": {"model": model, "architectures": list(drafter.get("architectures") or []),
                                "hf_config": drafter, "hf_text_config": _text_config(drafter),
                                "model_arch_config": _arch_config(_text_config(drafter))}
-        if drafter is not None and not own else UNKNOWN,
+        if drafter is not None and not own else None if model is None else UNKNOWN,
         # ModelConfig.get_vocab_size(): the text config's vocab_size
         "target_vocab_size": target.text_config.get("vocab_size", UNKNOWN) if target else UNKNOWN,
         "draft_vocab_size": _text_config(drafter).get("vocab_size", UNKNOWN) if drafter is not None else UNKNOWN,
@@ -122,14 +127,34 @@ def _arch_config(text: dict[str, Any]) -> dict[str, Any]:
 
 def _typed(facts: dict[str, Any], code: ReleaseCode, spec: EngineMethods) -> dict[str, Any]:
     """The object facts of a class the methods file names (``classes``), as objects of the release's class: its
-    declared defaults under what the launch gives, and the class, whose methods the player then follows."""
+    declared defaults under what the launch gives, what the registry reads off its checkpoint's model class
+    (``model_attributes``), and the class, whose methods the player then follows."""
     typed = dict(facts)
     for fact, candidates in spec.classes.items():
         found = next((c for c in (_class(code, name) for name in candidates) if c is not None), None)
         if isinstance(facts.get(fact), dict) and found is not None:
-            cls, _, relpath = found
-            typed[fact] = {**declared_fields(cls), **facts[fact], CLASS: f"{_module_of(relpath)}:{cls.name}"}
+            cls, scope, relpath = found
+            qualified = f"{module_of(relpath)}:{cls.name}"
+            read = {attribute: _model_attribute(code, scope, facts[fact].get("architectures"), declared)
+                    for attribute, declared in spec.model_attributes.items()
+                    if scope.member(qualified, attribute) is not None}
+            typed[fact] = {**declared_fields(cls), **read, **facts[fact], CLASS: qualified}
     return typed
+
+
+def _model_attribute(code: ReleaseCode, scope: ModuleScope, architectures: Any, name: str) -> Any:
+    """A class attribute of the model class the registry maps the checkpoint's architectures to, as the registry
+    records it: a class by its qualified name (vLLM 0.34.0 model_executor/models/registry.py:1018, `f"{config_cls.
+    __module__}.{config_cls.__qualname__}"`), None where the class (or a base) declares none."""
+    model = next((m for m in (code.model_class(a) for a in architectures or () if isinstance(a, str)) if m), None)
+    if model is None:
+        return UNKNOWN
+    member = scope.member(model, name)
+    if member is None:
+        return None
+    value = Player("", {}, member.scope).evaluate(member.node, {}) if not isinstance(member.node, ast.FunctionDef) \
+        else UNKNOWN
+    return f"{value.module}.{value.qualname}" if isinstance(value, ReleaseClass) else value
 
 
 def _installed(code: ReleaseCode, fact: str) -> Any:
@@ -202,8 +227,15 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         return resolution(requested, "", refused)
     if rewrite_stop is not None:
         return resolution(requested, "", rewrite_stop)
+    # The model configs the engine builds from a checkpoint the launch names (`ModelConfig(model=spec.model, ...)`):
+    # the config at that path, as the launch reads it.
+    models: dict[str, dict[str, Any]] = {}
+    for fact in spec.classes:
+        built = facts.get(fact)
+        if isinstance(built, dict) and isinstance(built.get(CLASS), str) and isinstance(built.get("model"), str):
+            models.setdefault(built[CLASS], {})[built["model"]] = {k: v for k, v in built.items() if k != CLASS}
     for resolver in spec.resolvers:
-        found = _function(code, resolver.functions)
+        found = _function(code, resolver.functions, models)
         if found is None:
             continue
         function, scope, relpath = found
@@ -282,7 +314,7 @@ def speculative_fields(launch: Launch, code: ReleaseCode, spec: EngineMethods
         name = stmt.target.id
         if "SkipValidation" in ast.unparse(stmt.annotation):
             continue  # set by the engine (target_model_config...), not by the launch
-        default, constraints = _declared_default(stmt.value)
+        default, constraints = declared_default(stmt.value)
         if name in given:
             value = given[name]
             refusal = _type_refusal(stmt.annotation, value)
@@ -385,49 +417,8 @@ def _field_validators(cls: ast.ClassDef, scope: ModuleScope, relpath: str, given
     return None
 
 
-def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
-    """The constant defaults a class declares for its fields (``enable_hc_sp: bool = False``, ``Field(default=1)``),
-    but for the fields its own methods assign (``__post_init__`` derives them: not the declared value)."""
-    assigned = {t.attr for f in cls.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
-                if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
-    fields = {}
-    for stmt in cls.body:
-        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None \
-                and stmt.target.id not in assigned:
-            default, _ = _declared_default(stmt.value)
-            if not isinstance(default, Unknown):
-                fields[stmt.target.id] = default
-    return fields
-
-
-def _module_of(relpath: str) -> str:
-    """``vllm/config/parallel.py`` -> ``vllm.config.parallel`` (a package's ``__init__.py``: the package)."""
-    return relpath.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
-
-
 def _dotted_text(node: ast.expr) -> str | None:
     return ast.unparse(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
-
-
-def _declared_default(value: ast.expr) -> tuple[Any, dict[str, Any]]:
-    """A field's declared default (``= 5``, ``= Field(default=None, ge=1)``), UNKNOWN where it is not a constant,
-    and the numeric constraints of its ``Field``/``field``."""
-    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ("Field", "field"):
-        keywords = {k.arg: k.value for k in value.keywords if k.arg}
-        constraints = {k: v.value for k, v in keywords.items() if k in _CONSTRAINTS and isinstance(v, ast.Constant)
-                       and isinstance(v.value, (int, float))}
-        default = keywords.get("default", value.args[0] if value.args else None)
-        return (_literal(default) if default is not None else UNKNOWN), constraints
-    return _literal(value), {}
-
-
-def _literal(node: ast.expr) -> Any:
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return UNKNOWN
 
 
 def _class(code: ReleaseCode, candidate: str) -> tuple[ast.ClassDef, ModuleScope, str] | None:
@@ -498,7 +489,7 @@ def _resolution(requested: str | None, method: str | None, how: list[str], code:
         if names:
             module_name, _, name = listed.partition(":")
             tree, relpath = code.module_tree(module_name) or (None, module_name)
-            line = next((s.lineno for s in tree.body if name in _assigned(s)), 0) if tree else 0
+            line = next((s.lineno for s in tree.body if name in assigned(s)), 0) if tree else 0
             return Resolution(requested, method, tuple(how), _lower(names), f"{relpath}:{line} {name}", True, problem,
                               spec.checked, plugins=_plugin_api(code, spec))
     aliases = {n for a in spec.aliases for n in (_declared_at(code, a.names) or ())}
@@ -515,19 +506,14 @@ def _plugin_api(code: ReleaseCode, spec: EngineMethods) -> str:
     return f"{relpath}:{function.lineno} {function.name}"
 
 
-def _assigned(stmt: ast.stmt) -> set[str]:
-    if isinstance(stmt, ast.ClassDef):
-        return {stmt.name}
-    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-    return {t.id for t in targets if isinstance(t, ast.Name)}
-
-
 def _lower(names: set[str]) -> tuple[str, ...]:
     return tuple(sorted({n.lower() for n in names}))
 
 
-def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.FunctionDef, ModuleScope, str] | None:
-    """The first of the candidates the release defines, with the scope of its module (and of its class)."""
+def _function(code: ReleaseCode, candidates: tuple[str, ...], models: dict[str, dict[str, Any]] | None = None
+              ) -> tuple[ast.FunctionDef, ModuleScope, str] | None:
+    """The first of the candidates the release defines, with the scope of its module (and of its class);
+    ``models``: the checkpoints the launch names, as play.modules.ModuleScope reads them."""
     for candidate in candidates:
         module_name, _, qualname = candidate.partition(":")
         found = code.module_tree(module_name)
@@ -541,111 +527,14 @@ def _function(code: ReleaseCode, candidates: tuple[str, ...]) -> tuple[ast.Funct
             body = getattr(node, "body", [])
             node = next((n for n in body if isinstance(n, (ast.ClassDef, ast.FunctionDef)) and n.name == part), None)
         if isinstance(node, ast.FunctionDef):
-            return node, ModuleScope(code, tree, relpath, owner=owner), relpath
+            return node, ModuleScope(code, tree, relpath, owner=owner, models=models), relpath
     return None
-
-
-class ModuleScope:
-    """A module of the release as the player sees it (play.player.Scope): its Literal aliases, its constants and
-    the functions it defines or imports, following its imports within the release."""
-
-    def __init__(self, code: ReleaseCode, tree: ast.Module, where: str, seen: frozenset[int] = frozenset(),
-                 owner: ast.ClassDef | None = None):
-        self.code = code
-        self.tree = tree
-        self.where = where  # its file in the tree
-        self.seen = seen | {id(tree)}
-        self.owner = owner  # the class whose method is played out: `self.use_dspark()` is one of its own
-
-    def literals(self, name: str) -> set[str] | None:
-        return _declared(self.tree, name)
-
-    def value(self, name: str) -> Any:
-        module_name, _, local = name.rpartition(":")
-        if module_name:
-            other = self._module(module_name)
-            return other.value(local) if other is not None else UNKNOWN
-        for stmt in self.tree.body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and name in _assigned(stmt) and stmt.value is not None:
-                try:
-                    return ast.literal_eval(stmt.value)
-                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-                    return UNKNOWN
-        imported = self._imported(name)
-        return imported[0].value(imported[1]) if imported else UNKNOWN
-
-    def function(self, name: str) -> tuple[ast.FunctionDef, ModuleScope] | None:
-        module_name, _, name = name.rpartition(":")
-        if module_name:
-            other = self._module(module_name)
-            return other.function(name) if other is not None else None
-        head, _, member = name.partition(".")
-        if head == "self":
-            method = next((n for n in self.owner.body if isinstance(n, ast.FunctionDef) and n.name == member), None) \
-                if self.owner is not None and "." not in member else None
-            return (method, self) if method is not None else None
-        for stmt in reversed(self.tree.body):  # the last definition is the one the name is bound to (@overload)
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == head and not member:
-                return stmt, self
-            if isinstance(stmt, ast.ClassDef) and stmt.name == head and member and "." not in member:
-                method = next((n for n in stmt.body if isinstance(n, ast.FunctionDef) and n.name == member), None)
-                # its scope is its class's: `self.other()` in it is a method of the same class
-                return (method, ModuleScope(self.code, self.tree, self.where, self.seen, stmt)) \
-                    if method is not None else None
-        imported = self._imported(head)
-        return imported[0].function(".".join(filter(None, (imported[1], member)))) if imported else None
-
-    def instance(self, name: str, named: dict[str, Any]) -> Any:
-        module_name, _, name = name.rpartition(":")
-        if module_name:
-            other = self._module(module_name)
-            return other.instance(name, named) if other is not None else UNKNOWN
-        cls = next((n for n in self.tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-        if cls is None:
-            imported = self._imported(name) if "." not in name else None
-            return imported[0].instance(imported[1], named) if imported else UNKNOWN
-        return {**declared_fields(cls), **named, CLASS: f"{_module_of(self.where)}:{cls.name}"}
-
-    def _imported(self, name: str) -> tuple[ModuleScope, str] | None:
-        for stmt in self.tree.body:
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
-                for alias in stmt.names:
-                    if (alias.asname or alias.name) == name:
-                        other = self._module(stmt.module)
-                        return (other, alias.name) if other is not None else None
-        return None
-
-    def _module(self, name: str) -> ModuleScope | None:
-        found = self.code.module_tree(name)
-        if found is None or id(found[0]) in self.seen:
-            return None
-        return ModuleScope(self.code, found[0], found[1], self.seen)
 
 
 def _declared_at(code: ReleaseCode, spec: str) -> set[str] | None:
     module_name, _, name = spec.partition(":")
     found = code.module_tree(module_name)
-    return _declared(found[0], name) if found else None
-
-
-def _declared(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:
-    """The strings a module-level name declares: ``Literal[...]`` (through the aliases it nests), the members of
-    ``class name(Enum)``, or a set, tuple or ``frozenset({...})`` of strings."""
-    for stmt in tree.body:
-        if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-            return {t.id for s in stmt.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)}
-        targets, value = (stmt.targets, stmt.value) if isinstance(stmt, ast.Assign) else \
-            ([stmt.target], stmt.value) if isinstance(stmt, ast.AnnAssign) else ([], None)
-        if value is None or not any(isinstance(t, ast.Name) and t.id == name for t in targets):
-            continue
-        found: set[str] = set()
-        for node in ast.walk(value):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                found.add(node.value)
-            elif isinstance(node, ast.Name) and node.id not in seen | {name, "Literal", "frozenset", "set", "tuple"}:
-                found |= _declared(tree, node.id, seen | {name}) or set()
-        return found
-    return None
+    return strings_declared(found[0], name) if found else None
 
 
 def methods_named(function: ast.FunctionDef | ast.AsyncFunctionDef, variable: str) -> set[str]:

@@ -20,7 +20,9 @@ MAX_VALUE_CHARS = 1_000_000  # a string or sequence a player builds past this is
 BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
     ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.BitOr: operator.or_, ast.BitAnd: operator.and_,
-}  # not ** or <<: `2 ** 2 ** 99` in a hostile tree would not finish
+    ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+}  # not **: `2 ** 2 ** 99` in a hostile tree would not finish; a shift only by what fits a machine word
+MAX_SHIFT = 64
 
 UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.Not: operator.not_, ast.USub: operator.neg,
                                                         ast.UAdd: operator.pos}
@@ -45,7 +47,8 @@ TYPES: dict[str, Any] = {"dict": dict, "list": list, "tuple": tuple, "str": str,
 METHODS: dict[str, type | tuple[type, ...]] = {
     "get": dict, "keys": dict, "values": dict, "items": dict, "copy": (dict, list),
     "startswith": str, "endswith": str, "lower": str, "upper": str, "strip": str, "split": str, "casefold": str,
-    "replace": str, "join": str,
+    "replace": str, "join": str, "rsplit": str, "partition": str, "rpartition": str, "removeprefix": str,
+    "removesuffix": str, "lstrip": str, "rstrip": str,
     "intersection": (set, frozenset), "union": (set, frozenset), "issubset": (set, frozenset),
     "index": (list, tuple), "count": (list, tuple),
 }
@@ -62,6 +65,8 @@ def binary(op: ast.operator, left: Any, right: Any) -> Any:
         return Unknown(f"the operator {type(op).__name__}")
     if isinstance(op, ast.Mult) and _oversized(left, right):
         return Unknown("a product past the size bound")
+    if isinstance(op, ast.LShift) and not (isinstance(right, int) and right <= MAX_SHIFT):
+        return Unknown("a shift past the size bound")
     try:
         return compute(left, right)
     except ZeroDivisionError as exc:

@@ -32,13 +32,18 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .operators import METHODS, UNARY, binary, compare, plain_method, pure
-from .values import CLASS, UNKNOWN, EngineObject, Raised, Unknown, truth
+from .values import CLASS, UNKNOWN, EngineObject, Raised, ReleaseClass, ReleaseModule, Unknown, truth
 
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
 # Forking on every unknown condition (``forks_every``), a list built by appends doubles its ways at each: vLLM 0.33's
 # _get_dbo_unsupported_features forks on six fields no launch option fixes, 64 ways already.
 MAX_EVERY_WAYS = 512
-MAX_CALLS = 3  # how deep the release's own functions are followed
+MAX_CALLS = 5  # how deep the release's own functions are followed
+MAX_ITERATIONS = 64  # a loop over a known sequence longer than this is not played out
+# The builtin types ``isinstance`` is played with, on plain values (a class of the release is a ``type``).
+_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,),
+                                       "dict": (dict,), "list": (list,), "tuple": (tuple,),
+                                       "set": (set, frozenset), "frozenset": (frozenset,)}
 WARNINGS = frozenset({"warning", "warning_once", "warn"})  # logger.warning(...), warnings.warn(...)
 # The builtins played (play.operators.PURE), but not those a release is as likely to shadow with a function of its own.
 _PURE = ("len", "int", "bool", "str", "min", "max", "abs", "sorted", "tuple", "list", "frozenset", "set")
@@ -72,6 +77,17 @@ class Scope(Protocol):
         tensor_parallel_size=4)``): a dict of its declared fields, as given, else their constant defaults (none for a
         field its own methods assign), and ``CLASS``: "module:Class", whose methods are followed on it. UNKNOWN where
         the name is not a class of the release."""
+
+    @property
+    def this_class(self) -> str | None:
+        """"module:Class" of the class whose method is played out (what ``self`` is an object of), if one is."""
+
+    def member(self, class_name: str, name: str) -> Any:
+        """What a class of the release ("module:Class") or a base along its MRO defines under ``name``: a
+        play.modules.Member, or None."""
+
+    def mro(self, class_name: str) -> list[str]:
+        """The class and the bases of it that the release defines, "module:Class" each, in Python's order."""
 
 
 class Objects(Protocol):
@@ -118,8 +134,20 @@ class Coverage:
         into.add((where, node.lineno, node.end_lineno or node.lineno))
 
 
+class WithoutClasses:
+    """The part of a Scope for code that reads no class of the release (a condition, a decision of one module)."""
+
+    this_class: str | None = None
+
+    def member(self, class_name: str, name: str) -> Any:
+        return None
+
+    def mro(self, class_name: str) -> list[str]:
+        return []
+
+
 @dataclass(frozen=True)
-class LiteralScope:
+class LiteralScope(WithoutClasses):
     """A scope of module-level names only (the Literal aliases and constants given): for code read on its own."""
 
     names: dict[str, Any] = field(default_factory=dict)
@@ -195,12 +223,14 @@ class _Way:
     warnings: tuple[str, ...] = ()
     branches: tuple[Branch, ...] = ()
     done: Outcome | None = None
+    leaving: str | None = None  # "break" or "continue": the way leaves the loop's body here
 
     def fork(self, condition: str | None = None) -> _Way:
         """A copy that goes on its own from here; ``condition``: the one not known it takes as holding, if any."""
         # Deep: the objects a way rewrites (a config) are its own from here on.
         conditions = self.conditions + (condition,) if condition is not None else self.conditions
-        return _Way(copy.deepcopy(self.env), conditions, self.steps, self.warnings, self.branches)
+        return _Way(copy.deepcopy(self.env), conditions, self.steps, self.warnings, self.branches,
+                    leaving=self.leaving)
 
     def end(self, method: Any, raises: str | None = None, error: str | None = None,
             site: tuple[str, int, str] | None = None) -> None:
@@ -283,15 +313,17 @@ class Player:
 
     def _block(self, body: list[ast.stmt], ways: list[_Way]) -> list[_Way]:
         for stmt in body:
-            live = [w for w in ways if w.done is None]
+            live = [w for w in ways if w.done is None and w.leaving is None]
             if not live:
                 break
             # Where every way is played out, the ways keep the order they split in (a condition's True branch
             # first: the first way takes what is not known as holding); elsewhere those that ended come first.
             if self.forks_every:
-                ways = [out for w in ways for out in ([w] if w.done is not None else self._guarded(stmt, w))]
+                ways = [out for w in ways for out in ([w] if w.done is not None or w.leaving is not None
+                                                      else self._guarded(stmt, w))]
             else:
-                ways = [w for w in ways if w.done is not None] + [out for w in live for out in self._guarded(stmt, w)]
+                ways = [w for w in ways if w.done is not None or w.leaving is not None] + \
+                    [out for w in live for out in self._guarded(stmt, w)]
             limit = MAX_EVERY_WAYS if self.forks_every else MAX_WAYS
             if len(ways) > limit:
                 raise ValueError(f"more than {limit} ways through the function")
@@ -383,6 +415,13 @@ class Player:
             return [way]
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
             return self._block(stmt.body, [way])
+        if isinstance(stmt, (ast.Break, ast.Continue)):
+            way.leaving = "break" if isinstance(stmt, ast.Break) else "continue"
+            return [way]
+        if isinstance(stmt, ast.For):
+            looped = self._loop(stmt, way)
+            if looped is not None:
+                return looped
         if isinstance(stmt, ast.Try):
             ways = self._block(stmt.body + stmt.orelse, [way])
             for handler in stmt.handlers:  # not played out
@@ -392,7 +431,7 @@ class Player:
                     caught.done = None
                     self._forget(stmt, caught.env)
             return self._block(stmt.finalbody, ways)
-        # Loops, nested definitions: they set no method in the shapes engines use; what they assign is not known.
+        # Loops over what is not known, nested definitions: what they assign is not known.
         self._forget(stmt, way.env)
         self._opaque(stmt)
         if self.returns and isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)) \
@@ -403,6 +442,49 @@ class Player:
             returned.end(Unknown(f"what the loop at line {stmt.lineno} returns"))
             return [returned, way]
         return [way]
+
+    def _loop(self, stmt: ast.For, way: _Way) -> list[_Way] | None:
+        """A ``for`` over a sequence the launch fixes, played item by item (``break``, ``continue`` and ``else`` as
+        Python runs them); None where the sequence is not known or is longer than MAX_ITERATIONS."""
+        items = self._quiet(stmt.iter, way.env)
+        if isinstance(items, dict) and CLASS not in items:
+            items = list(items)
+        elif isinstance(items, (set, frozenset)):
+            items = sorted(items, key=repr)  # a set's order is the hash's: no launch depends on it
+        if not isinstance(items, (list, tuple, str)) or len(items) > MAX_ITERATIONS:
+            return None
+        ways, left = [way], []
+        for item in items:
+            for going in ways:
+                if not self._bind(stmt.target, item, going.env):
+                    return None
+            ways = self._block(stmt.body, ways)
+            left += [w for w in ways if w.done is not None or w.leaving == "break"]
+            ways = [w for w in ways if w.done is None and w.leaving != "break"]
+            for going in ways:
+                going.leaving = None
+            if not ways:
+                break
+        if stmt.orelse:
+            ways = self._block(stmt.orelse, ways)
+        for broke in left:
+            broke.leaving = None
+        return left + ways
+
+    @staticmethod
+    def _bind(target: ast.expr, value: Any, env: dict[str, Any]) -> bool:
+        """A loop's or an unpacking's names bound to a known value (``a, b = "x.y".rsplit(".", 1)``); False where
+        the target is not names or the value does not unpack."""
+        if isinstance(target, ast.Name):
+            env[target.id] = value
+            return True
+        if isinstance(target, (ast.Tuple, ast.List)) and all(isinstance(e, ast.Name) for e in target.elts) \
+                and isinstance(value, (list, tuple)) and len(value) == len(target.elts):
+            for element, item in zip(target.elts, value):
+                assert isinstance(element, ast.Name)
+                env[element.id] = item
+            return True
+        return False
 
     def _assign(self, target: ast.expr, value: Any, stmt: ast.stmt, way: _Way) -> None:
         name = dotted(target)
@@ -420,7 +502,7 @@ class Player:
             if (isinstance(owner, dict) and not isinstance(key, Unknown)) or \
                     (isinstance(owner, list) and isinstance(key, int) and -len(owner) <= key < len(owner)):
                 owner[key] = value
-        elif isinstance(target, ast.NamedExpr | ast.Tuple):
+        elif isinstance(target, (ast.Tuple, ast.List)) and not self._bind(target, value, way.env):
             self._forget(stmt, way.env)
 
     def _sets_method(self, stmt: ast.stmt) -> bool:
@@ -441,7 +523,8 @@ class Player:
         objects it rewrites."""
         for node in ast.walk(stmt):
             targets = node.targets if isinstance(node, ast.Assign) else \
-                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr)) else []
+                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.NamedExpr, ast.For)) else []
+            targets = [e for t in targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
             for target in targets:
                 name = dotted(target)
                 if name is not None and (name in env or isinstance(target, ast.Name) or name in self.tracked):
@@ -519,6 +602,8 @@ class Player:
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
+            if node.id == "self" and any(k.startswith("self.") for k in env):
+                return self._this(env)
             return self.scope.value(node.id)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
             items = [self.evaluate(e, env) for e in node.elts]
@@ -557,12 +642,77 @@ class Player:
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
         if isinstance(node, ast.Attribute):
-            owner = self.evaluate(node.value, env)
-            if isinstance(owner, dict):
-                return owner.get(node.attr, UNKNOWN)
-            if isinstance(owner, EngineObject) and self.objects is not None:
-                return self.objects.attribute(owner, node.attr)
+            return self._attribute(self.evaluate(node.value, env), node.attr, node, env)
         return UNKNOWN
+
+    def _attribute(self, owner: Any, name: str, site: ast.AST, env: dict[str, Any]) -> Any:
+        """``owner.name``: a config's key, an object's field, or what its class defines (a property played on it, a
+        class attribute), a class's attribute, a module's name, an engine object's (``Objects``)."""
+        if isinstance(owner, ReleaseClass):
+            if name in ("__name__", "__qualname__"):
+                return owner.qualname
+            return owner.module if name == "__module__" else self._class_attribute(owner.name, name, site, env)
+        if isinstance(owner, ReleaseModule):
+            return self.scope.value(f"{owner.name}:{name}")
+        if isinstance(owner, dict):
+            if name in owner or not isinstance(owner.get(CLASS), str):
+                return owner.get(name, UNKNOWN)
+            return self._class_attribute(owner[CLASS], name, site, env, this=owner)
+        if isinstance(owner, EngineObject) and self.objects is not None:
+            return self.objects.attribute(owner, name)
+        return UNKNOWN
+
+    def _class_attribute(self, class_name: str, name: str, site: ast.AST, env: dict[str, Any],
+                         this: dict[str, Any] | None = None) -> Any:
+        """What a class of the release defines under ``name``, read off the class or (``this``) an object of it: a
+        property's value, played on the object; a class attribute's value. A field each object holds is not the
+        class's to say."""
+        member = self.scope.member(class_name, name)
+        if member is None:
+            return Unknown(f"{class_name.rpartition(':')[2]}.{name} (not defined in the release's class)")
+        if isinstance(member.node, ast.FunctionDef):
+            if not member.is_property or this is None or self.depth >= MAX_CALLS:
+                return UNKNOWN
+            return self._invoke(member.node, member.scope, site, env, [], {}, {"self": this})
+        if this is not None and member.annotated:
+            return UNKNOWN
+        return Player("", {}, member.scope, depth=self.depth + 1).evaluate(member.node, {})
+
+    def _this(self, env: dict[str, Any]) -> dict[str, Any]:
+        """``self`` as one object where the frame holds its fields one by one (the followed ``self.method``, the
+        launch's bindings): passed to a helper (``get_method_config_class(self)``), or read by name (``getattr(self,
+        option)``). What a helper writes to it the frame reads back (_written_back)."""
+        this: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for key, value in env.items():
+            parts = key.split(".")
+            if parts[0] != "self" or key.endswith("()") or len(parts) > 3:
+                continue
+            if len(parts) == 2:
+                this[parts[1]] = value
+            else:
+                nested.setdefault(parts[1], {})[parts[2]] = value
+        for name, fields in nested.items():
+            if name not in this:
+                this[name] = fields
+            elif isinstance(this[name], dict):
+                for key, value in fields.items():
+                    this[name].setdefault(key, value)
+        if self.scope.this_class is not None:
+            this[CLASS] = self.scope.this_class
+        return this
+
+    @staticmethod
+    def _written_back(this: dict[str, Any], before: dict[str, Any], env: dict[str, Any]) -> None:
+        """What a helper wrote to ``self`` passed as one object (_this), into the frame's fields; a field replaced
+        takes the fields bound under it with it (``self.draft_model_config.model``), but for the calls bound."""
+        for key, value in this.items():
+            if key == CLASS or (key in before and before[key] is value):
+                continue
+            name = f"self.{key}"
+            env[name] = value
+            for stale in [k for k in env if k.startswith(name + ".") and not k.endswith("()")]:
+                del env[stale]
 
     def _fstring(self, node: ast.JoinedStr, env: dict[str, Any]) -> Any:
         """An f-string's text, where every value in it is known (``{n_predict=}`` and ``!r`` included)."""
@@ -645,7 +795,12 @@ class Player:
                 return self._engine_call(callee, node, env)
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
-            owner = self.evaluate(node.func.value, env)
+            # `self.use_dspark()` where the frame holds self's fields one by one: followed as a method of the class
+            # played, on those fields (_follow)
+            own = func is not None and func.count(".") == 1 and func.startswith("self.") and "self" not in env
+            owner = UNKNOWN if own else self.evaluate(node.func.value, env)
+            if isinstance(owner, ReleaseClass):  # `config_cls.configure(spec)`: a class's own method
+                return self._follow(f"{owner.name}.{method}", node, env, receiver=owner)
             if isinstance(owner, dict) and isinstance(owner.get(CLASS), str):  # an object of a class of the release
                 return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
             if isinstance(owner, EngineObject) and self.objects is not None \
@@ -673,26 +828,16 @@ class Player:
                 return plain_method(owner, method, [self.evaluate(a, env) for a in args])
         if func in ("copy.deepcopy", "copy.copy", "deepcopy") and len(args) == 1:
             return copy.deepcopy(self.evaluate(args[0], env))
+        if func in ("importlib.import_module", "import_module") and len(args) == 1:
+            module = self.evaluate(args[0], env)
+            return ReleaseModule(module) if isinstance(module, str) else UNKNOWN
+        if func in ("isinstance", "issubclass") and len(args) == 2 and not node.keywords:
+            return self._is_a(func, self.evaluate(args[0], env), args[1], env)
         if func == "get_args" and len(args) == 1 and isinstance(args[0], ast.Name):
             names = self.scope.literals(args[0].id)
             return UNKNOWN if names is None else tuple(sorted(names))
-        if func in ("getattr", "hasattr") and len(args) in (2, 3) and isinstance(args[1], ast.Constant):
-            owner = self.evaluate(args[0], env)
-            if isinstance(owner, EngineObject) and self.objects is not None:
-                attribute = str(args[1].value)
-                if func == "hasattr":
-                    return self.objects.has(owner, attribute)
-                if len(args) == 3 and not self.objects.has(owner, attribute):
-                    return self.evaluate(args[2], env)
-                return self.objects.attribute(owner, attribute)
-            if not isinstance(owner, dict):
-                return UNKNOWN
-            if CLASS in owner and args[1].value not in owner:
-                return UNKNOWN  # an object of the release holds only the fields known: the rest may be set
-            if func == "hasattr":
-                return args[1].value in owner
-            default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
-            return owner.get(args[1].value, default)
+        if func in ("getattr", "hasattr") and len(args) in (2, 3) and not node.keywords:
+            return self._getattr(func, args, node, env)
         if func in ("any", "all", "sum") and len(args) == 1 and isinstance(args[0], ast.GeneratorExp):
             return self._quantified(func, args[0], env)
         if func in _PURE and not node.keywords:
@@ -702,7 +847,78 @@ class Player:
             return pure(func, values)
         if func is not None:
             return self._follow(func, node, env)
-        return UNKNOWN
+        callee = self.evaluate(node.func, env)  # `get_speculator_config_class(self)(self)`
+        return self._construct(callee, node, env) if isinstance(callee, ReleaseClass) else UNKNOWN
+
+    def _getattr(self, func: str, args: list[ast.expr], node: ast.Call, env: dict[str, Any]) -> Any:
+        attribute = self.evaluate(args[1], env)
+        if not isinstance(attribute, str):
+            return UNKNOWN
+        owner = self.evaluate(args[0], env)
+        if isinstance(owner, EngineObject) and self.objects is not None:
+            if func == "hasattr":
+                return self.objects.has(owner, attribute)
+            if len(args) == 3 and not self.objects.has(owner, attribute):
+                return self.evaluate(args[2], env)
+            return self.objects.attribute(owner, attribute)
+        if isinstance(owner, (ReleaseClass, ReleaseModule)) or (isinstance(owner, dict) and CLASS in owner
+                                                                   and attribute not in owner):
+            cls = owner.name if isinstance(owner, ReleaseClass) else owner[CLASS] if isinstance(owner, dict) else None
+            missing = cls is not None and self.scope.member(cls, attribute) is None
+            if missing and isinstance(owner, dict):
+                return UNKNOWN  # an object of the release holds only the fields known: the rest may be set
+            if func == "hasattr":
+                return not missing
+            if missing:  # neither the class nor a base defines it: the default
+                return self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
+            return self._attribute(owner, attribute, node, env)
+        if not isinstance(owner, dict):
+            return UNKNOWN
+        if func == "hasattr":
+            return attribute in owner
+        default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
+        return owner.get(attribute, default)
+
+    def _is_a(self, func: str, value: Any, kinds: ast.expr, env: dict[str, Any]) -> Any:
+        """``isinstance``/``issubclass`` on a plain value, an object or a class of the release, against builtin types
+        and the release's classes (along the MRO)."""
+        if isinstance(value, (Unknown, EngineObject)):
+            return UNKNOWN
+        answers: list[bool | Unknown] = []
+        for kind in kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]:
+            if isinstance(kind, ast.Name) and (kind.id in _TYPES or kind.id == "type"):
+                if func == "issubclass":
+                    answers.append(UNKNOWN)
+                elif kind.id == "type":
+                    answers.append(isinstance(value, (ReleaseClass, type)))
+                else:
+                    plain = not isinstance(value, (ReleaseClass, ReleaseModule)) and not (
+                        isinstance(value, dict) and CLASS in value)
+                    answers.append(plain and isinstance(value, _TYPES[kind.id]))
+                continue
+            cls = self.evaluate(kind, env)
+            own = value.name if func == "issubclass" and isinstance(value, ReleaseClass) else \
+                value.get(CLASS) if func == "isinstance" and isinstance(value, dict) else None
+            lineage = self.scope.mro(own) if isinstance(cls, ReleaseClass) and isinstance(own, str) else []
+            answers.append(cls.name in lineage if lineage and isinstance(cls, ReleaseClass) else UNKNOWN)
+        if any(a is True for a in answers):
+            return True
+        return False if all(a is False for a in answers) else UNKNOWN
+
+    def _construct(self, cls: ReleaseClass, node: ast.Call, env: dict[str, Any]) -> Any:
+        """An object of a class of the release: its ``__init__`` played on it where the class (or a base) defines
+        one; else (a dataclass, a pydantic model) built from the keywords given (Scope.instance)."""
+        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        init = self.scope.member(cls.name, "__init__")
+        if init is None or not isinstance(init.node, ast.FunctionDef):
+            whole = not node.args and all(k.arg for k in node.keywords)
+            return self.scope.instance(cls.name, named) if whole else UNKNOWN
+        if self.depth >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in node.args):
+            return UNKNOWN
+        this: dict[str, Any] = {CLASS: cls.name}
+        self._invoke(init.node, init.scope, node, env, [self.evaluate(a, env) for a in node.args], named,
+                     {"self": this})
+        return this
 
     def _engine_call(self, callee: EngineObject, node: ast.Call, env: dict[str, Any]) -> Any:
         assert self.objects is not None
@@ -723,11 +939,12 @@ class Player:
             env[receiver] = value if isinstance(value, Unknown) else UNKNOWN
         return None
 
-    def _follow(self, func: str, node: ast.Call, env: dict[str, Any], this: dict[str, Any] | None = None) -> Any:
+    def _follow(self, func: str, node: ast.Call, env: dict[str, Any], this: dict[str, Any] | None = None,
+                receiver: ReleaseClass | None = None) -> Any:
         """A call of the release's own function, played out on the values of its arguments: what it returns. The
         objects passed are rewritten as it rewrites them, where it takes one way. ``this``: the object whose method
-        ``func`` ("module:Class.method") is, played out with ``self`` the object itself; a class called by keywords
-        builds an object of it."""
+        ``func`` ("module:Class.method") is, played out with ``self`` the object itself; ``receiver``: the class a
+        classmethod is called on; a class called builds an object of it (_construct)."""
         head, _, rest = func.partition(".")
         imported = env.get(head)
         if isinstance(imported, _Imported):  # imported in the function itself
@@ -735,18 +952,36 @@ class Player:
         if self.depth >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in node.args):
             return UNKNOWN
         found = self.scope.function(func)
-        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
         if found is None:
+            callee = self._quiet(node.func, env) if this is None and receiver is None else UNKNOWN
+            if isinstance(callee, ReleaseClass):  # `ModelConfig(model=...)`, `config_cls(spec)`
+                return self._construct(callee, node, env)
+            named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
             whole = not node.args and all(k.arg for k in node.keywords)
-            return self.scope.instance(func, named) if whole and this is None else UNKNOWN
+            return self.scope.instance(func, named) if whole and this is None and receiver is None else UNKNOWN
         function, scope = found
+        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        # `self` passed whole from a frame that holds its fields one by one: what the callee writes to it, read back
+        whole_self = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == "self"
+                      and "self" not in env]
         passed = [self.evaluate(a, env) for a in node.args]
+        before = [dict(passed[i]) if isinstance(passed[i], dict) else {} for i in whole_self]
         # A method of the object played out (`self.use_dspark()`) reads its fields as they stand, and they stand as
         # it leaves them; a method of an object of the release (`self.draft_model_config.verify_...()`) reads it.
         fields = {"self": this} if this is not None else \
             copy.deepcopy({k: v for k, v in env.items() if k == "self" or k.startswith("self.")}) \
             if func.startswith("self.") else None
-        given = self._given.get(id(node))
+        value = self._invoke(function, scope, node, env, passed, named, fields, receiver)
+        for i, old in zip(whole_self, before):
+            if isinstance(passed[i], dict):
+                self._written_back(passed[i], old, env)
+        return value
+
+    def _invoke(self, function: ast.FunctionDef, scope: Scope, site: ast.AST, env: dict[str, Any], passed: list[Any],
+                named: dict[str, Any], fields: dict[str, Any] | None, receiver: ReleaseClass | None = None) -> Any:
+        """A function of the release played out on these values (``fields``: ``self`` or its fields; ``receiver``:
+        a classmethod's class): what it returns, or Raised where every way raises."""
+        given = self._given.get(id(site))
         if given is not None:  # the statement played again for one end of the call: the ways that end so
             outcomes, ways = given, len(given)
         else:
@@ -754,26 +989,30 @@ class Player:
                 # What the launch binds of calls (`has_arctic_inference()`) holds in the callee too.
                 bound = {k: v for k, v in env.items() if k.endswith("()")}
                 outcomes, ways = call(function, scope, passed, named, self.depth + 1, fields, self.coverage, bound,
-                                      self.forks_every, self.objects)
+                                      self.forks_every, self.objects, receiver)
             except (ValueError, RecursionError):
                 return UNKNOWN
             ends = _ends(outcomes) if self.forks_every else []
-            if len(ends) > 1:
-                raise _Split(node, ends)
+            if len(ends) > 1 and isinstance(site, ast.Call):
+                raise _Split(site, ends)
         running = [o for o in outcomes if o.raises is None]
         if not running:
             first = outcomes[0]
             line, _, code = (first.raises or "0: ").partition(": ")
             raise Raised(first.error or "an exception", first.site or (scope.where, int(line), code))
-        if fields is not None:  # what a method of the object assigns to its fields, the caller reads back
+        if fields is not None and "self" not in fields:  # what a method assigns to the fields, the caller reads back
             joined: dict[str, Any] = {}
             _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
             env.update(joined)
         # Each way rewrote its own copy of an object passed (played again for one end: the caller's copy is a fresh
         # one): what they agree on, the object holds.
         if ways > 1 or given is not None:
-            params = [a.arg for a in function.args.posonlyargs + function.args.args]
-            params = params[1:] if fields is not None else params
+            params = _parameters(function)
+            if _receives(function) != "nothing" and (fields is not None or receiver is not None):
+                this = fields.get("self") if fields is not None else None
+                if isinstance(this, dict):
+                    _join(this, [o.env.get(params[0], UNKNOWN) for o in running])
+                params = params[1:]
             for param, value in [*zip(params, passed), *named.items()]:
                 if isinstance(value, dict):
                     _join(value, [o.env.get(param, UNKNOWN) for o in running])
@@ -800,22 +1039,32 @@ class Player:
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
          depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None,
          bound: dict[str, Any] | None = None, forks_every: bool = False,
-         objects: Objects | None = None) -> tuple[list[Outcome], int]:
+         objects: Objects | None = None, receiver: ReleaseClass | None = None) -> tuple[list[Outcome], int]:
     """Every way through a function of the release called with these values (its parameters' defaults for the rest):
     what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
-    entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self.*`` as known;
-    ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function;
+    entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self`` (the object) or
+    ``self.*`` as known; ``receiver``: for a classmethod, its class (that of ``self`` where it is called on an
+    object); ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function;
     ``forks_every``, ``objects``: as the Player's, for it and every function it calls."""
-    params = [a.arg for a in function.args.posonlyargs + function.args.args]
-    static = any(dotted(d) == "staticmethod" for d in function.decorator_list)
-    if params[:1] in (["self"], ["cls"]) and not static:
+    params = _parameters(function)
+    player = Player("__return__", {}, scope, (), True, depth, coverage, forks_every, objects)
+    frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
+    receives = _receives(function)
+    if receives == "class":
+        this = (fields or {}).get("self")
+        cls = receiver if receiver is not None else ReleaseClass(this[CLASS]) \
+            if isinstance(this, dict) and isinstance(this.get(CLASS), str) else None
+        if cls is None:
+            return [Outcome(UNKNOWN)], 1  # a classmethod of a class it does not know
+        frame.pop("self", None)
+        frame[params[0]] = cls
+        params = params[1:]
+    elif receives == "self":
         if fields is None or params[0] != "self":
             return [Outcome(UNKNOWN)], 1  # a method of an object it does not model
         params = params[1:]
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-    player = Player("__return__", {}, scope, (), True, depth, coverage, forks_every, objects)
-    frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
     for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
         if position < len(params) and position < len(passed):
             frame[param] = passed[position]
@@ -828,6 +1077,21 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None
     return [w.done for w in ways if w.done is not None], len(ways)
+
+
+def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    return [a.arg for a in function.args.posonlyargs + function.args.args]
+
+
+def _receives(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """What a function's first parameter is bound to: "class" (a classmethod), "self" (a method), "nothing"."""
+    decorators = {dotted(d) for d in function.decorator_list}
+    params = _parameters(function)
+    if "staticmethod" in decorators or not params:
+        return "nothing"
+    if "classmethod" in decorators:
+        return "class"
+    return "self" if params[0] in ("self", "cls") else "nothing"
 
 
 def _ends(outcomes: list[Outcome]) -> list[list[Outcome]]:

@@ -29,6 +29,29 @@ class Unknown:
 UNKNOWN = Unknown()
 
 
+@dataclass(frozen=True)
+class ReleaseClass:
+    """A class of the release, as a value (``config_cls = get_method_config_class(self)``): its methods, class
+    attributes and bases are read from its source; calling it builds an object of it."""
+
+    name: str  # "module:Class"
+
+    @property
+    def module(self) -> str:
+        return self.name.partition(":")[0]
+
+    @property
+    def qualname(self) -> str:
+        return self.name.partition(":")[2]
+
+
+@dataclass(frozen=True)
+class ReleaseModule:
+    """A module of the release, as a value (``importlib.import_module(name)``): its attributes are its names."""
+
+    name: str  # dotted
+
+
 class EngineObject:
     """A value that stands for an object of the engine (its model, a config, a class): true, whatever it holds."""
 
@@ -51,7 +74,7 @@ def truth(value: Any) -> bool | Unknown:
     """``bool(value)`` as the engine's ``if`` takes it: an engine object is true; an unknown stays unknown."""
     if isinstance(value, Unknown):
         return value
-    if isinstance(value, EngineObject) or (isinstance(value, dict) and CLASS in value):
+    if isinstance(value, (EngineObject, ReleaseClass, ReleaseModule)) or (isinstance(value, dict) and CLASS in value):
         return True
     try:
         return bool(value)

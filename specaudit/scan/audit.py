@@ -48,7 +48,7 @@ from .ruleset import load_rules
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
 from .runner import refusal as refuse_runner
-from .trace import Obligation, TracedPath, load_path_spec, runs, trace
+from .trace import Obligation, TracedPath, load_path_spec, runners_in, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
@@ -318,7 +318,9 @@ class Analysis:
 
 def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
     """The model runner the launch takes, as the release's own choice decides it (runner.py), over the launch."""
-    return decide_runner(choice, Source(ReleaseModules(a.index).module_tree), _runner_facts(a, launch, method))
+    present = runners_in(a.index, load_path_spec(a.tree.engine.name))
+    return decide_runner(replace(choice, present=present), Source(ReleaseModules(a.index).module_tree),
+                         _runner_facts(a, launch, method))
 
 
 def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: str, runner: str) -> Finding | None:
@@ -493,7 +495,7 @@ def _known(a: Analysis, launch: Launch, method: str) -> list[KnownRisk]:
 def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], MethodSummary, Resolution]:
     """The launch with the method the release resolves it to; the findings that stand for the whole launch when
     that method is not one to judge; what the report says of the method; and the resolution itself."""
-    code = ReleaseModules(a.index)
+    code = ReleaseModules(a.index, a.registry)
     launch = keys_as_read(launch, code, a.engine_methods)
     resolution = resolve(launch, code, a.engine_methods)
     stop = method_findings(resolution, a.methods, a.engine_methods)

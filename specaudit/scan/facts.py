@@ -419,8 +419,14 @@ class ReleaseModules:
     tree's index (``module(name)``, ``syntax(path)``, ``note_read``, ``tree``): parsed by name, each read noted, and
     whether a module is installed beside the tree."""
 
-    def __init__(self, index: Any):
+    def __init__(self, index: Any, registry: Any = None):
         self.index = index
+        self.registry = registry  # scan.registry's Registry, where the release's was read
+
+    def model_class(self, architecture: str) -> str | None:
+        """"module:Class" the release's model registry maps an architecture to."""
+        entry = self.registry.lookup([architecture]) if self.registry is not None else None
+        return f"{entry.module}:{entry.class_name}" if entry is not None else None
 
     def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
         module = self.index.module(name)

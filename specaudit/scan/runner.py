@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..play.libraries.environ import declared_default, truthy
-from ..play.player import WARNINGS, Branch, LiteralScope, Outcome, Player, Scope
+from ..play.player import WARNINGS, Branch, LiteralScope, Outcome, Player, Scope, WithoutClasses
 from ..play.values import UNKNOWN, EngineObject, Raised, Unknown
 
 BOTH = "v1 and v2"  # what trace.BOTH_RUNNERS names: both runners' roles are traced
@@ -49,6 +49,9 @@ class RunnerChoice:
     # runner -> the method of the decision's class that checks the launch against that runner once it is taken
     # (vLLM's VllmConfig._validate_v1_model_runner): a raise on every way through it refuses the launch
     validate: tuple[tuple[str, str], ...] = ()
+    # The runners the release has (trace.runners_in: those whose every-method roles it has the entries of), where
+    # read; a release that declares no variable to choose by runs the one it has.
+    present: frozenset[str] | None = None
 
 
 def runner_choice(data: dict[str, Any] | None) -> RunnerChoice | None:
@@ -116,7 +119,7 @@ def _expression(source: str) -> ast.expr:
     return ast.parse(source, mode="eval").body
 
 
-class _Launch:
+class _Launch(WithoutClasses):
     """The decision's module as the player sees it for one launch (play.player's Scope and Objects): its constants
     and the methods of the decision's class, and the launch's objects, each read by its dotted path (``reads``,
     ``assumed``, the platform's names, ``envs.<NAME>``). It keeps what the ways read, for the reason."""
@@ -400,13 +403,24 @@ def _by_variable(choice: RunnerChoice, envs: ast.Module | None, facts: LaunchFac
         return RunnerDecision(runner, f"{choice.variable}={facts.env[choice.variable]} in the launch: {runner}")
     declared, default = declared_default(envs, choice.variable)
     if not declared:
-        return RunnerDecision(choice.otherwise, f"{choice.variable} is not declared in this release "
-                                                f"({choice.defaults_file}): {choice.otherwise}")
+        return RunnerDecision(*undeclared(choice))
     if default is None:
         return RunnerDecision(BOTH, f"{choice.variable} is unset by default ({choice.defaults_file}) and this release "
                                     "has no choice of its own to read: both runners' paths are traced")
     runner = choice.when_set if truthy(default) else choice.otherwise
     return RunnerDecision(runner, f"{choice.variable} defaults to {default!r} ({choice.defaults_file}): {runner}")
+
+
+def undeclared(choice: RunnerChoice) -> tuple[str, str]:
+    """The runner of a release that declares neither a choice nor the variable: the one runner it has (vLLM 0.34.0
+    deleted Model Runner V1 and both selectors); both traced where it has both, or neither."""
+    lacking = f"this release declares neither {choice.decision.rpartition(':')[2] or 'a choice'} nor " \
+              f"{choice.variable} ({choice.defaults_file})"
+    present = sorted(choice.present or ())
+    if len(present) == 1:
+        return present[0], f"{lacking}, and {present[0].upper()} is the only model runner it has: {present[0]}"
+    has = "has both runners" if present else "has neither runner's entry points"
+    return BOTH, f"{lacking}, and it {has}: both runners' paths are traced"
 
 
 def for_launch(spec: Any, decision: RunnerDecision) -> Any:

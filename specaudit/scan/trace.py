@@ -36,7 +36,7 @@ from ..play.libraries.environ import declared_default, truthy
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
 from .index import TreeIndex
 from .resolve import External, Resolved, Resolver
-from .runner import RunnerChoice, runner_choice
+from .runner import RunnerChoice, runner_choice, undeclared
 
 # What an expression denotes, when it is a part of the target; each has a placeholder name in conditions.
 TARGET, MODEL_CONFIG, CONFIG, TEXT_CONFIG, OUTPUT = "target", "model_config", "config", "text_config", "output"
@@ -508,8 +508,7 @@ class Tracer:
         module = self.index.module(choice.defaults_file)
         declared, default = declared_default(self._module_ast(module) if module else None, choice.variable)
         if not declared:
-            return choice.otherwise, (f"{choice.variable} is not declared in this release "
-                                      f"({choice.defaults_file}): {choice.otherwise}")
+            return undeclared(replace(choice, present=runners_in(self.index, self.spec)))
         if default is None:
             return BOTH_RUNNERS, (f"{choice.variable} is unset by default ({choice.defaults_file}): the engine picks "
                                   f"the runner per model and configuration, so both runners' paths are traced")
@@ -1120,6 +1119,17 @@ def _excerpt(lines: list[str], column: int, limit: int = 16) -> str:
 
 
 BOTH_RUNNERS = "v1 and v2"
+
+
+def runners_in(index: TreeIndex, spec: PathSpec) -> frozenset[str]:
+    """The model runners the release has: those with a role every method meets (``methods: "*"``) whose entry the
+    tree defines (its module, and the class the entry names)."""
+    def defined(entry: str) -> bool:
+        module_name, _, qual = entry.partition(":")
+        module = index.module(module_name)
+        return module is not None and ("." not in qual or qual.partition(".")[0] in module.classes)
+
+    return frozenset(r.runner for r in spec.roles if r.runner and "*" in r.methods and any(map(defined, r.entries)))
 
 
 def runs(role_runner: str | None, runner: str | None) -> bool:

@@ -24,7 +24,7 @@ import ast
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
-from ...methods.resolve import ModuleScope
+from ...play.modules import ModuleScope
 from ..facts import ReleaseModules
 from .context import DraftContext, check, engine_finding, site_of
 from .engine_code import class_method, module_functions
