@@ -11,42 +11,29 @@ from typing import Any
 import pytest
 
 from specaudit.play.libraries.environ import declared_default, truthy
+from specaudit.play.modules import ModuleScope
 from specaudit.play.operators import MAX_VALUE_CHARS, binary, compare, plain_method, pure
 from specaudit.play.player import MAX_CALLS, Player, call
-from specaudit.play.values import CLASS, UNKNOWN, EngineObject, Raised, Unknown, truth
+from specaudit.play.values import CLASS, UNKNOWN, EngineObject, Raised, ReleaseClass, Unknown, truth
 
 
-class _Module:
-    """A few lines of code read on their own (play.player.Scope): their constants and their functions."""
+class _Code:
+    """A few lines of code read on their own, as the module ``code`` of a release (play.modules.Modules)."""
 
-    def __init__(self, tree: ast.Module):
-        self.tree = tree
-        self.where = "<code>"
-        self.functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
-        self.constants = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
-                          for t in n.targets if isinstance(t, ast.Name)}
+    def __init__(self, source: str):
+        self.tree = ast.parse(textwrap.dedent(source))
 
-    def literals(self, name: str) -> set[str] | None:
-        found = self.constants.get(name)
-        return set(found) if isinstance(found, (set, frozenset, tuple, list)) else None
-
-    def value(self, name: str) -> Any:
-        return self.constants.get(name, UNKNOWN)
-
-    def function(self, name: str) -> tuple[ast.FunctionDef, _Module] | None:
-        found = self.functions.get(name)
-        return (found, self) if found is not None else None
-
-    def instance(self, name: str, named: dict[str, Any]) -> Any:
-        return UNKNOWN
+    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
+        return (self.tree, "code.py") if name == "code" else None
 
 
 def played(code: str, **parameters: Any) -> Any:
     """What the last function of ``code`` gives on these parameters (the rest: their defaults, else unknown): its
     value where every way returns the same, the Raised where every way raises, else the set of what the ways give."""
-    module = _Module(ast.parse(textwrap.dedent(code)))
-    function = list(module.functions.values())[-1]
-    outcomes, _ = call(function, module, [], parameters)
+    module = _Code(code)
+    scope = ModuleScope(module, module.tree, "code.py")
+    function = [n for n in module.tree.body if isinstance(n, ast.FunctionDef)][-1]
+    outcomes, _ = call(function, scope, [], parameters)
     results = {Raised(o.error or "") if o.raises else o.method for o in outcomes}
     if all(o.raises for o in outcomes):
         return Raised(outcomes[0].error or "")
@@ -230,3 +217,145 @@ def test_a_loop_that_may_return_is_never_read_past():
     """
     assert played(code, n=5) != (0, 1)
     assert any(isinstance(v, Unknown) for v in played(code, n=5))
+
+
+# -- the release's classes, played as Python runs them ---------------------------------------------------------------
+# The shapes of vLLM 0.34.0's per-method speculator configs (vllm/v1/worker/gpu/spec_decode/speculator_config.py:
+# a table of qualified names, resolve_obj_by_qualname, classmethods inherited along the MRO, ClassVars, a property
+# of the config object that builds the speculator's config), written small.
+
+_SPECULATORS = """
+import importlib
+from typing import ClassVar
+
+_PKG = "code"
+_TABLE = {"ngram": f"{_PKG}.NgramConfig", "eagle3": f"{_PKG}.Eagle3Config"}
+
+def resolve_obj_by_qualname(qualname):
+    module_name, obj_name = qualname.rsplit(".", 1)
+    module = importlib.import_module(module_name)
+    return getattr(module, obj_name)
+
+class SpeculatorConfig:
+    base_method: ClassVar[str | None] = None
+    supported_options: ClassVar[frozenset[str]] = frozenset()
+    draft_has_own_vocab: ClassVar[bool] = False
+
+    def __init__(self, spec):
+        self.spec = spec
+
+    @classmethod
+    def configure(cls, spec):
+        spec.lookup = 0
+
+    @property
+    def tokens(self):
+        return self.spec.k
+
+class NgramConfig(SpeculatorConfig):
+    base_method = "ngram"
+    supported_options = frozenset({"lookup"})
+
+    @classmethod
+    def configure(cls, spec):
+        if spec.lookup is None:
+            spec.lookup = 5
+        if spec.lookup > 8:
+            raise ValueError(f"lookup={spec.lookup} must be <= 8")
+
+class Eagle3Config(SpeculatorConfig):
+    base_method = "eagle3"
+
+def config_class(spec):
+    if spec.method not in _TABLE:
+        raise ValueError(f"Unsupported speculative method: {spec.method!r}")
+    return resolve_obj_by_qualname(_TABLE[spec.method])
+"""
+
+
+def test_a_class_named_in_a_table_is_found_and_its_inherited_classmethods_played():
+    code = _SPECULATORS + """
+def setup(spec):
+    cls = config_class(spec)
+    cls.configure(spec)
+    return (cls.base_method, spec.lookup, "lookup" in cls.supported_options)
+"""
+    ngram = {CLASS: "code:Spec", "method": "ngram", "lookup": None}
+    assert played(code, spec=ngram) == ("ngram", 5, True)
+    assert ngram["lookup"] == 5  # the object passed is the one the classmethod rewrites
+    assert played(code, spec={CLASS: "code:Spec", "method": "eagle3", "lookup": 2}) == ("eagle3", 0, False)
+    assert raised(played(code, spec={CLASS: "code:Spec", "method": "ngram", "lookup": 9})) == \
+        "ValueError: lookup=9 must be <= 8"
+    assert raised(played(code, spec={CLASS: "code:Spec", "method": "medusa"})) == \
+        "ValueError: Unsupported speculative method: 'medusa'"
+
+
+def test_an_object_built_by_its_init_answers_its_class_s_properties_and_class_attributes():
+    code = _SPECULATORS + """
+def behaviour(spec):
+    speculator = config_class(spec)(spec)
+    return (speculator.tokens, speculator.draft_has_own_vocab, isinstance(speculator, SpeculatorConfig),
+            issubclass(config_class(spec), NgramConfig), isinstance(config_class(spec), type))
+"""
+    assert played(code, spec={CLASS: "code:Spec", "method": "ngram", "k": 4}) == (4, False, True, True, True)
+    assert played(code, spec={CLASS: "code:Spec", "method": "eagle3", "k": 2})[3] is False
+
+
+def test_a_class_is_a_value_of_its_own():
+    code = _SPECULATORS + "\ndef pick():\n    return NgramConfig\n"
+    assert played(code) == ReleaseClass("code:NgramConfig")
+    assert played(_SPECULATORS + "\ndef name():\n    return NgramConfig.__qualname__\n") == "NgramConfig"
+
+
+def test_a_loop_over_a_known_sequence_is_played_with_break_continue_and_else():
+    code = """
+    OPTIONS = ("topk", "quantization", "options")
+
+    def first_set(given, supported):
+        for option in OPTIONS:
+            if option in supported:
+                continue
+            if given.get(option) is not None:
+                raise ValueError(f"{option} is not supported")
+        else:
+            return "none refused"
+    """
+    assert raised(played(code, given={"topk": 2}, supported=frozenset())) == "ValueError: topk is not supported"
+    assert played(code, given={"topk": 2}, supported=frozenset({"topk"})) == "none refused"
+    searched = """
+    def detect(name):
+        for method, marker in (("eagle", "eagle-"), ("eagle3", "eagle3"), ("dflash", "dflash")):
+            if marker in name:
+                break
+        else:
+            method = "draft_model"
+        return method
+    """
+    assert played(searched, name="yuhuili/eagle3-llama") == "eagle3"
+    assert played(searched, name="qwen-0.5b") == "draft_model"
+    assert isinstance(played(searched), (Unknown, set))  # the name not known: not one answer
+
+
+def test_a_method_specific_option_check_is_the_same_whatever_its_spelling():
+    # `for ... if ...: raise`, `assert` inside the loop, and a helper in the loop: one refusal.
+    forms = ["""
+    def check(given):
+        for option in ("topk", "options"):
+            if given.get(option) is not None:
+                raise ValueError("unsupported")
+    """, """
+    def check(given):
+        for option in ("topk", "options"):
+            assert given.get(option) is None, "unsupported"
+    """, """
+    def _refuse(given, option):
+        if given.get(option) is not None:
+            raise ValueError("unsupported")
+
+    def check(given):
+        for option in ("topk", "options"):
+            _refuse(given, option)
+    """]
+    for code in forms:
+        assert isinstance(played(code, given={"options": {"a": 1}}), Raised), code
+        assert played(code, given={}) is None, code

