@@ -1,6 +1,6 @@
-"""Launches of every method users run, on vLLM 0.34.0, 0.33.0, 0.26.0, 0.20.0, 0.8.4 and SGLang 0.5.23, 0.5.17, each held
-against the method seam's contract: a method specaudit does not model gets no verdict (UNKNOWN), a method the release
-lacks is BLOCKED by that alone, and no launch of another method is judged by EAGLE-3's checks. Writes
+"""Launches of every method users run, on vLLM 0.34.0, 0.33.0, 0.26.0, 0.20.0, 0.8.4 and SGLang 0.5.23, 0.5.17,
+each held against the method seam's contract: a method specaudit does not model gets no verdict (UNKNOWN), a method
+the release lacks is BLOCKED by that alone, and no launch of another method is judged by EAGLE-3's checks. Writes
 validation/methods.md, each row with the engine's line and error that stop the launch.
 
     python validation/methods.py
@@ -25,8 +25,8 @@ from specaudit.tree.locate import locate  # noqa: E402
 PRESETS = ("llama3", "qwen3", "deepseek-v3", "kimi-k2", "kimi-k2.5")
 
 # (method family, speculative config, the verdict read from the engine's code where it is the same on every preset,
-# by release where the releases differ: {"vllm==0.34.0": ..., "*": every other}): vLLM's spellings. A drafter named by a Hub id has no config.json here (the scan is offline): what depends on it is
-# unknown, never READY.
+# by release where the releases differ: {"vllm==0.34.0": ..., "*": every other}): vLLM's spellings. A drafter named
+# by a Hub id has no config.json here (the scan is offline): what depends on it is unknown, never READY.
 VLLM = [
     ("mtp", {"method": "mtp", "num_speculative_tokens": 1}, None),
     ("mtp", {"method": "deepseek_mtp", "num_speculative_tokens": 1}, None),
