@@ -429,8 +429,8 @@ def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ss
     specaudit fleet --hosts-file nodes.txt -- python3 -m sglang.launch_server --model-path ... --tp 16 --nnodes 2
     specaudit fleet --selector app=vllm --namespace inference -- vllm serve ...
 
-    Exit codes: the worst node's (7 not reached, 1 BLOCKED, 3 UNKNOWN, 0 READY); 1 too when every node is READY
-    but they differ in what the launch needs alike, or its parallel sizes do not add up on them.
+    Exit codes: the worst node's, as scan's (7 not reached, 1 BLOCKED, 8 DEGRADED, 3 UNKNOWN, 0 READY); 1 too when
+    the nodes differ in what the launch needs alike, or its parallel sizes do not add up on them.
     """
     from .fleet.audit import FleetOptions, audit_fleet  # here: a scan never loads the fleet stage
     from .fleet.hosts import node_names

@@ -257,3 +257,108 @@ def test_a_size_or_rank_out_of_its_range_is_one_short_line(extra, fragment):
     with pytest.raises(SpecauditError) as raised:
         layout(*VLLM, *extra)
     assert fragment in str(raised.value) and len(str(raised.value)) < 120
+
+
+# -- one verdict, one meaning, in every format ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Nodes of vLLM 0.14.0 (hard links to the cached release), each a verdict of its own, launched by ``vllm serve``
+    (a console script on the node's PATH, whose shebang names its python): ready (aux layer ids where the runner reads
+    them), degraded and degraded2 (the ids under eagle_config, which 0.14.0's runner does not read: test_degraded),
+    unknown (a tiny vLLM without the method's entry points), nocommand (no ``vllm`` on its PATH), and gone (nothing
+    listens on its port)."""
+    from fleet_nodes import PYTHON, link_engine
+    from test_degraded import NESTED, TOP, head_tensors
+    from test_drafter import TARGET
+    from test_drafter import write_checkpoint as write_drafter
+
+    from conftest import engine_tree
+
+    base = tmp_path_factory.mktemp("verdicts")
+    release = engine_tree("vllm==0.14.0").root
+    nodes = []
+    for name, drafter in {"ready": TOP, "degraded": NESTED, "degraded2": NESTED, "unknown": TOP, "nocommand": TOP}.items():
+        node = start_node(base / name, name, gpus=2)
+        if name == "unknown":
+            write_engine(node.site, "0.14.0")
+        else:
+            link_engine(node.site, release)
+        write_drafter(node.home / "models/target", TARGET, None)
+        write_drafter(node.home / "models/drafter", drafter, head_tensors())
+        if name != "nocommand":
+            script = node.directory / "bin/vllm"
+            script.write_text(f"#!{PYTHON}\nfrom vllm.entrypoints.cli.main import main\nmain()\n")
+            script.chmod(0o755)
+        nodes.append(node)
+    config = ssh_config(nodes, base / "ssh_config")
+    config.write_text(config.read_text() + f"Host gone\n  HostName 127.0.0.1\n  Port {free_port()}\n")
+    spec = {"method": "eagle3", "model": "~/models/drafter", "num_speculative_tokens": 3}
+    yield config, ("vllm", "serve", "~/models/target", "--speculative-config", json.dumps(spec))
+    for node in nodes:
+        node.sshd.stop()
+
+
+def rendered(result) -> dict[str, str]:
+    """The fleet in every format, the terminal's as a user's console prints it."""
+    from rich.console import Console
+
+    from specaudit.report import RENDERERS, TERMINAL
+
+    console = Console(record=True, width=200)
+    console.print(TERMINAL.render(result))
+    return {"terminal": console.export_text(), **{fmt: RENDERERS[fmt].render(result) for fmt in RENDERERS}}
+
+
+# The exit codes scan gives each verdict (README), and 7 for a node not reached.
+@pytest.mark.parametrize("hosts, verdict, code", [
+    (("ready",), "READY", 0),
+    (("degraded", "degraded2"), "DEGRADED", 8),
+    (("unknown",), "UNKNOWN", 3),
+    (("nocommand",), "BLOCKED", 1),
+    (("gone",), "UNREACHABLE", 7),
+])
+def test_each_verdict_renders_in_every_format(verdicts, hosts, verdict, code, tmp_path, monkeypatch):
+    config, argv = verdicts
+    monkeypatch.setenv("SPECAUDIT_CACHE", str(tmp_path / "cache"))
+    result = audit_fleet(FleetOptions(hosts=hosts, argv=argv, ssh_config=str(config)))
+    assert [n.verdict for n in result.nodes] == [verdict] * len(hosts)
+    assert result.verdict == result.worst_node == verdict and result.exit_code == code
+    reports = rendered(result)
+    data = json.loads(reports["json"])
+    assert (data["verdict"], data["worst_node"], data["exit_code"]) == (verdict, verdict, code)
+    assert [n["verdict"] for n in data["nodes"]] == [verdict] * len(hosts)
+    assert f"worst node {verdict}" in reports["terminal"] and f"## {verdict}" in reports["md"]
+    assert f'<p class="verdict {"UNKNOWN" if verdict == "UNREACHABLE" else verdict}">{verdict}</p>' in reports["html"]
+    assert all(f"worst node {verdict}" in reports[fmt] for fmt in ("md", "html"))
+    # SARIF: each scan made once, a run each (none for a node not scanned).
+    assert len(json.loads(reports["sarif"])["runs"]) == sum(1 for n in result.nodes if n.scan and not n.scanned_on)
+
+
+def test_the_worst_node_decides_and_a_reached_node_without_the_command_is_blocked(verdicts, tmp_path, monkeypatch):
+    config, argv = verdicts
+    monkeypatch.setenv("SPECAUDIT_CACHE", str(tmp_path / "cache"))
+    mixed = audit_fleet(FleetOptions(hosts=("ready", "degraded", "unknown"), argv=argv, ssh_config=str(config)))
+    assert [n.verdict for n in mixed.nodes] == ["READY", "DEGRADED", "UNKNOWN"]
+    # DEGRADED outranks UNKNOWN; the nodes differ in their release and drafter config, which must agree: BLOCKED.
+    assert mixed.worst_node == "DEGRADED" and mixed.verdict == "BLOCKED" and mixed.exit_code == ExitCode.BLOCKED
+    assert "worst node DEGRADED" in rendered(mixed)["terminal"]
+    lost = audit_fleet(FleetOptions(hosts=("nocommand", "gone"), argv=argv, ssh_config=str(config)))
+    nocommand, gone = lost.nodes
+    assert nocommand.reached and nocommand.verdict == "BLOCKED" and nocommand.exit_code == ExitCode.BLOCKED
+    assert nocommand.problems == ["preflight failed on nocommand: vllm: not found on the remote PATH"]
+    assert not gone.reached and gone.verdict == "UNREACHABLE" and lost.exit_code == ExitCode.SSH
+    markdown = rendered(lost)["md"]
+    assert "| not probed | preflight failed on nocommand: vllm: not found on the remote PATH |" in markdown
+    assert "| not reached | gone: " in markdown
+
+
+def test_a_fleet_of_degraded_nodes_exits_8_with_every_report_written(verdicts, tmp_path):
+    config, argv = verdicts
+    proc = specaudit("fleet", "degraded", "degraded2", "--ssh-config", str(config), *[f"--format={f}" for f in
+                     ("json", "md", "html", "sarif")], "--out", str(tmp_path), "--", *argv, env_cache=tmp_path / "cache")
+    assert proc.returncode == ExitCode.DEGRADED == 8, proc.stderr
+    assert "Traceback" not in proc.stderr and "worst node DEGRADED" in proc.stdout and "READY" not in proc.stdout
+    assert sorted(p.suffix for p in tmp_path.glob("fleet-*")) == [".html", ".json", ".md", ".sarif"]
+    assert json.loads(next(tmp_path.glob("fleet-*.json")).read_text())["verdict"] == "DEGRADED"

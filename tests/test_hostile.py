@@ -727,12 +727,13 @@ def test_a_hostile_node_is_one_line_on_that_node_and_nothing_is_written_outside(
     proc = run_recorded(tmp_path, ["fleet", "pod/a[/x]b", "pod/banner", "--kubectl", str(ROOT / "tests/kubectl_standin.py"),
                                    "--format", "json", "--format", "md", "--out", str(out), "--", *launch_command()],
                         allowed=[out, pods_dir], env={"KUBECTL_STANDIN": str(pods_dir / "pods.json")})
-    assert proc.returncode == 7 and proc.stderr == "", proc.stderr  # the worst node's: not reached
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr  # the worst node's: reached, and BLOCKED
     assert "pod/a[/x]b" in proc.stdout
     nodes = {n["host"]: n for n in json.loads(next(out.glob("*.json")).read_text())["nodes"]}
     assert "is not a PEP 440 version" in nodes["pod/a[/x]b"]["scan_problem"]
     assert "not a patch state (bundle 'b'" in nodes["pod/a[/x]b"]["patch_problem"]
-    assert "the probe's answer from pod/banner: not valid JSON" in nodes["pod/banner"]["error"]
+    assert nodes["pod/banner"]["verdict"] == "BLOCKED" and nodes["pod/banner"]["error"] == ""
+    assert "the probe's answer from pod/banner: not valid JSON" in nodes["pod/banner"]["probe_problem"]
     assert not (tmp_path / "outside").exists()
 
 

@@ -66,7 +66,7 @@ def transport(host: str, ssh_config: str | None, cluster: Cluster) -> Transport:
 def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, started: float, port: int = 0,
           echo: Callable[[str, str], None] | None = None) -> Node:
     """Reach the node and probe it (``port``: whether it is free there; 0: not looked at); what fails is the
-    audit's ``error``, never an exception."""
+    audit's ``error`` (not reached) or ``probe_problem`` (reached, and the probe refused there), never an exception."""
     begun = time.monotonic()
     host = remote.host
     session = NodeSession(options, remote, started, echo)
@@ -77,8 +77,10 @@ def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, star
         remote.connect()
         node.info = node.engine.probe()
         read_probe(node, command)
-    except (SSHError, Stop, SpecauditError) as exc:
-        node.audit.error = exc.reason if isinstance(exc, Stop) else str(exc)
+    except SSHError as exc:
+        node.audit.error = str(exc)
+    except (Stop, SpecauditError) as exc:
+        node.audit.probe_problem = exc.reason if isinstance(exc, Stop) else str(exc)
     node.audit.seconds = round(time.monotonic() - begun, 2)
     node.audit.timeline = session.timeline
     return node

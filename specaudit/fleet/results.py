@@ -6,16 +6,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.types import ExitCode, Finding, Verdict
+from ..core.types import ExitCode, Finding, Status, Verdict
 from ..launch.parallel import Arithmetic
 from ..results.outcome import Event, Preflight
 from ..results.scan import Provenance, ScanResult
 
 UNREACHABLE = "UNREACHABLE"
-# Worst first: a node not reached tells nothing, a blocked one will not run, an unknown one may not.
-_ORDER = (UNREACHABLE, Verdict.BLOCKED, Verdict.UNKNOWN, Verdict.READY)
-_EXIT = {UNREACHABLE: ExitCode.SSH, Verdict.BLOCKED: ExitCode.BLOCKED, Verdict.UNKNOWN: ExitCode.UNKNOWN,
-         Verdict.READY: ExitCode.READY}
+# Worst first: a node not reached tells nothing; then as a scan's verdicts rank (core.types.WORST_FIRST): a blocked
+# node will not run, a degraded one runs and its drafter does not help, an unknown one may not run.
+ORDER: tuple[str, ...] = (UNREACHABLE, Verdict.BLOCKED, Verdict.DEGRADED, Verdict.UNKNOWN, Verdict.READY)
+
+
+def worst_verdict(verdicts: set[str]) -> str:
+    return next((str(v) for v in ORDER if v in verdicts), str(Verdict.READY))
+
+
+def exit_code(verdict: str) -> ExitCode:
+    """A node's or the fleet's verdict as scan's exit codes, and SSH's for a node not reached."""
+    return ExitCode.SSH if verdict == UNREACHABLE else Verdict(verdict).exit_code
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,8 @@ class BundleState:
 class NodeAudit:
     host: str
     transport: str  # "ssh" or "kubectl"
-    error: str  # why the node could not be reached or probed ("": it was)
+    error: str  # why the node could not be reached ("": it was)
+    probe_problem: str = ""  # reached, and not probed: no such command there, an answer that is not the probe's
     preflight: Preflight | None = None
     engine_digest: str | None = None  # sha256 over the engine's .py files and release
     bundles: list[BundleState] = field(default_factory=list)
@@ -69,10 +78,16 @@ class NodeAudit:
         return len(self.preflight.gpus) if self.preflight is not None else None
 
     @property
+    def problems(self) -> list[str]:
+        """What stops the launch on this node before its scan is read: why it could not be probed, or what its
+        preflight found (the port taken, leftovers, a checkpoint missing)."""
+        return [self.probe_problem] if self.probe_problem else list(self.preflight.problems) if self.preflight else []
+
+    @property
     def verdict(self) -> str:
-        if not self.reached or self.preflight is None:
+        if not self.reached:
             return UNREACHABLE
-        if self.preflight.problems:
+        if self.problems:
             return Verdict.BLOCKED
         if self.scan is None:
             return Verdict.UNKNOWN
@@ -80,7 +95,7 @@ class NodeAudit:
 
     @property
     def exit_code(self) -> ExitCode:
-        return _EXIT[self.verdict]
+        return exit_code(self.verdict)
 
     def summary_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "scan"}
@@ -135,24 +150,20 @@ class FleetResult:
 
     @property
     def worst_node(self) -> str:
-        verdicts = {n.verdict for n in self.nodes}
-        return next((str(v) for v in _ORDER if v in verdicts), str(Verdict.READY))
+        return worst_verdict({n.verdict for n in self.nodes})
 
     @property
     def verdict(self) -> str:
-        """The worst node's verdict; a fleet whose nodes are each READY is BLOCKED when they differ in what the launch
-        needs alike, or when its arithmetic does not add up, and UNKNOWN when that cannot be told."""
-        worst = self.worst_node
-        if worst != Verdict.READY:
-            return worst
+        """The worst of the nodes' verdicts and the fleet's own: BLOCKED where the nodes differ in what the launch
+        needs alike or its arithmetic does not add up, UNKNOWN where that cannot be told (no nvidia-smi)."""
         arithmetic = self.arithmetic.status if self.arithmetic is not None else None
-        if not self.consistent or arithmetic == "blocks":
-            return str(Verdict.BLOCKED)
-        return str(Verdict.UNKNOWN) if arithmetic == "unknown" else str(Verdict.READY)
+        own = Verdict.BLOCKED if not self.consistent or arithmetic == Status.BLOCKS else \
+            Verdict.UNKNOWN if arithmetic == Status.UNKNOWN else Verdict.READY
+        return worst_verdict({self.worst_node, own})
 
     @property
     def exit_code(self) -> ExitCode:
-        return _EXIT[self.verdict]
+        return exit_code(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -385,10 +385,17 @@ def node_scan(node: NodeAudit) -> str:
     return f"scan {node.scan.verdict}" + (f": {first.title} ({first.location})" if first else "") + shared
 
 
+def node_engine(node: NodeAudit) -> str:
+    """The node's engine, or why it is not known: the node not reached, or not probed."""
+    return node.preflight.engine if node.preflight else node.error or node.probe_problem
+
+
 def node_rows(node: NodeAudit) -> list[tuple[str, str]]:
     """A node's figures as (label, value) rows."""
-    if not node.reached or node.preflight is None:
+    if not node.reached:
         return [("not reached", node.error)]
+    if node.preflight is None:
+        return [("not probed", node.probe_problem)]
     rows = _preflight_rows(node.preflight)
     rows.append(("engine files", f"sha256 {node.engine_digest[:16]}" if node.engine_digest else "-"))
     rows += [("patch bundle", f"{b.bundle}: {b.state}, {b.detail}") for b in node.bundles]
