@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .core.types import ExitCode
     from .launch.command import LaunchCommand, parse_launch_command
     from .launch.hub import is_hub_id, read_checkpoint_anywhere
-    from .launch.request import Launch, check_speculative, method_of, parse_speculative_config
+    from .launch.request import Launch, method_of, parse_speculative_config
     from .launch.target import load_model, load_preset, presets
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .results.scan import Comparison
@@ -186,7 +186,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     options: dict = {}
     if command is not None:
         options = command.options
-        speculative = check_speculative({**command.speculative, **speculative})
+        speculative = {**command.speculative, **speculative}  # each checked where it was read
         if (preset is not None or model_dir) and command.model:
             raise SpecauditError(f"the launch command names its model ({command.model}): drop --target/--model, or the command's")
         model_dir = model_dir or command.model

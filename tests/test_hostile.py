@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from specaudit.patch.bundles import PatchRefused, Shadow
 from specaudit.tree.locate import locate
 
 from conftest import vllm_tree
-from helpers import specaudit
+from helpers import assert_one_line_error, specaudit
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD_INPUT, DRIFT = 2, 4
@@ -191,7 +192,7 @@ def test_recovery_never_writes_through_a_symlink_in_the_tree(tmp_path):
     ({"vllm/config.py": "pristine"}, None),  # a journal without hashes: nothing vouches for the copy
     ({"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": "0" * 64}}),  # the copy is not the one hashed
     ({"../outside.py": "pristine"}, {"../outside.py": {"copy": hashlib.sha256(b"x").hexdigest()}}),
-    ({"vllm/config.py": 5}, {}),  # a kind that is no copy's
+    ({"vllm/config.py": "newest"}, {}),  # a kind that is no copy's
 ])
 def test_recovery_restores_nothing_the_journal_does_not_vouch_for(tmp_path, restore, hashes):
     shadow = planted_journal(tmp_path, restore, hashes, {"vllm/config.py": b"planted\n"})
@@ -753,9 +754,50 @@ def test_a_patch_state_is_checked_whole_before_it_is_read(tmp_path, state, probl
     shadow.journal.unlink()
     shadow.state_file.write_text(json.dumps(state))
     for command in (status, revert):
-        with pytest.raises(PatchRefused, match=problem):
+        with pytest.raises(SpecauditError, match=problem) as raised:
             command(shadow.tree)
+        assert raised.value.exit_code == 2  # bad input, not drift
     assert problem in bundle_states({"dir": "d", "state": state, "current": {}})[1]
+
+
+HASH = "0" * 64
+
+
+@pytest.mark.parametrize("entries, fragment", [
+    ({"restore": 5}, '"restore" must be a mapping of file to the copy it is restored from, not 5'),
+    ({"restore": ["vllm/config.py"]}, '"restore" must be a mapping'),
+    ({"restore": {"vllm/config.py": 5}}, '"restore" must be a mapping'),
+    ({"restore": {"vllm/config.py": {"kind": "pristine"}}}, '"restore" must be a mapping'),
+    ({"hashes": "abc"}, '"hashes" must be a mapping of file to its copy\'s and written sha256'),
+    ({"hashes": {"vllm/config.py": [HASH]}}, '"hashes" must be a mapping'),
+    ({"hashes": {"vllm/config.py": {"copy": 5}}}, '"hashes" must be a mapping'),
+    ({"hashes": {"vllm/config.py": {"copy": HASH, "written": None}}}, '"hashes" must be a mapping'),
+    ({"state": None}, '"state" must be a JSON object, not null'),
+    ({"state": [1]}, '"state" must be a JSON object'),
+    ({"state": {"bundles": [], "files": {}}}, "unreadable patch state (no bundles and files)"),
+    ({"state": {"bundles": {}, "files": {"vllm/config.py": {"pristine": 5}}}}, "without its hashes"),
+])
+def test_a_journal_of_the_wrong_types_is_one_line_and_exit_2(tmp_path, monkeypatch, entries, fragment):
+    # A journal whose restore field was a number exited 4 (drift): it is not a tree edited since, it is bad input.
+    cache = tmp_path / "cache"
+
+    def cache_dir(*parts: str, create: bool = True) -> Path:  # the CLI's own cache, below
+        path = cache.joinpath(*parts)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    monkeypatch.setattr("specaudit.tree.provenance.cache_dir", cache_dir)
+    shadow = planted_journal(tmp_path, {"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": HASH}},
+                             {"vllm/config.py": b"planted\n"})
+    shadow.journal.write_text(json.dumps({**json.loads(shadow.journal.read_text()), **entries}))
+    with pytest.raises(SpecauditError, match=re.escape(fragment)) as raised:
+        shadow.recover()
+    assert not isinstance(raised.value, PatchRefused) and raised.value.exit_code == 2
+    for command in (["--status"], ["--revert"]):
+        proc = specaudit("patch", str(shadow.tree.root), *command, env_cache=cache)
+        assert_one_line_error(proc, fragment)
+    assert (shadow.tree.root / "vllm/config.py").read_text() == "X = 1\n"  # nothing restored
 
 
 def test_json_nested_past_the_parsers_reach_is_one_line(tmp_path):

@@ -21,7 +21,7 @@ from ..core.data import parse_json
 from ..core.engines import ENGINES
 from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict, Verdict
-from ..launch.checkpoint import read_checkpoint
+from ..launch.checkpoint import check_config, read_checkpoint
 from ..launch.command import LaunchCommand, strip_assignments
 from ..launch.request import Launch, method_of
 from ..launch.target import Target, load_model
@@ -138,10 +138,11 @@ class RemoteEngine:
             source = f"{self.host}:{where}"
             try:
                 config = parse_json(checkpoints[model]["config"], source)
+                if not isinstance(config, dict):
+                    raise SpecauditError(f"{source}: expected a JSON object")
+                check_config(config, source)
             except SpecauditError as exc:
                 raise Stop(SmokeVerdict.BLOCKED, str(exc)) from None
-            if not isinstance(config, dict):
-                raise Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
             target = Target(name=f"{model}@{revision}" if revision else model, source=source, config=config)
         return target
 
