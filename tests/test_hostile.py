@@ -499,6 +499,37 @@ def test_the_evaluator_does_not_build_strings_without_bound():
     assert isinstance(bounded_replace("k" * (MAX_VALUE_CHARS - 1), "k", "kk"), Unknown)
 
 
+@pytest.mark.parametrize("steps", [16, 24])
+def test_a_gate_condition_of_a_long_replace_chain_is_decided_within_a_bound(tmp_path, steps):
+    # Held out: a gate whose condition is a 24-step `.replace()` chain on the target's model type did not finish, and
+    # was killed after 25 s (the tracer denoted each receiver twice: 2**24 steps). Each step doubles the string: 16
+    # stay under play.operators.MAX_VALUE_CHARS and are computed (the condition is false: the gate passes), 24 pass
+    # it and the gate is UNKNOWN, saying why.
+    import time
+
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    (tree / "vllm/config").mkdir()
+    (tree / "vllm/config/__init__.py").write_text("")
+    chain = "self.target_model_config.hf_text_config.model_type" + '.replace("a", "aa")' * steps
+    (tree / "vllm/config/speculative.py").write_text(
+        f"class SpeculativeConfig:\n    def __post_init__(self):\n"
+        f"        if self.method == 'eagle3' and {chain} == 'x':\n            raise ValueError('refused')\n")
+    out = tmp_path / "out"
+    begun = time.monotonic()
+    proc = specaudit("scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(out),
+                     env_cache=tmp_path / "c")
+    took = time.monotonic() - begun
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr  # a toy tree has no path: UNKNOWN
+    assert took < 15, f"{took:.1f} s"  # the interpreter's start and a cold index of a toy tree, on a loaded machine
+    gates = [f for f in json.loads(next(out.glob("*.json")).read_text())["findings"]
+             if f["file"] == "vllm/config/speculative.py"]
+    if steps == 16:
+        assert gates == []  # computed, and false: the gate passes, and a gate that passes is no finding
+    else:
+        [gate] = gates
+        assert gate["status"] == "unknown" and gate["why"].endswith("cannot decide str.replace() past the size bound")
+
+
 def test_a_utf16_log_is_read(tmp_path):
     # PowerShell's `>` writes UTF-16 LE with a byte-order mark: the crash was missed.
     log = tmp_path / "ps.log"
