@@ -362,3 +362,52 @@ def test_a_fleet_of_degraded_nodes_exits_8_with_every_report_written(verdicts, t
     assert "Traceback" not in proc.stderr and "worst node DEGRADED" in proc.stdout and "READY" not in proc.stdout
     assert sorted(p.suffix for p in tmp_path.glob("fleet-*")) == [".html", ".json", ".md", ".sarif"]
     assert json.loads(next(tmp_path.glob("fleet-*.json")).read_text())["verdict"] == "DEGRADED"
+
+
+# -- the engine's environment ---------------------------------------------------------------------------------------
+
+# The requirements vLLM 0.17.0's METADATA has on transformers and torch (its Requires-Dist), and torch's own on triton
+# and its CUDA runtime (torch 2.10.0's, with the Linux-only markers its wheels carry), and one for an extra.
+ENGINE_REQUIRES = ("transformers<5,>=4.56.0", "torch==2.10.0", 'pandas; extra == "bench"')
+TORCH_REQUIRES = ('triton==3.6.0; platform_system == "Linux"', 'nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux"',
+                  'nvidia-cuda-runtime-cu12==1.0; platform_system == "Windows"')
+
+
+def test_a_dependency_that_drifted_on_one_node_is_named_with_what_the_release_requires(tmp_path):
+    from fleet_nodes import write_distribution
+
+    from specaudit.report.lines import fleet_summary, node_rows
+
+    nodes = []
+    for name, transformers in (("a", "4.57.1"), ("b", "4.57.1"), ("drift", "4.40.0")):
+        node = start_node(tmp_path / name, name, gpus=2)
+        write_engine(node.site, "0.17.0", requires=ENGINE_REQUIRES)
+        write_models(node.home)
+        write_distribution(node.site, "transformers", transformers)
+        write_distribution(node.site, "torch", "2.10.0+cu128", TORCH_REQUIRES)
+        write_distribution(node.site, "triton", "3.6.0")
+        write_distribution(node.site, "nvidia-cuda-runtime-cu12", "12.8.90")
+        nodes.append(node)
+    try:
+        result = audit_fleet(FleetOptions(hosts=("a", "b", "drift"), argv=tuple(launch_command()),
+                                          ssh_config=str(ssh_config(nodes, tmp_path / "ssh_config"))))
+    finally:
+        for node in nodes:
+            node.sshd.stop()
+    drifted = {d.aspect: d for d in result.differences}["dependency transformers"]
+    assert drifted.material and drifted.odd == ["drift"]
+    assert drifted.values == {"4.57.1": ["a", "b"], "4.40.0 (NOT as vllm: transformers<5,>=4.56.0)": ["drift"]}
+    # Nothing else differs between the nodes' libraries, and each is held against who requires it.
+    assert [d.aspect for d in result.differences if d.aspect.startswith("dependency")] == ["dependency transformers"]
+    head = {d.name: d for d in result.nodes[0].dependencies}
+    assert set(head) == {"transformers", "torch", "triton", "nvidia-cuda-runtime-cu12"}  # not pandas: an extra's
+    assert (head["torch"].installed, head["torch"].required, head["torch"].met) == ("2.10.0+cu128", ["vllm: torch==2.10.0"],
+                                                                                    True)
+    assert head["triton"].required == ["torch: triton==3.6.0"] and head["triton"].met
+    # The Windows-only requirement's marker does not hold here: only the Linux one is counted.
+    assert head["nvidia-cuda-runtime-cu12"].required == ["torch: nvidia-cuda-runtime-cu12==12.8.90"]
+    assert result.unmet == {"transformers": ["drift"]} and result.verdict == "BLOCKED"
+    summary = fleet_summary(result)
+    assert "dependency transformers (drift)" in summary and "not as the release requires: transformers (drift)" in summary
+    assert ("dependency transformers", "4.40.0; vllm: transformers<5,>=4.56.0: NOT MET") in node_rows(result.nodes[2])
+    assert json.loads(to_json(result))["unmet_dependencies"] == {"transformers": ["drift"]}

@@ -50,6 +50,22 @@ class BundleState:
     detail: str
 
 
+@dataclass(frozen=True)
+class Dependency:
+    """A library the launch runs on, as the node has it, against what the release requires of it."""
+
+    name: str  # normalized distribution name
+    installed: str | None  # None: not installed beside the engine
+    required: list[str]  # "vllm: transformers<5,>=4.56.0", the requirements whose markers hold on the node
+    met: bool | None  # the installed version meets every one of them (None: none requires it)
+
+    @property
+    def line(self) -> str:
+        """What a node has of it, as where the nodes differ shows it."""
+        met = "" if self.met is None else "" if self.met else f" (NOT as {'; '.join(self.required)})"
+        return (self.installed or "not installed") + met
+
+
 @dataclass
 class NodeAudit:
     host: str
@@ -61,6 +77,7 @@ class NodeAudit:
     bundles: list[BundleState] = field(default_factory=list)
     patch_problem: str = ""  # the node's patch state could not be read
     checkpoints: list[CheckpointDigest] = field(default_factory=list)
+    dependencies: list[Dependency] = field(default_factory=list)
     platform: str = ""  # the branch its scan read: cuda where nvidia-smi lists a GPU, else cpu
     scan: ScanResult | None = None
     scanned_on: str = ""  # the node whose scan stands for this one (same engine files, checkpoints, platform)
@@ -149,6 +166,16 @@ class FleetResult:
         return not any(d.material for d in self.differences)
 
     @property
+    def unmet(self) -> dict[str, list[str]]:
+        """Each dependency that a node has otherwise than the release requires, and those nodes."""
+        found: dict[str, list[str]] = {}
+        for node in self.nodes:
+            for dependency in node.dependencies:
+                if dependency.met is False:
+                    found.setdefault(dependency.name, []).append(node.host)
+        return found
+
+    @property
     def worst_node(self) -> str:
         return worst_verdict({n.verdict for n in self.nodes})
 
@@ -169,7 +196,8 @@ class FleetResult:
         return {
             "command": self.command, "engine": self.engine, "target": self.target, "hosts": self.hosts,
             "started": self.started, "verdict": self.verdict, "worst_node": self.worst_node,
-            "consistent": self.consistent, "exit_code": self.exit_code, "seconds": self.seconds, "scans": self.scans,
+            "consistent": self.consistent, "unmet_dependencies": self.unmet, "exit_code": self.exit_code,
+            "seconds": self.seconds, "scans": self.scans,
             "nodes": [n.summary_dict() for n in self.nodes],
             "differences": [{**asdict(d), "odd": d.odd} for d in self.differences],
             "arithmetic": self.arithmetic.to_dict() if self.arithmetic is not None else None,

@@ -373,8 +373,10 @@ def fleet_summary(result: FleetResult) -> str:
     agree = ("the nodes agree on what the launch needs alike" if not material else
              "the nodes differ: " + "; ".join(f"{d.aspect} ({', '.join(d.odd) or 'split'})" for d in material))
     worst = f"worst node {result.worst_node}"
+    unmet = ("dependencies not as the release requires: " + "; ".join(f"{name} ({', '.join(hosts)})" for name, hosts
+                                                                      in result.unmet.items())) if result.unmet else ""
     sums = f"launch arithmetic {result.arithmetic.status}" if result.arithmetic is not None else ""
-    return "; ".join(part for part in (nodes, worst, agree, sums) if part)
+    return "; ".join(part for part in (nodes, worst, agree, unmet, sums) if part)
 
 
 def node_scan(node: NodeAudit) -> str:
@@ -399,6 +401,9 @@ def node_rows(node: NodeAudit) -> list[tuple[str, str]]:
     rows = _preflight_rows(node.preflight)
     rows.append(("engine files", f"sha256 {node.engine_digest[:16]}" if node.engine_digest else "-"))
     rows += [("patch bundle", f"{b.bundle}: {b.state}, {b.detail}") for b in node.bundles]
+    rows += [(f"dependency {d.name}", (d.installed or "not installed") + (
+        f"; {'; '.join(d.required)}: {'met' if d.met else 'NOT MET'}" if d.required else "; the release names no version"))
+        for d in node.dependencies]
     if node.patch_problem:
         rows.append(("patch state", node.patch_problem))
     for c in node.checkpoints:

@@ -81,7 +81,7 @@ class RemoteEngine:
                                      (spec.get("model"), spec.get("revision"))) if p]
         profile = ENGINES[self.engine]
         request = {"package": profile.package, "distributions": list(profile.distributions), "port": self.port,
-                   "runs_dir": self.runs_dir, "checkpoints": paths}
+                   "runs_dir": self.runs_dir, "checkpoints": paths, "dependencies": list(profile.dependencies)}
         info = _probe_answer(self._probe("info", request), self.host)
         self.runs_dir = info["runs_dir"]
         record = self.record = preflight_of(info, self.port, self.engine)

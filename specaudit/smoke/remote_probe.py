@@ -17,6 +17,7 @@ import json
 import os
 import pkgutil
 import platform
+import re
 import shutil
 import socket
 import struct
@@ -36,7 +37,50 @@ def engine_files(package_dir):
                 yield os.path.join(folder, name)
 
 
-def find_engine(package, distributions):
+def requirement_name(line):
+    """The distribution a Requires-Dist line names, normalized (PEP 503)."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return re.sub(r"[-_.]+", "-", name.group(1)).lower() if name else ""
+
+
+def dependencies(dist, names):
+    """Each of ``names`` that the engine's METADATA requires, or that one of the others requires (torch requires
+    triton and its CUDA runtime): the Requires-Dist lines that name it, by whom, and the version installed beside the
+    engine (None: not installed). Nothing is imported."""
+    found = {}
+    for by in [dist, *(_distribution(n) for n in names)]:
+        for line in (by.requires or []) if by is not None else []:
+            name = requirement_name(line)
+            if name in names:
+                found.setdefault(name, {"requires": [], "installed": None})["requires"].append(
+                    {"by": by.metadata["Name"], "line": line})
+    for name in names:
+        installed = _distribution(name)
+        if installed is not None:
+            found.setdefault(name, {"requires": [], "installed": None})["installed"] = installed.version
+    return found
+
+
+def _distribution(name):
+    try:
+        return importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def markers():
+    """The environment a requirement's markers are evaluated in (PEP 508), as packaging's default_environment."""
+    implementation = sys.implementation
+    version = ".".join(str(part) for part in implementation.version[:3])
+    return {"implementation_name": implementation.name, "implementation_version": version, "os_name": os.name,
+            "platform_machine": platform.machine(), "platform_release": platform.release(),
+            "platform_system": platform.system(), "platform_version": platform.version(),
+            "python_full_version": platform.python_version(), "platform_python_implementation":
+            platform.python_implementation(), "python_version": ".".join(platform.python_version_tuple()[:2]),
+            "sys_platform": sys.platform}
+
+
+def find_engine(package, distributions, names=()):
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -61,7 +105,7 @@ def find_engine(package, distributions):
             "record": record_check(dist, package, digests) if dist else None}
     if dist is not None:
         info.update(version=dist.version, distribution=dist.metadata["Name"],
-                    dist_info=str(getattr(dist, "_path", "")) or None)
+                    dist_info=str(getattr(dist, "_path", "")) or None, dependencies=dependencies(dist, names))
         content.update(f"{dist.metadata['Name']}\0{dist.version}\n".encode())
     info["content"] = content.hexdigest()  # the .py files' bytes and the release: equal on two nodes, one scan
     return info
@@ -285,9 +329,9 @@ def patch_state(engine, package):
 
 
 def info(request):
-    engine = find_engine(request["package"], request["distributions"])
+    engine = find_engine(request["package"], request["distributions"], request.get("dependencies", ()))
     return {
-        "python": {"executable": sys.executable, "version": platform.python_version()},
+        "python": {"executable": sys.executable, "version": platform.python_version(), "markers": markers()},
         # What the engine's environment can import at the top level (an optional package the engine checks for, such
         # as suffix decoding's arctic_inference): names only, nothing imported.
         "modules": sorted({m.name for m in pkgutil.iter_modules()}),
