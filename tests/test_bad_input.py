@@ -210,6 +210,8 @@ BAD_INPUTS = {
                                           "serve", "M"], "not found (install kubectl"),
     "fleet --format not a format": (["fleet", "node", "--format", "pdf", "--", "vllm", "serve", "M"],
                                     "Invalid value for '--format'"),
+    "fleet --parallel 0": (["fleet", "node", "--parallel", "0", "--", "vllm", "serve", "M"],
+                           "Invalid value for '--parallel'"),
     "an option that does not exist": (["scan", "{tree}", "--targte", "llama3"], "No such option '--targte'"),
     "explain a directory": (["explain", "{tmp}"], "is a directory"),
 }

@@ -24,6 +24,7 @@ import struct
 import subprocess
 import sys
 import tarfile
+from stat import S_ISLNK
 
 SMALL_TENSOR_BYTES = 4 << 20
 INTEGER_DTYPES = {"I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL"}
@@ -94,11 +95,14 @@ def find_engine(package, distributions, names=()):
             continue
     fingerprint, content, digests = hashlib.sha256(), hashlib.sha256(), {}
     for path in engine_files(package_dir):
-        stat = os.stat(path)
+        # Keyed by real path. os.walk below a real path descends no symlink: only the file itself may be one.
+        stat, real = os.lstat(path), path
+        if S_ISLNK(stat.st_mode):
+            stat, real = os.stat(path), os.path.realpath(path)
         relpath = os.path.relpath(path, package_dir)
         fingerprint.update(f"{relpath}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         with open(path, "rb") as fh:
-            digests[os.path.realpath(path)] = digest = hashlib.sha256(fh.read()).digest()
+            digests[real] = digest = hashlib.sha256(fh.read()).digest()
         content.update(f"{relpath}\0{digest.hex()}\n".encode())
     info = {"package_dir": package_dir, "root": os.path.dirname(package_dir), "version": None,
             "distribution": None, "dist_info": None, "fingerprint": fingerprint.hexdigest(),
@@ -114,7 +118,7 @@ def find_engine(package, distributions, names=()):
 def record_check(dist, package, digests=None):
     """The engine's ``.py`` files whose sha256 differs from the wheel's RECORD (a local patch), or are missing.
     ``digests``: the sha256 of files already read, by real path."""
-    modified, missing, checked = [], [], 0
+    modified, missing, checked, real_dirs, digests = [], [], 0, {}, digests or {}
     for entry in dist.files or []:
         if not entry.hash or entry.hash.mode != "sha256" or not str(entry).endswith(".py"):
             continue
@@ -122,7 +126,10 @@ def record_check(dist, package, digests=None):
             continue
         path = entry.locate()
         checked += 1
-        raw = (digests or {}).get(os.path.realpath(path))
+        # The real path of each directory once (a few hundred), not of each of a release's thousands of files.
+        folder, name = os.path.split(str(path))
+        real = os.path.join(real_dirs.setdefault(folder, os.path.realpath(folder)), name)
+        raw = digests[real] if real in digests else digests.get(os.path.realpath(real))  # a symlink: its target's
         try:
             if raw is None:
                 with open(path, "rb") as fh:
