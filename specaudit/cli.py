@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .core.types import ExitCode
     from .launch.command import LaunchCommand, parse_launch_command
     from .launch.hub import is_hub_id, read_checkpoint_anywhere
-    from .launch.request import Launch, check_speculative, method_of, parse_speculative_config
+    from .launch.request import Launch, method_of, parse_speculative_config
     from .launch.target import load_model, load_preset, presets
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .results.scan import Comparison
@@ -186,7 +186,7 @@ def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | 
     options: dict = {}
     if command is not None:
         options = command.options
-        speculative = check_speculative({**command.speculative, **speculative})
+        speculative = {**command.speculative, **speculative}  # each checked where it was read
         if (preset is not None or model_dir) and command.model:
             raise SpecauditError(f"the launch command names its model ({command.model}): drop --target/--model, or the command's")
         model_dir = model_dir or command.model
@@ -412,13 +412,15 @@ def smoke(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, en
 @click.option("--kubectl", "kubectl", default="kubectl", show_default=True, help="The kubectl to call.")
 @click.option("--runs-dir", default=RUNS_DIR, show_default=True,
               help="Where smoke launches keep their runs on the nodes (leftovers are looked for there).")
+@click.option("--parallel", type=click.IntRange(min=1), default=None,
+              help="Nodes probed at once (default: 8 per core of this machine).")
 @click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True,
               help="Also write the report (sarif: the nodes' scans).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
 @click.pass_context
 def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ssh_config: str | None,
           selector: str | None, namespace: str | None, kube_context: str | None, container: str | None, kubectl: str,
-          runs_dir: str, formats: tuple[str, ...], out_dir: str) -> None:
+          runs_dir: str, parallel: int | None, formats: tuple[str, ...], out_dir: str) -> None:
     """Audit every node of a multi-node launch, in parallel, each over its own connection: engine release and
     files, patch bundles, checkpoints, GPUs and the static scan of its own engine; where the nodes differ; and
     whether the launch's parallel sizes add up on them. The first node is the head.
@@ -429,10 +431,10 @@ def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ss
     specaudit fleet --hosts-file nodes.txt -- python3 -m sglang.launch_server --model-path ... --tp 16 --nnodes 2
     specaudit fleet --selector app=vllm --namespace inference -- vllm serve ...
 
-    Exit codes: the worst node's (7 not reached, 1 BLOCKED, 3 UNKNOWN, 0 READY); 1 too when every node is READY
-    but they differ in what the launch needs alike, or its parallel sizes do not add up on them.
+    Exit codes: the worst node's, as scan's (7 not reached, 1 BLOCKED, 8 DEGRADED, 3 UNKNOWN, 0 READY); 1 too when
+    the nodes differ in what the launch needs alike, or its parallel sizes do not add up on them.
     """
-    from .fleet.audit import FleetOptions, audit_fleet  # here: a scan never loads the fleet stage
+    from .fleet.audit import FleetOptions, audit_fleet, default_parallel  # here: a scan never loads the fleet stage
     from .fleet.hosts import node_names
     from .fleet.kubectl import Cluster
 
@@ -442,7 +444,7 @@ def fleet(ctx: click.Context, hosts: tuple[str, ...], hosts_file: str | None, ss
         cluster = Cluster(kubectl=kubectl, context=kube_context, namespace=namespace, container=container)
         options = FleetOptions(hosts=node_names(hosts, hosts_file, selector, cluster),
                                argv=tuple(ctx.meta["launch_command"]), ssh_config=ssh_config, cluster=cluster,
-                               runs_dir=runs_dir)
+                               runs_dir=runs_dir, workers=parallel or default_parallel())
         with console.status(f"auditing {len(options.hosts)} node(s)"):
             result = audit_fleet(options)
         _deliver(result, console, formats, out_dir)

@@ -53,8 +53,9 @@ class LoopbackNode:
         return self.directory / "site"
 
 
-def write_engine(site: Path, version: str, files: dict[str, str] | None = None) -> Path:
-    """A vLLM package with its dist-info (METADATA, and a RECORD with each file's sha256, as a wheel installs it)."""
+def write_engine(site: Path, version: str, files: dict[str, str] | None = None, requires: tuple[str, ...] = ()) -> Path:
+    """A vLLM package with its dist-info (METADATA, with ``requires`` as its Requires-Dist lines, and a RECORD with each
+    file's sha256, as a wheel installs it)."""
     record = []
     for relpath, source in (files or TINY_ENGINE).items():
         path = site / relpath
@@ -65,9 +66,20 @@ def write_engine(site: Path, version: str, files: dict[str, str] | None = None) 
         record.append(f"{relpath},sha256={digest},{len(data)}")
     info = site / f"vllm-{version}.dist-info"
     info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n\n")
+    write_metadata(info, "vllm", version, requires)
     (info / "RECORD").write_text("\n".join(record + [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]) + "\n")
     return site
+
+
+def write_metadata(info: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    info.mkdir(parents=True, exist_ok=True)
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", *[f"Requires-Dist: {r}" for r in requires]]
+    (info / "METADATA").write_text("\n".join(lines) + "\n\n")
+
+
+def write_distribution(site: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A library installed beside the engine, as importlib.metadata finds it: its dist-info alone (nothing imports it)."""
+    write_metadata(site / f"{name.replace('-', '_')}-{version}.dist-info", name, version, requires)
 
 
 def link_engine(site: Path, tree: Path) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sigint_as_from_a_terminal, vllm_tree
+from conftest import safetensors_bytes, sigint_as_from_a_terminal, vllm_tree
 from helpers import ROOT, specaudit
 
 UNKNOWN, BLOCKED = 3, 1
@@ -173,12 +173,14 @@ BAD_INPUTS = {
                                   '"architectures" must be a list of class names'),
     "architectures is a string": (["scan", "{tree}", "--model", "config:" + '{"architectures": "LlamaForCausalLM"}'],
                                   '"architectures" must be a list of class names'),
+    "architectures is null": (["scan", "{tree}", "--model", "config:" + '{"architectures": null}'],
+                              '"architectures" must be a list of class names, not null'),
     "config nested 100k deep": (["scan", "{tree}", "--model", "config:" + '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"],
                                 "nested too deeply"),
     "speculative model is a number": (["scan", "{tree}", "--target", "llama3", "--speculative-config", '{"model": 5}'],
-                                      "model must be a string"),
+                                      '"model" must be a string'),
     "speculative method is a number": (["scan", "{tree}", "--target", "llama3", "--speculative-config", '{"method": 5}'],
-                                       "method must be a string"),
+                                       '"method" must be a string'),
     "num_speculative_tokens is a word": (["scan", "{tree}", "--target", "llama3", "--speculative-config",
                                           '{"num_speculative_tokens": "five"}'], "must be an integer"),
     "--speculative-config without a value": (["scan", "{tree}", "--", "vllm", "serve", "M", "--speculative-config"],
@@ -211,6 +213,8 @@ BAD_INPUTS = {
                                           "serve", "M"], "not found (install kubectl"),
     "fleet --format not a format": (["fleet", "node", "--format", "pdf", "--", "vllm", "serve", "M"],
                                     "Invalid value for '--format'"),
+    "fleet --parallel 0": (["fleet", "node", "--parallel", "0", "--", "vllm", "serve", "M"],
+                           "Invalid value for '--parallel'"),
     "an option that does not exist": (["scan", "{tree}", "--targte", "llama3"], "No such option '--targte'"),
     "explain a directory": (["explain", "{tmp}"], "is a directory"),
 }
@@ -366,3 +370,122 @@ def test_a_cold_and_a_warm_scan_count_the_same_modules(tmp_path):
     counts = [re.search(r"(\d+) modules indexed", specaudit("scan", tree, "--target", "kimi-k2.5",
                                                            env_cache=cache).stdout).group(1) for _ in range(2)]
     assert counts[0] == counts[1], counts
+
+
+# -- a field of the wrong type, in the target's, the drafter's or the speculative config: one line and exit 2 -------
+
+# Every field the readers type (launch/checkpoint.py CONFIG_FIELDS, launch/command.py SPECULATIVE_FIELDS), each with a
+# value of its type, as transformers' configs and vLLM's SpeculativeConfig have them.
+CONFIG_VALUES = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "auto_map": {"AutoConfig": "x.Config"},
+    "text_config": {"model_type": "llama"}, "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 5]},
+    "speculators_config": {"algorithm": "eagle3"}, "dflash_config": {"mask_token_id": 0},
+    "quantization_config": {"quant_method": "fp8"}, "rope_scaling": {"rope_type": "llama3"},
+    "rope_parameters": {"rope_theta": 10000.0}, "hidden_size": 64, "num_hidden_layers": 8, "num_attention_heads": 4,
+    "intermediate_size": 128, "vocab_size": 1000, "max_position_embeddings": 4096, "num_nextn_predict_layers": 1,
+    "n_predict": 3, "num_aux_hidden_states": 3, "num_key_value_heads": 4, "head_dim": 16, "draft_vocab_size": 100,
+    "target_hidden_size": 64, "truncated_vocab_size": 100, "tie_word_embeddings": False, "use_aux_hidden_state": True,
+    "eagle_aux_hidden_state_layer_ids": [1, 3, 5], "layer_types": ["full_attention"],
+}
+SPECULATIVE_VALUES = {
+    "method": "eagle3", "model": "/d", "revision": "main", "code_revision": "main", "quantization": "fp8",
+    "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1, "tensor_parallel_size": 1, "max_model_len": 4096,
+    "prompt_lookup_max": 5, "prompt_lookup_min": 2, "dspark_draft_topk": 4, "parallel_drafting": True,
+    "enforce_eager": False, "disable_padded_drafter_batch": False, "suffix_decoding_max_tree_depth": 24,
+    "suffix_decoding_max_cached_requests": 10000, "suffix_decoding_max_spec_factor": 1.0,
+    "suffix_decoding_min_token_prob": 0.1,
+}
+
+
+def wrong_values(valid: object) -> dict[str, object]:
+    """Values of another type than ``valid``'s: null, a list for a scalar, a string for a number, nested where flat
+    (and for a list or an object: flat where nested, and a list of the wrong items)."""
+    if isinstance(valid, dict):
+        return {"null": None, "a list": [valid], "a string": "x", "a number": 5}
+    if isinstance(valid, list):
+        return {"null": None, "flat": valid[0], "an object": {"x": valid}, "a list of objects": [{"x": v} for v in valid]}
+    wrong = {"null": None, "a list": [valid], "nested": {"value": valid}}
+    wrong["a string" if not isinstance(valid, str) else "a number"] = json.dumps(valid) if not isinstance(valid, str) else 5
+    return wrong
+
+
+def _typed_cases() -> list[tuple[str, str, str, object]]:
+    return [(config, field, label, value) for config, values in (("target", CONFIG_VALUES), ("drafter", CONFIG_VALUES),
+                                                                 ("speculative", SPECULATIVE_VALUES))
+            for field, valid in values.items() for label, value in wrong_values(valid).items()]
+
+
+def _read(tmp_path: Path, config: str, field: str, value: object):
+    """The config with ``field`` set to ``value``, read where specaudit reads it: the target's and the drafter's
+    config.json from their directories, the speculative config from --speculative-config and from a launch command."""
+    from specaudit.launch.checkpoint import read_checkpoint
+    from specaudit.launch.command import parse_launch_command
+    from specaudit.launch.request import parse_speculative_config
+    from specaudit.launch.target import load_model
+
+    if config == "speculative":
+        text = json.dumps({field: value})
+        parse_launch_command(["vllm", "serve", "M", "--speculative-config", text])
+        return parse_speculative_config(text)
+    directory = _config_dir(tmp_path, config, json.dumps({"architectures": ["LlamaForCausalLM"], field: value}))
+    if config == "target":
+        return load_model(directory)
+    (Path(directory) / "model.safetensors").write_bytes(safetensors_bytes({"fc.weight": ("F32", [2, 6], 4)}))
+    return read_checkpoint(directory)
+
+
+def test_the_tables_name_every_typed_field():
+    from specaudit.launch.checkpoint import CONFIG_FIELDS
+    from specaudit.launch.command import SPECULATIVE_FIELDS
+
+    assert set(CONFIG_VALUES) == set(CONFIG_FIELDS) and set(SPECULATIVE_VALUES) == set(SPECULATIVE_FIELDS)
+
+
+@pytest.mark.parametrize("config, field, label, value", _typed_cases())
+def test_a_field_of_the_wrong_type_is_one_line(tmp_path, config, field, label, value):
+    from specaudit.core.errors import FieldTypeError
+    from specaudit.launch.checkpoint import CONFIG_FIELDS
+    from specaudit.launch.command import SPECULATIVE_FIELDS
+
+    typed = (SPECULATIVE_FIELDS if config == "speculative" else CONFIG_FIELDS)[field]
+    if value is None and typed.nullable:  # unset, as the engine (or transformers) reads a null there
+        _read(tmp_path, config, field, value)
+        return
+    with pytest.raises(FieldTypeError) as raised:
+        _read(tmp_path, config, field, value)
+    message = str(raised.value)
+    assert raised.value.exit_code == 2 and "\n" not in message and len(message) < 300
+    assert f'"{field}" must be {typed.kind.name}' in message and message.endswith(f"not {json.dumps(value)[:60]}")
+
+
+def test_the_text_models_fields_are_typed_too(tmp_path):
+    from specaudit.core.errors import FieldTypeError
+    from specaudit.launch.target import load_model
+
+    nested = _config_dir(tmp_path, "m", json.dumps({"architectures": ["KimiK25ForConditionalGeneration"],
+                                                    "text_config": {"num_hidden_layers": "61"}}))
+    with pytest.raises(FieldTypeError, match='"text_config.num_hidden_layers" must be an integer, not "61"'):
+        load_model(nested)
+
+
+# One command line for each config and each kind of wrong type: what the user sees.
+@pytest.mark.parametrize("config, field, value", [
+    ("target", "architectures", None), ("target", "num_hidden_layers", [8]), ("target", "hidden_size", "64"),
+    ("target", "vocab_size", {"value": 1000}), ("drafter", "architectures", None), ("drafter", "draft_vocab_size", [100]),
+    ("drafter", "hidden_size", "64"), ("drafter", "eagle_aux_hidden_state_layer_ids", {"ids": [1, 3, 5]}),
+    ("speculative", "disable_padded_drafter_batch", None), ("speculative", "model", ["/d"]),
+    ("speculative", "num_speculative_tokens", "3"), ("speculative", "method", {"name": "eagle3"}),
+])
+def test_a_config_field_of_the_wrong_type_is_exit_2_on_the_command_line(tmp_path, config, field, value):
+    tree = str(vllm_tree("0.17.0").root)
+    config_json = json.dumps({"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", field: value})
+    if config == "target":
+        arguments = ["--model", _config_dir(tmp_path, "model", config_json)]
+    elif config == "drafter":
+        arguments = ["--target", "llama3", "--draft", _config_dir(tmp_path, "draft", config_json)]
+    else:
+        arguments = ["--target", "llama3", "--speculative-config", json.dumps({field: value})]
+    proc = specaudit("scan", tree, *arguments, env_cache=tmp_path / "cache")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("specaudit: error:") and f'"{field}" must be' in lines[0], proc.stderr

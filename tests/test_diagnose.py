@@ -7,10 +7,12 @@ release, and the scan's prediction held against the outcome. Evidence: real logs
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from specaudit.core.types import Verdict
 from specaudit.explain.diagnose import agreement, explain, gate_at, release_scan, root_cause
 from specaudit.explain.signatures import explain_file
 from specaudit.launch.request import Launch
@@ -136,6 +138,10 @@ def test_a_disagreement_is_a_bug_report_with_the_frames(tree):
     assert "Traceback (most recent call last):" in verdict.bug_report
     assert f'File "{PROPOSER}", line 1425, in _maybe_share_embeddings' in verdict.bug_report
     assert agreement(ready, None, came_up=True).agrees is True
+    # A scan that blocked nothing and said DEGRADED is quoted as it said it (a multi-node smoke printed "predicted:
+    # DEGRADED" beside "the scan said READY").
+    degraded = agreement(replace(ready, verdict=Verdict.DEGRADED), root_cause(explanation, ready), came_up=False)
+    assert degraded.predicted == "DEGRADED" and degraded.why.startswith("the scan said DEGRADED, but the launch failed")
 
 
 def test_a_blocked_prediction_that_came_up_disagrees_and_an_environment_crash_is_not_compared(tree):

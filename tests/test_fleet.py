@@ -257,3 +257,157 @@ def test_a_size_or_rank_out_of_its_range_is_one_short_line(extra, fragment):
     with pytest.raises(SpecauditError) as raised:
         layout(*VLLM, *extra)
     assert fragment in str(raised.value) and len(str(raised.value)) < 120
+
+
+# -- one verdict, one meaning, in every format ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def verdicts(tmp_path_factory):
+    """Nodes of vLLM 0.14.0 (hard links to the cached release), each a verdict of its own, launched by ``vllm serve``
+    (a console script on the node's PATH, whose shebang names its python): ready (aux layer ids where the runner reads
+    them), degraded and degraded2 (the ids under eagle_config, which 0.14.0's runner does not read: test_degraded),
+    unknown (a tiny vLLM without the method's entry points), nocommand (no ``vllm`` on its PATH), and gone (nothing
+    listens on its port)."""
+    from fleet_nodes import PYTHON, link_engine
+    from test_degraded import NESTED, TOP, head_tensors
+    from test_drafter import TARGET
+    from test_drafter import write_checkpoint as write_drafter
+
+    from conftest import engine_tree
+
+    base = tmp_path_factory.mktemp("verdicts")
+    release = engine_tree("vllm==0.14.0").root
+    nodes = []
+    for name, drafter in {"ready": TOP, "degraded": NESTED, "degraded2": NESTED, "unknown": TOP, "nocommand": TOP}.items():
+        node = start_node(base / name, name, gpus=2)
+        if name == "unknown":
+            write_engine(node.site, "0.14.0")
+        else:
+            link_engine(node.site, release)
+        write_drafter(node.home / "models/target", TARGET, None)
+        write_drafter(node.home / "models/drafter", drafter, head_tensors())
+        if name != "nocommand":
+            script = node.directory / "bin/vllm"
+            script.write_text(f"#!{PYTHON}\nfrom vllm.entrypoints.cli.main import main\nmain()\n")
+            script.chmod(0o755)
+        nodes.append(node)
+    config = ssh_config(nodes, base / "ssh_config")
+    config.write_text(config.read_text() + f"Host gone\n  HostName 127.0.0.1\n  Port {free_port()}\n")
+    spec = {"method": "eagle3", "model": "~/models/drafter", "num_speculative_tokens": 3}
+    yield config, ("vllm", "serve", "~/models/target", "--speculative-config", json.dumps(spec))
+    for node in nodes:
+        node.sshd.stop()
+
+
+def rendered(result) -> dict[str, str]:
+    """The fleet in every format, the terminal's as a user's console prints it."""
+    from rich.console import Console
+
+    from specaudit.report import RENDERERS, TERMINAL
+
+    console = Console(record=True, width=200)
+    console.print(TERMINAL.render(result))
+    return {"terminal": console.export_text(), **{fmt: RENDERERS[fmt].render(result) for fmt in RENDERERS}}
+
+
+# The exit codes scan gives each verdict (README), and 7 for a node not reached.
+@pytest.mark.parametrize("hosts, verdict, code", [
+    (("ready",), "READY", 0),
+    (("degraded", "degraded2"), "DEGRADED", 8),
+    (("unknown",), "UNKNOWN", 3),
+    (("nocommand",), "BLOCKED", 1),
+    (("gone",), "UNREACHABLE", 7),
+])
+def test_each_verdict_renders_in_every_format(verdicts, hosts, verdict, code, tmp_path, monkeypatch):
+    config, argv = verdicts
+    monkeypatch.setenv("SPECAUDIT_CACHE", str(tmp_path / "cache"))
+    result = audit_fleet(FleetOptions(hosts=hosts, argv=argv, ssh_config=str(config)))
+    assert [n.verdict for n in result.nodes] == [verdict] * len(hosts)
+    assert result.verdict == result.worst_node == verdict and result.exit_code == code
+    reports = rendered(result)
+    data = json.loads(reports["json"])
+    assert (data["verdict"], data["worst_node"], data["exit_code"]) == (verdict, verdict, code)
+    assert [n["verdict"] for n in data["nodes"]] == [verdict] * len(hosts)
+    assert f"worst node {verdict}" in reports["terminal"] and f"## {verdict}" in reports["md"]
+    assert f'<p class="verdict {"UNKNOWN" if verdict == "UNREACHABLE" else verdict}">{verdict}</p>' in reports["html"]
+    assert all(f"worst node {verdict}" in reports[fmt] for fmt in ("md", "html"))
+    # SARIF: each scan made once, a run each (none for a node not scanned).
+    assert len(json.loads(reports["sarif"])["runs"]) == sum(1 for n in result.nodes if n.scan and not n.scanned_on)
+
+
+def test_the_worst_node_decides_and_a_reached_node_without_the_command_is_blocked(verdicts, tmp_path, monkeypatch):
+    config, argv = verdicts
+    monkeypatch.setenv("SPECAUDIT_CACHE", str(tmp_path / "cache"))
+    mixed = audit_fleet(FleetOptions(hosts=("ready", "degraded", "unknown"), argv=argv, ssh_config=str(config)))
+    assert [n.verdict for n in mixed.nodes] == ["READY", "DEGRADED", "UNKNOWN"]
+    # DEGRADED outranks UNKNOWN; the nodes differ in their release and drafter config, which must agree: BLOCKED.
+    assert mixed.worst_node == "DEGRADED" and mixed.verdict == "BLOCKED" and mixed.exit_code == ExitCode.BLOCKED
+    assert "worst node DEGRADED" in rendered(mixed)["terminal"]
+    lost = audit_fleet(FleetOptions(hosts=("nocommand", "gone"), argv=argv, ssh_config=str(config)))
+    nocommand, gone = lost.nodes
+    assert nocommand.reached and nocommand.verdict == "BLOCKED" and nocommand.exit_code == ExitCode.BLOCKED
+    assert nocommand.problems == ["preflight failed on nocommand: vllm: not found on the remote PATH"]
+    assert not gone.reached and gone.verdict == "UNREACHABLE" and lost.exit_code == ExitCode.SSH
+    markdown = rendered(lost)["md"]
+    assert "| not probed | preflight failed on nocommand: vllm: not found on the remote PATH |" in markdown
+    assert "| not reached | gone: " in markdown
+
+
+def test_a_fleet_of_degraded_nodes_exits_8_with_every_report_written(verdicts, tmp_path):
+    config, argv = verdicts
+    proc = specaudit("fleet", "degraded", "degraded2", "--ssh-config", str(config), *[f"--format={f}" for f in
+                     ("json", "md", "html", "sarif")], "--out", str(tmp_path), "--", *argv, env_cache=tmp_path / "cache")
+    assert proc.returncode == ExitCode.DEGRADED == 8, proc.stderr
+    assert "Traceback" not in proc.stderr and "worst node DEGRADED" in proc.stdout and "READY" not in proc.stdout
+    assert sorted(p.suffix for p in tmp_path.glob("fleet-*")) == [".html", ".json", ".md", ".sarif"]
+    assert json.loads(next(tmp_path.glob("fleet-*.json")).read_text())["verdict"] == "DEGRADED"
+
+
+# -- the engine's environment ---------------------------------------------------------------------------------------
+
+# The requirements vLLM 0.17.0's METADATA has on transformers and torch (its Requires-Dist), and torch's own on triton
+# and its CUDA runtime (torch 2.10.0's, with the Linux-only markers its wheels carry), and one for an extra.
+ENGINE_REQUIRES = ("transformers<5,>=4.56.0", "torch==2.10.0", 'pandas; extra == "bench"')
+TORCH_REQUIRES = ('triton==3.6.0; platform_system == "Linux"', 'nvidia-cuda-runtime-cu12==12.8.90; platform_system == "Linux"',
+                  'nvidia-cuda-runtime-cu12==1.0; platform_system == "Windows"')
+
+
+def test_a_dependency_that_drifted_on_one_node_is_named_with_what_the_release_requires(tmp_path):
+    from fleet_nodes import write_distribution
+
+    from specaudit.report.lines import fleet_summary, node_rows
+
+    nodes = []
+    for name, transformers in (("a", "4.57.1"), ("b", "4.57.1"), ("drift", "4.40.0")):
+        node = start_node(tmp_path / name, name, gpus=2)
+        write_engine(node.site, "0.17.0", requires=ENGINE_REQUIRES)
+        write_models(node.home)
+        write_distribution(node.site, "transformers", transformers)
+        write_distribution(node.site, "torch", "2.10.0+cu128", TORCH_REQUIRES)
+        write_distribution(node.site, "triton", "3.6.0")
+        write_distribution(node.site, "nvidia-cuda-runtime-cu12", "12.8.90")
+        nodes.append(node)
+    try:
+        result = audit_fleet(FleetOptions(hosts=("a", "b", "drift"), argv=tuple(launch_command()),
+                                          ssh_config=str(ssh_config(nodes, tmp_path / "ssh_config"))))
+    finally:
+        for node in nodes:
+            node.sshd.stop()
+    drifted = {d.aspect: d for d in result.differences}["dependency transformers"]
+    assert drifted.material and drifted.odd == ["drift"]
+    assert drifted.values == {"4.57.1": ["a", "b"], "4.40.0 (NOT as vllm: transformers<5,>=4.56.0)": ["drift"]}
+    # Nothing else differs between the nodes' libraries, and each is held against who requires it.
+    assert [d.aspect for d in result.differences if d.aspect.startswith("dependency")] == ["dependency transformers"]
+    head = {d.name: d for d in result.nodes[0].dependencies}
+    assert set(head) == {"transformers", "torch", "triton", "nvidia-cuda-runtime-cu12"}  # not pandas: an extra's
+    assert (head["torch"].installed, head["torch"].required, head["torch"].met) == ("2.10.0+cu128", ["vllm: torch==2.10.0"],
+                                                                                    True)
+    assert head["triton"].required == ["torch: triton==3.6.0"] and head["triton"].met
+    # The Windows-only requirement's marker does not hold here: only the Linux one is counted.
+    assert head["nvidia-cuda-runtime-cu12"].required == ["torch: nvidia-cuda-runtime-cu12==12.8.90"]
+    assert result.unmet == {"transformers": ["drift"]} and result.verdict == "BLOCKED"
+    summary = fleet_summary(result)
+    assert "dependency transformers (drift)" in summary and "not as the release requires: transformers (drift)" in summary
+    assert ("dependency transformers", "4.40.0; vllm: transformers<5,>=4.56.0: NOT MET") in node_rows(result.nodes[2])
+    assert json.loads(to_json(result))["unmet_dependencies"] == {"transformers": ["drift"]}

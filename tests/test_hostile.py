@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from specaudit.patch.bundles import PatchRefused, Shadow
 from specaudit.tree.locate import locate
 
 from conftest import vllm_tree
-from helpers import specaudit
+from helpers import assert_one_line_error, specaudit
 
 ROOT = Path(__file__).resolve().parents[1]
 BAD_INPUT, DRIFT = 2, 4
@@ -191,7 +192,7 @@ def test_recovery_never_writes_through_a_symlink_in_the_tree(tmp_path):
     ({"vllm/config.py": "pristine"}, None),  # a journal without hashes: nothing vouches for the copy
     ({"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": "0" * 64}}),  # the copy is not the one hashed
     ({"../outside.py": "pristine"}, {"../outside.py": {"copy": hashlib.sha256(b"x").hexdigest()}}),
-    ({"vllm/config.py": 5}, {}),  # a kind that is no copy's
+    ({"vllm/config.py": "newest"}, {}),  # a kind that is no copy's
 ])
 def test_recovery_restores_nothing_the_journal_does_not_vouch_for(tmp_path, restore, hashes):
     shadow = planted_journal(tmp_path, restore, hashes, {"vllm/config.py": b"planted\n"})
@@ -498,6 +499,37 @@ def test_the_evaluator_does_not_build_strings_without_bound():
     assert isinstance(bounded_replace("k" * (MAX_VALUE_CHARS - 1), "k", "kk"), Unknown)
 
 
+@pytest.mark.parametrize("steps", [16, 24])
+def test_a_gate_condition_of_a_long_replace_chain_is_decided_within_a_bound(tmp_path, steps):
+    # Held out: a gate whose condition is a 24-step `.replace()` chain on the target's model type did not finish, and
+    # was killed after 25 s (the tracer denoted each receiver twice: 2**24 steps). Each step doubles the string: 16
+    # stay under play.operators.MAX_VALUE_CHARS and are computed (the condition is false: the gate passes), 24 pass
+    # it and the gate is UNKNOWN, saying why.
+    import time
+
+    tree = small_tree(tmp_path / "tree", "0.0.1")
+    (tree / "vllm/config").mkdir()
+    (tree / "vllm/config/__init__.py").write_text("")
+    chain = "self.target_model_config.hf_text_config.model_type" + '.replace("a", "aa")' * steps
+    (tree / "vllm/config/speculative.py").write_text(
+        f"class SpeculativeConfig:\n    def __post_init__(self):\n"
+        f"        if self.method == 'eagle3' and {chain} == 'x':\n            raise ValueError('refused')\n")
+    out = tmp_path / "out"
+    begun = time.monotonic()
+    proc = specaudit("scan", str(tree), "--target", "llama3", "--format", "json", "--out", str(out),
+                     env_cache=tmp_path / "c")
+    took = time.monotonic() - begun
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr  # a toy tree has no path: UNKNOWN
+    assert took < 15, f"{took:.1f} s"  # the interpreter's start and a cold index of a toy tree, on a loaded machine
+    gates = [f for f in json.loads(next(out.glob("*.json")).read_text())["findings"]
+             if f["file"] == "vllm/config/speculative.py"]
+    if steps == 16:
+        assert gates == []  # computed, and false: the gate passes, and a gate that passes is no finding
+    else:
+        [gate] = gates
+        assert gate["status"] == "unknown" and gate["why"].endswith("cannot decide str.replace() past the size bound")
+
+
 def test_a_utf16_log_is_read(tmp_path):
     # PowerShell's `>` writes UTF-16 LE with a byte-order mark: the crash was missed.
     log = tmp_path / "ps.log"
@@ -727,12 +759,13 @@ def test_a_hostile_node_is_one_line_on_that_node_and_nothing_is_written_outside(
     proc = run_recorded(tmp_path, ["fleet", "pod/a[/x]b", "pod/banner", "--kubectl", str(ROOT / "tests/kubectl_standin.py"),
                                    "--format", "json", "--format", "md", "--out", str(out), "--", *launch_command()],
                         allowed=[out, pods_dir], env={"KUBECTL_STANDIN": str(pods_dir / "pods.json")})
-    assert proc.returncode == 7 and proc.stderr == "", proc.stderr  # the worst node's: not reached
+    assert proc.returncode == 1 and proc.stderr == "", proc.stderr  # the worst node's: reached, and BLOCKED
     assert "pod/a[/x]b" in proc.stdout
     nodes = {n["host"]: n for n in json.loads(next(out.glob("*.json")).read_text())["nodes"]}
     assert "is not a PEP 440 version" in nodes["pod/a[/x]b"]["scan_problem"]
     assert "not a patch state (bundle 'b'" in nodes["pod/a[/x]b"]["patch_problem"]
-    assert "the probe's answer from pod/banner: not valid JSON" in nodes["pod/banner"]["error"]
+    assert nodes["pod/banner"]["verdict"] == "BLOCKED" and nodes["pod/banner"]["error"] == ""
+    assert "the probe's answer from pod/banner: not valid JSON" in nodes["pod/banner"]["probe_problem"]
     assert not (tmp_path / "outside").exists()
 
 
@@ -752,9 +785,50 @@ def test_a_patch_state_is_checked_whole_before_it_is_read(tmp_path, state, probl
     shadow.journal.unlink()
     shadow.state_file.write_text(json.dumps(state))
     for command in (status, revert):
-        with pytest.raises(PatchRefused, match=problem):
+        with pytest.raises(SpecauditError, match=problem) as raised:
             command(shadow.tree)
+        assert raised.value.exit_code == 2  # bad input, not drift
     assert problem in bundle_states({"dir": "d", "state": state, "current": {}})[1]
+
+
+HASH = "0" * 64
+
+
+@pytest.mark.parametrize("entries, fragment", [
+    ({"restore": 5}, '"restore" must be a mapping of file to the copy it is restored from, not 5'),
+    ({"restore": ["vllm/config.py"]}, '"restore" must be a mapping'),
+    ({"restore": {"vllm/config.py": 5}}, '"restore" must be a mapping'),
+    ({"restore": {"vllm/config.py": {"kind": "pristine"}}}, '"restore" must be a mapping'),
+    ({"hashes": "abc"}, '"hashes" must be a mapping of file to its copy\'s and written sha256'),
+    ({"hashes": {"vllm/config.py": [HASH]}}, '"hashes" must be a mapping'),
+    ({"hashes": {"vllm/config.py": {"copy": 5}}}, '"hashes" must be a mapping'),
+    ({"hashes": {"vllm/config.py": {"copy": HASH, "written": None}}}, '"hashes" must be a mapping'),
+    ({"state": None}, '"state" must be a JSON object, not null'),
+    ({"state": [1]}, '"state" must be a JSON object'),
+    ({"state": {"bundles": [], "files": {}}}, "unreadable patch state (no bundles and files)"),
+    ({"state": {"bundles": {}, "files": {"vllm/config.py": {"pristine": 5}}}}, "without its hashes"),
+])
+def test_a_journal_of_the_wrong_types_is_one_line_and_exit_2(tmp_path, monkeypatch, entries, fragment):
+    # A journal whose restore field was a number exited 4 (drift): it is not a tree edited since, it is bad input.
+    cache = tmp_path / "cache"
+
+    def cache_dir(*parts: str, create: bool = True) -> Path:  # the CLI's own cache, below
+        path = cache.joinpath(*parts)
+        if create:
+            path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    monkeypatch.setattr("specaudit.tree.provenance.cache_dir", cache_dir)
+    shadow = planted_journal(tmp_path, {"vllm/config.py": "pristine"}, {"vllm/config.py": {"copy": HASH}},
+                             {"vllm/config.py": b"planted\n"})
+    shadow.journal.write_text(json.dumps({**json.loads(shadow.journal.read_text()), **entries}))
+    with pytest.raises(SpecauditError, match=re.escape(fragment)) as raised:
+        shadow.recover()
+    assert not isinstance(raised.value, PatchRefused) and raised.value.exit_code == 2
+    for command in (["--status"], ["--revert"]):
+        proc = specaudit("patch", str(shadow.tree.root), *command, env_cache=cache)
+        assert_one_line_error(proc, fragment)
+    assert (shadow.tree.root / "vllm/config.py").read_text() == "X = 1\n"  # nothing restored
 
 
 def test_json_nested_past_the_parsers_reach_is_one_line(tmp_path):

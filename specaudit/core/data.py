@@ -6,12 +6,14 @@ from __future__ import annotations
 import functools
 import json
 import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from .errors import SpecauditError
+from .errors import FieldTypeError, SpecauditError
 
 YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the C loader where PyYAML has it
 
@@ -41,6 +43,42 @@ def parse_json(text: str | bytes, what: str) -> Any:
         raise SpecauditError(f"{what}: not valid JSON ({exc})") from None
     except RecursionError:
         raise SpecauditError(f"{what}: JSON nested too deeply to be read") from None
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A type a field of JSON must have: what a message calls it, and the test of a value."""
+
+    name: str
+    accepts: Callable[[Any], bool]
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)  # JSON's true is no count
+
+
+INTEGER = Kind("an integer", _integer)
+NUMBER = Kind("a number", lambda v: _integer(v) or isinstance(v, float))
+STRING = Kind("a string", lambda v: isinstance(v, str))
+BOOLEAN = Kind("true or false", lambda v: isinstance(v, bool))
+OBJECT = Kind("a JSON object", lambda v: isinstance(v, dict))
+STRINGS = Kind("a list of strings", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v))
+INTEGERS = Kind("a list of integers", lambda v: isinstance(v, list) and all(_integer(x) for x in v))
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: Kind
+    nullable: bool = False  # null stands for unset, as its reader (the engine, transformers) takes it
+
+
+def check_fields(data: Mapping[str, Any], fields: Mapping[str, Field], source: str, prefix: str = "") -> None:
+    """Each of ``fields`` that ``data`` holds has its type, or a FieldTypeError names the first that has not; a field
+    not there is its reader's to default."""
+    for name, field in fields.items():
+        value = data.get(name)
+        if name in data and not (value is None and field.nullable or value is not None and field.kind.accepts(value)):
+            raise FieldTypeError(source, prefix + name, field.kind.name + (" or null" if field.nullable else ""), value)
 
 
 def data_dir(name: str) -> Path:

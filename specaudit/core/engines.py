@@ -26,6 +26,10 @@ class EngineProfile:
     # The server arguments that carry a speculative config's keys, where the engine takes them as arguments (SGLang's
     # --speculative-algorithm...; vLLM takes one JSON): the argument gates read them.
     speculative_arguments: tuple[tuple[str, str], ...] = ()
+    # The libraries a launch runs on, compared between the nodes of a fleet with what the release's METADATA (or
+    # torch's, for triton and the CUDA runtime) requires of them: normalized distribution names.
+    dependencies: tuple[str, ...] = ("torch", "transformers", "triton", "flashinfer-python", "nvidia-cuda-runtime-cu12",
+                                     "nvidia-cuda-runtime")
 
     def source_link(self, version: str, file: str, line: int) -> str | None:
         """Where a file and line of a release are in the public repository; None for a local version."""

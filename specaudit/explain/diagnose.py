@@ -110,7 +110,7 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
     met = f"{root.gate.location}" if root.gate else f"gate {' or '.join(root.signature.gates)}" if root.signature else \
         f"{package_path(root.frame.file)}:{root.frame.line}" if root.frame else "an unknown place"
     if first is None:
-        why = f"the scan said READY, but the launch failed at {met}"
+        why = f"the scan said {scan.verdict}, but the launch failed at {met}"
     elif root.gate is None and root.signature is None:
         why = f"the launch failed at {met}, where the scan knows no gate, before {first.location}: the scan missed it"
     else:

@@ -9,6 +9,7 @@ node of each group (the engine's files copied once, as the smoke preflight copie
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -31,6 +32,12 @@ _PARALLEL_NAMES = ("tensor_parallel_size", "pipeline_parallel_size", "data_paral
                    "tp_size", "pp_size", "dp_size", "nnodes", "world_size")
 
 
+def default_parallel() -> int:
+    """Nodes probed at once, sized to this machine: each waits on its node, and costs here only its ssh client (a key
+    exchange) and the reading of its answer; a few per core keeps the cores busy without a queue of handshakes."""
+    return 8 * (os.cpu_count() or 1)
+
+
 @dataclass(frozen=True)
 class FleetOptions:
     hosts: tuple[str, ...]  # as ssh names them, or pod/NAME
@@ -38,7 +45,7 @@ class FleetOptions:
     ssh_config: str | None = None
     cluster: Cluster = field(default_factory=Cluster)
     runs_dir: str = RUNS_DIR  # where the nodes' launches keep their runs (their leftovers are looked for there)
-    workers: int = 16  # nodes reached at once
+    workers: int = field(default_factory=default_parallel)  # nodes probed at once
 
 
 def audit_fleet(options: FleetOptions) -> FleetResult:

@@ -32,6 +32,9 @@ def differences(nodes: list[NodeAudit]) -> list[Difference]:
         aspects += [(f"{role} {path}: present", _checkpoint(role, path, "present"), True),
                     (f"{role} {path}: config.json", _checkpoint(role, path, "config"), True),
                     (f"{role} {path}: safetensors headers", _checkpoint(role, path, "headers"), True)]
+    # The libraries the launch runs on: the nodes of one launch load the same configs and run the same collectives.
+    for name in sorted({d.name for n in reached for d in n.dependencies}):
+        aspects.append((f"dependency {name}", _dependency(name), True))
     for aspect, value_of, material in aspects:
         values: dict[str, list[str]] = {}
         for node in reached:
@@ -50,6 +53,13 @@ def _checkpoint(role: str, path: str, what: str) -> Callable[[NodeAudit], str | 
             return "present" if found.present else "missing"
         digest = found.config_sha256 if what == "config" else found.headers_sha256
         return f"sha256 {digest[:12]}" if digest else "none"
+
+    return value
+
+
+def _dependency(name: str) -> Callable[[NodeAudit], str | None]:
+    def value(node: NodeAudit) -> str | None:
+        return next((d.line for d in node.dependencies if d.name == name), "not installed")
 
     return value
 

@@ -11,6 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
 from ..core.errors import SpecauditError
 from ..launch.command import LaunchCommand
 from ..results.outcome import Event
@@ -19,7 +23,7 @@ from ..smoke.remote import Remote, SSHError, Transport
 from ..smoke.session import SmokeOptions, Stop
 from ..tree.provenance import state_problem
 from .kubectl import POD_PREFIX, Cluster, Kubectl
-from .results import BundleState, CheckpointDigest, NodeAudit
+from .results import BundleState, CheckpointDigest, Dependency, NodeAudit
 
 
 class NodeSession:
@@ -66,7 +70,7 @@ def transport(host: str, ssh_config: str | None, cluster: Cluster) -> Transport:
 def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, started: float, port: int = 0,
           echo: Callable[[str, str], None] | None = None) -> Node:
     """Reach the node and probe it (``port``: whether it is free there; 0: not looked at); what fails is the
-    audit's ``error``, never an exception."""
+    audit's ``error`` (not reached) or ``probe_problem`` (reached, and the probe refused there), never an exception."""
     begun = time.monotonic()
     host = remote.host
     session = NodeSession(options, remote, started, echo)
@@ -77,8 +81,10 @@ def probe(remote: Transport, options: SmokeOptions, command: LaunchCommand, star
         remote.connect()
         node.info = node.engine.probe()
         read_probe(node, command)
-    except (SSHError, Stop, SpecauditError) as exc:
-        node.audit.error = exc.reason if isinstance(exc, Stop) else str(exc)
+    except SSHError as exc:
+        node.audit.error = str(exc)
+    except (Stop, SpecauditError) as exc:
+        node.audit.probe_problem = exc.reason if isinstance(exc, Stop) else str(exc)
     node.audit.seconds = round(time.monotonic() - begun, 2)
     node.audit.timeline = session.timeline
     return node
@@ -95,6 +101,43 @@ def read_probe(node: Node, command: LaunchCommand) -> None:
                          for (path, entry), model_line in zip(info.get("checkpoints", {}).items(),
                                                              audit.preflight.models if audit.preflight else [])]
     audit.bundles, audit.patch_problem = bundle_states(info.get("patches"))
+    audit.dependencies = dependency_states((engine or {}).get("dependencies") or {}, info["python"].get("markers"),
+                                           node.audit.host)
+
+
+def dependency_states(found: Any, markers: Any, host: str) -> list[Dependency]:
+    """The libraries the probe found beside the engine, each against the requirements on it whose markers hold on the
+    node (its Python, platform and machine: the probe's ``markers``)."""
+    shaped = isinstance(found, dict) and isinstance(markers, dict) and all(
+        isinstance(entry, dict) and isinstance(entry.get("installed"), (str, type(None)))
+        and isinstance(entry.get("requires"), list)
+        and all(isinstance(r, dict) and isinstance(r.get("by"), str) and isinstance(r.get("line"), str)
+                for r in entry["requires"]) for entry in found.values())
+    if not shaped:
+        raise SpecauditError(f"the probe's answer from {host}: its dependencies are not the probe's")
+    out = []
+    for name, entry in sorted(found.items()):
+        required, met = [], True
+        for requirement in entry["requires"]:
+            try:
+                parsed = Requirement(requirement["line"])
+                if parsed.marker is not None and not parsed.marker.evaluate({**markers, "extra": ""}):
+                    continue
+            except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+                continue  # not a requirement pip would read either
+            required.append(f"{requirement['by']}: {requirement['line'].partition(';')[0].strip()}"[:200])
+            installed = entry["installed"]
+            met = met and installed is not None and _meets(parsed, installed)
+        out.append(Dependency(str(name)[:100], entry["installed"] and entry["installed"][:100], required,
+                              met if required else None))
+    return out
+
+
+def _meets(requirement: Requirement, installed: str) -> bool:
+    try:
+        return requirement.specifier.contains(Version(installed), prereleases=True)
+    except InvalidVersion:
+        return False
 
 
 def checkpoint_digest(role: str, path: str, entry: dict[str, Any], where: str) -> CheckpointDigest:

@@ -6,16 +6,24 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..core.types import ExitCode, Finding, Verdict
+from ..core.types import ExitCode, Finding, Status, Verdict
 from ..launch.parallel import Arithmetic
 from ..results.outcome import Event, Preflight
 from ..results.scan import Provenance, ScanResult
 
 UNREACHABLE = "UNREACHABLE"
-# Worst first: a node not reached tells nothing, a blocked one will not run, an unknown one may not.
-_ORDER = (UNREACHABLE, Verdict.BLOCKED, Verdict.UNKNOWN, Verdict.READY)
-_EXIT = {UNREACHABLE: ExitCode.SSH, Verdict.BLOCKED: ExitCode.BLOCKED, Verdict.UNKNOWN: ExitCode.UNKNOWN,
-         Verdict.READY: ExitCode.READY}
+# Worst first: a node not reached tells nothing; then as a scan's verdicts rank (core.types.WORST_FIRST): a blocked
+# node will not run, a degraded one runs and its drafter does not help, an unknown one may not run.
+ORDER: tuple[str, ...] = (UNREACHABLE, Verdict.BLOCKED, Verdict.DEGRADED, Verdict.UNKNOWN, Verdict.READY)
+
+
+def worst_verdict(verdicts: set[str]) -> str:
+    return next((str(v) for v in ORDER if v in verdicts), str(Verdict.READY))
+
+
+def exit_code(verdict: str) -> ExitCode:
+    """A node's or the fleet's verdict as scan's exit codes, and SSH's for a node not reached."""
+    return ExitCode.SSH if verdict == UNREACHABLE else Verdict(verdict).exit_code
 
 
 @dataclass(frozen=True)
@@ -42,16 +50,34 @@ class BundleState:
     detail: str
 
 
+@dataclass(frozen=True)
+class Dependency:
+    """A library the launch runs on, as the node has it, against what the release requires of it."""
+
+    name: str  # normalized distribution name
+    installed: str | None  # None: not installed beside the engine
+    required: list[str]  # "vllm: transformers<5,>=4.56.0", the requirements whose markers hold on the node
+    met: bool | None  # the installed version meets every one of them (None: none requires it)
+
+    @property
+    def line(self) -> str:
+        """What a node has of it, as where the nodes differ shows it."""
+        met = "" if self.met is None else "" if self.met else f" (NOT as {'; '.join(self.required)})"
+        return (self.installed or "not installed") + met
+
+
 @dataclass
 class NodeAudit:
     host: str
     transport: str  # "ssh" or "kubectl"
-    error: str  # why the node could not be reached or probed ("": it was)
+    error: str  # why the node could not be reached ("": it was)
+    probe_problem: str = ""  # reached, and not probed: no such command there, an answer that is not the probe's
     preflight: Preflight | None = None
     engine_digest: str | None = None  # sha256 over the engine's .py files and release
     bundles: list[BundleState] = field(default_factory=list)
     patch_problem: str = ""  # the node's patch state could not be read
     checkpoints: list[CheckpointDigest] = field(default_factory=list)
+    dependencies: list[Dependency] = field(default_factory=list)
     platform: str = ""  # the branch its scan read: cuda where nvidia-smi lists a GPU, else cpu
     scan: ScanResult | None = None
     scanned_on: str = ""  # the node whose scan stands for this one (same engine files, checkpoints, platform)
@@ -69,10 +95,16 @@ class NodeAudit:
         return len(self.preflight.gpus) if self.preflight is not None else None
 
     @property
+    def problems(self) -> list[str]:
+        """What stops the launch on this node before its scan is read: why it could not be probed, or what its
+        preflight found (the port taken, leftovers, a checkpoint missing)."""
+        return [self.probe_problem] if self.probe_problem else list(self.preflight.problems) if self.preflight else []
+
+    @property
     def verdict(self) -> str:
-        if not self.reached or self.preflight is None:
+        if not self.reached:
             return UNREACHABLE
-        if self.preflight.problems:
+        if self.problems:
             return Verdict.BLOCKED
         if self.scan is None:
             return Verdict.UNKNOWN
@@ -80,7 +112,7 @@ class NodeAudit:
 
     @property
     def exit_code(self) -> ExitCode:
-        return _EXIT[self.verdict]
+        return exit_code(self.verdict)
 
     def summary_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if k != "scan"}
@@ -134,31 +166,38 @@ class FleetResult:
         return not any(d.material for d in self.differences)
 
     @property
+    def unmet(self) -> dict[str, list[str]]:
+        """Each dependency that a node has otherwise than the release requires, and those nodes."""
+        found: dict[str, list[str]] = {}
+        for node in self.nodes:
+            for dependency in node.dependencies:
+                if dependency.met is False:
+                    found.setdefault(dependency.name, []).append(node.host)
+        return found
+
+    @property
     def worst_node(self) -> str:
-        verdicts = {n.verdict for n in self.nodes}
-        return next((str(v) for v in _ORDER if v in verdicts), str(Verdict.READY))
+        return worst_verdict({n.verdict for n in self.nodes})
 
     @property
     def verdict(self) -> str:
-        """The worst node's verdict; a fleet whose nodes are each READY is BLOCKED when they differ in what the launch
-        needs alike, or when its arithmetic does not add up, and UNKNOWN when that cannot be told."""
-        worst = self.worst_node
-        if worst != Verdict.READY:
-            return worst
+        """The worst of the nodes' verdicts and the fleet's own: BLOCKED where the nodes differ in what the launch
+        needs alike or its arithmetic does not add up, UNKNOWN where that cannot be told (no nvidia-smi)."""
         arithmetic = self.arithmetic.status if self.arithmetic is not None else None
-        if not self.consistent or arithmetic == "blocks":
-            return str(Verdict.BLOCKED)
-        return str(Verdict.UNKNOWN) if arithmetic == "unknown" else str(Verdict.READY)
+        own = Verdict.BLOCKED if not self.consistent or arithmetic == Status.BLOCKS else \
+            Verdict.UNKNOWN if arithmetic == Status.UNKNOWN else Verdict.READY
+        return worst_verdict({self.worst_node, own})
 
     @property
     def exit_code(self) -> ExitCode:
-        return _EXIT[self.verdict]
+        return exit_code(self.verdict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "command": self.command, "engine": self.engine, "target": self.target, "hosts": self.hosts,
             "started": self.started, "verdict": self.verdict, "worst_node": self.worst_node,
-            "consistent": self.consistent, "exit_code": self.exit_code, "seconds": self.seconds, "scans": self.scans,
+            "consistent": self.consistent, "unmet_dependencies": self.unmet, "exit_code": self.exit_code,
+            "seconds": self.seconds, "scans": self.scans,
             "nodes": [n.summary_dict() for n in self.nodes],
             "differences": [{**asdict(d), "odd": d.odd} for d in self.differences],
             "arithmetic": self.arithmetic.to_dict() if self.arithmetic is not None else None,

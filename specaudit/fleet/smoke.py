@@ -101,7 +101,7 @@ class FleetSmoke(Smoke):
         lost = [a for a in fleet.nodes if not a.reached]
         if lost:
             raise SSHError("; ".join(a.error for a in lost))
-        problems = [f"{a.host}: {p}" for a in fleet.nodes for p in (a.preflight.problems if a.preflight else [])]
+        problems = [f"{a.host}: {p}" for a in fleet.nodes for p in a.problems]
         if problems:
             raise Stop(SmokeVerdict.BLOCKED, "; ".join(problems))
         self.session.note("fleet", f"{fleet.verdict}: " + _fleet_line(fleet))

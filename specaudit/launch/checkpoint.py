@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..core.data import parse_json
+from ..core.data import BOOLEAN, INTEGER, INTEGERS, OBJECT, STRING, STRINGS, Field, Kind, check_fields, parse_json
 from ..core.errors import SpecauditError
 
 ITEM_SIZE = {
@@ -74,13 +74,36 @@ def read_config(path: str) -> dict[str, Any]:
         raise SpecauditError(f"{config_file}: JSON nested too deeply to be a model config") from None
     if not isinstance(data, dict):
         raise SpecauditError(f"{config_file}: expected a JSON object, got {type(data).__name__}")
-    for config in (data, data.get("text_config")):
-        architectures = config.get("architectures") if isinstance(config, dict) else None
-        if architectures is not None and not (isinstance(architectures, list)
-                                              and all(isinstance(a, str) for a in architectures)):
-            raise SpecauditError(f"{config_file}: \"architectures\" must be a list of class names, "
-                                 f"not {json.dumps(architectures)[:60]}")
-    return data
+    return check_config(data, str(config_file))
+
+
+CLASS_NAMES = Kind("a list of class names", STRINGS.accepts)
+# The fields of a model's config.json that the engines' code and specaudit's checks read, with the types
+# transformers' configs give them; null only where transformers (or the engine) takes it for unset and derives the
+# value (LlamaConfig: num_key_value_heads from num_attention_heads; vLLM's EAGLE-3 head: draft_vocab_size from
+# vocab_size, target_hidden_size from hidden_size). Read with another type, a check would judge what the engine
+# never sees: bad input.
+CONFIG_FIELDS: dict[str, Field] = {
+    "architectures": Field(CLASS_NAMES), "model_type": Field(STRING), "auto_map": Field(OBJECT),
+    "text_config": Field(OBJECT), "eagle_config": Field(OBJECT), "speculators_config": Field(OBJECT),
+    "dflash_config": Field(OBJECT), "quantization_config": Field(OBJECT),
+    "rope_scaling": Field(OBJECT, nullable=True), "rope_parameters": Field(OBJECT, nullable=True),
+    **{name: Field(INTEGER) for name in ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                                         "vocab_size", "max_position_embeddings", "num_nextn_predict_layers",
+                                         "n_predict", "num_aux_hidden_states")},
+    **{name: Field(INTEGER, nullable=True) for name in ("num_key_value_heads", "head_dim", "draft_vocab_size",
+                                                        "target_hidden_size", "truncated_vocab_size")},
+    "tie_word_embeddings": Field(BOOLEAN), "use_aux_hidden_state": Field(BOOLEAN),
+    "eagle_aux_hidden_state_layer_ids": Field(INTEGERS), "layer_types": Field(STRINGS),
+}
+
+
+def check_config(config: dict[str, Any], source: str) -> dict[str, Any]:
+    """A model's config whose fields, and its text model's (``text_config``), have their types (CONFIG_FIELDS)."""
+    check_fields(config, CONFIG_FIELDS, source)
+    if isinstance(config.get("text_config"), dict):
+        check_fields(config["text_config"], CONFIG_FIELDS, source, "text_config.")
+    return config
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..core.data import BOOLEAN, INTEGER, NUMBER, STRING, Field, check_fields
 from ..core.engines import ENGINES, SGLANG, EngineProfile
 from ..core.errors import SpecauditError
 
@@ -61,7 +62,29 @@ def _parse_program(argv: list[str]) -> LaunchCommand:
             if key in speculative:
                 raise SpecauditError(f"--{flag} and --speculative-config['{key}'] are mutually exclusive")
             speculative[key] = _scalar(options[flag]) if key == "num_speculative_tokens" else options[flag]
-    return LaunchCommand("vllm", options.get("model"), speculative, options)
+    return LaunchCommand("vllm", options.get("model"), check_speculative(speculative), options)
+
+
+# The fields of vLLM's SpeculativeConfig the scan and the player read, with the types its annotations give them
+# (vllm/config/speculative.py, 0.11.0 to 0.34.0); null where one of those releases takes it for unset (0.11.0's
+# num_speculative_tokens is SkipValidation[int], 0.34.0's parallel_drafting is bool | None).
+SPECULATIVE_FIELDS: dict[str, Field] = {
+    **{name: Field(STRING, nullable=True) for name in ("method", "model", "revision", "code_revision", "quantization")},
+    **{name: Field(INTEGER, nullable=True) for name in ("num_speculative_tokens", "draft_tensor_parallel_size",
+                                                        "tensor_parallel_size", "max_model_len", "prompt_lookup_max",
+                                                        "prompt_lookup_min", "dspark_draft_topk")},
+    "parallel_drafting": Field(BOOLEAN, nullable=True), "enforce_eager": Field(BOOLEAN, nullable=True),
+    "disable_padded_drafter_batch": Field(BOOLEAN),
+    **{name: Field(INTEGER) for name in ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests")},
+    **{name: Field(NUMBER) for name in ("suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob")},
+}
+
+
+def check_speculative(config: dict[str, Any]) -> dict[str, Any]:
+    """A speculative config whose fields have the types the engine requires (SPECULATIVE_FIELDS): a wrong one is bad
+    input, not a launch to judge."""
+    check_fields(config, SPECULATIVE_FIELDS, "speculative config")
+    return config
 
 
 def _vllm_options(args: list[str]) -> dict[str, Any]:

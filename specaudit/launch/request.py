@@ -3,11 +3,9 @@ arguments it sets. How the engine resolves the method is the methods stage's (sp
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import SpecauditError
 from .checkpoint import Checkpoint
 from .target import Target
 
@@ -49,22 +47,6 @@ def method_of(speculative: dict[str, Any]) -> str | None:
 
 
 def parse_speculative_config(text: str) -> dict[str, Any]:
-    from .command import json_option
+    from .command import check_speculative, json_option
 
     return check_speculative(json_option("speculative-config", text))
-
-
-# The keys of a speculative config the scan reads, with the types the engines' own parsers require.
-_SPECULATIVE_TYPES = {"method": str, "model": str, "revision": str, "num_speculative_tokens": int,
-                      "draft_tensor_parallel_size": int}
-
-
-def check_speculative(config: dict[str, Any]) -> dict[str, Any]:
-    """A speculative config whose keys have the types the engine requires: a wrong one is bad input, not a
-    launch to judge."""
-    for key, kind in _SPECULATIVE_TYPES.items():
-        value = config.get(key)
-        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
-            raise SpecauditError(f"speculative config: {key} must be {'a string' if kind is str else 'an integer'}, "
-                                 f"not {json.dumps(value)}")
-    return config

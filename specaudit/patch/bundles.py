@@ -34,7 +34,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..core.cache import inside, write_atomic
-from ..core.data import data_dir
+from ..core.data import OBJECT, Field, Kind, check_fields, data_dir
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode, Status
 from ..tree.locate import EngineTree
@@ -46,6 +46,18 @@ if TYPE_CHECKING:
 
 # Versions a bundle range is probed with to find overlaps between bundles of one target.
 _PROBE_VERSIONS = [Version(f"0.{minor}.{patch}") for minor in range(80) for patch in range(6)]
+
+
+# The journal's fields, as transaction() writes them: each file to the copy it is restored from, each file's hashes
+# (of that copy, and of what the run wrote), and the state from before.
+_JOURNAL_FIELDS = {
+    "restore": Field(Kind("a mapping of file to the copy it is restored from",
+                          lambda v: isinstance(v, dict) and all(isinstance(kind, str) for kind in v.values()))),
+    "hashes": Field(Kind("a mapping of file to its copy's and written sha256",
+                         lambda v: isinstance(v, dict) and all(isinstance(e, dict) and all(
+                             isinstance(e.get(key, ""), str) for key in ("copy", "written")) for e in v.values()))),
+    "state": Field(OBJECT),
+}
 
 
 class PatchRefused(SpecauditError):
@@ -209,12 +221,7 @@ class Shadow:
     @property
     def state(self) -> dict[str, Any]:
         if self.state_file.exists():
-            state = read_state_json(self.state_file)
-            problem = state_problem(state)
-            if problem:
-                raise PatchRefused(f"{self.state_file}: unreadable patch state ({problem}); move the "
-                                   f"directory {self.dir} aside to start over (it holds the pristine copies)")
-            return state
+            return self._checked_state(read_state_json(self.state_file), self.state_file)
         return {"tree": str(self.tree.root), "version": self.tree.version, "bundles": {}, "files": {}}
 
     def copy(self, kind: str, relpath: str) -> bytes:
@@ -246,9 +253,10 @@ class Shadow:
         if not self.journal.exists():
             return []
         entries = read_state_json(self.journal)
+        check_fields(entries, _JOURNAL_FIELDS, str(self.journal))
+        self._checked_state(entries.get("state"), self.journal)
         restore, hashes = entries.get("restore"), entries.get("hashes")
-        if not isinstance(restore, dict) or not isinstance(hashes, dict) or state_problem(entries.get("state")) \
-                or not all(isinstance(entry, dict) for entry in hashes.values()):
+        if restore is None or hashes is None:
             raise PatchRefused(f"{self.journal}: an interrupted run's journal that does not verify (no hashes of its "
                                f"files); nothing was restored. Move {self.dir} aside to start over")
         copies = {}
@@ -279,6 +287,15 @@ class Shadow:
         self.save(entries["state"], {}, f"roll back an interrupted run: {', '.join(restore)}")
         self.journal.unlink()
         return list(restore)
+
+    def _checked_state(self, state: Any, path: Path) -> dict[str, Any]:
+        """A patch state (state.json's, or the journal's state from before) of the shape patch writes: another is bad
+        input, not drift."""
+        problem = state_problem(state)
+        if problem:
+            raise SpecauditError(f"{path}: unreadable patch state ({problem}); move the directory {self.dir} aside to "
+                                 "start over (it holds the pristine copies)")
+        return state
 
     @contextmanager
     def transaction(self, files: dict[str, bytes], restore_to: str, state: dict[str, Any]) -> Iterator[None]:

@@ -58,7 +58,7 @@ def _environment() -> Environment:
         launches_line=lines.launches_line, known_lines=lines.known_lines, no_contract=lines.no_contract,
         root_lines=lines.root_lines, no_signature=lines.no_signature, smoke_rows=lines.smoke_rows,
         timeline_spans=lines.timeline_spans, fleet_summary=lines.fleet_summary, node_rows=lines.node_rows,
-        node_scan=lines.node_scan, difference_line=lines.difference_line, check_line=lines.check_line,
-        layout_line=lines.layout_line, node_columns=lines.NODE_COLUMNS, smoke_node_rows=lines.smoke_node_rows,
-        smoke_fleet_lines=lines.smoke_fleet_lines)
+        node_engine=lines.node_engine, node_scan=lines.node_scan, difference_line=lines.difference_line,
+        check_line=lines.check_line, layout_line=lines.layout_line, node_columns=lines.NODE_COLUMNS,
+        smoke_node_rows=lines.smoke_node_rows, smoke_fleet_lines=lines.smoke_fleet_lines)
     return env

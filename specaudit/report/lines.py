@@ -373,8 +373,10 @@ def fleet_summary(result: FleetResult) -> str:
     agree = ("the nodes agree on what the launch needs alike" if not material else
              "the nodes differ: " + "; ".join(f"{d.aspect} ({', '.join(d.odd) or 'split'})" for d in material))
     worst = f"worst node {result.worst_node}"
+    unmet = ("dependencies not as the release requires: " + "; ".join(f"{name} ({', '.join(hosts)})" for name, hosts
+                                                                      in result.unmet.items())) if result.unmet else ""
     sums = f"launch arithmetic {result.arithmetic.status}" if result.arithmetic is not None else ""
-    return "; ".join(part for part in (nodes, worst, agree, sums) if part)
+    return "; ".join(part for part in (nodes, worst, agree, unmet, sums) if part)
 
 
 def node_scan(node: NodeAudit) -> str:
@@ -385,13 +387,23 @@ def node_scan(node: NodeAudit) -> str:
     return f"scan {node.scan.verdict}" + (f": {first.title} ({first.location})" if first else "") + shared
 
 
+def node_engine(node: NodeAudit) -> str:
+    """The node's engine, or why it is not known: the node not reached, or not probed."""
+    return node.preflight.engine if node.preflight else node.error or node.probe_problem
+
+
 def node_rows(node: NodeAudit) -> list[tuple[str, str]]:
     """A node's figures as (label, value) rows."""
-    if not node.reached or node.preflight is None:
+    if not node.reached:
         return [("not reached", node.error)]
+    if node.preflight is None:
+        return [("not probed", node.probe_problem)]
     rows = _preflight_rows(node.preflight)
     rows.append(("engine files", f"sha256 {node.engine_digest[:16]}" if node.engine_digest else "-"))
     rows += [("patch bundle", f"{b.bundle}: {b.state}, {b.detail}") for b in node.bundles]
+    rows += [(f"dependency {d.name}", (d.installed or "not installed") + (
+        f"; {'; '.join(d.required)}: {'met' if d.met else 'NOT MET'}" if d.required else "; the release names no version"))
+        for d in node.dependencies]
     if node.patch_problem:
         rows.append(("patch state", node.patch_problem))
     for c in node.checkpoints:

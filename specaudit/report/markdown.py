@@ -24,6 +24,7 @@ from .lines import (
     method_line,
     no_contract,
     no_signature,
+    node_engine,
     node_rows,
     node_scan,
     num,
@@ -158,7 +159,7 @@ class Markdown(Renderer[str]):
                f"Started {result.started}, {result.seconds:.1f} s.", "", f"## {result.verdict}", "", fleet_summary(result),
                "", "```", " ".join(result.command), "```", "", "| node | verdict | engine | bundles | GPUs | scan |",
                "|---|---|---|---|---|---|"]
-        out += [f"| {_cell(n.host)} ({n.transport}) | **{n.verdict}** | {_cell(n.preflight.engine if n.preflight else n.error)} "
+        out += [f"| {_cell(n.host)} ({n.transport}) | **{n.verdict}** | {_cell(node_engine(n))} "
                 f"| {_cell(', '.join(f'{b.bundle} ({b.state})' for b in n.bundles) or '-')} "
                 f"| {'-' if n.gpus is None else n.gpus} | {_cell(node_scan(n))} |" for n in result.nodes]
         out += ["", "## Where the nodes differ", ""]

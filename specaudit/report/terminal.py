@@ -31,6 +31,7 @@ from .lines import (
     method_line,
     no_contract,
     no_signature,
+    node_engine,
     node_rows,
     node_scan,
     other_gates,
@@ -155,7 +156,7 @@ class Terminal(Renderer[Group]):
         nodes = _table(["node", "verdict", "engine", "bundles", "GPUs", "scan"], title="nodes")
         for n in result.nodes:
             _row(nodes, f"{n.host} ({n.transport})", Text(n.verdict, style=_style(n.verdict)),
-                 n.preflight.engine if n.preflight else n.error,
+                 node_engine(n),
                  ", ".join(f"{b.bundle} ({b.state})" for b in n.bundles) or "-",
                  "-" if n.gpus is None else str(n.gpus), node_scan(n))
         out.append(nodes)

@@ -174,7 +174,7 @@ class SmokeNode:
     commands: list[list[str]]  # what it ran, in order (its engine's part; a Ray node's `ray start` first)
     preflight: Preflight | None
     scan: str  # its own engine's scan in a line ("READY", "BLOCKED: rule-id"), or why it was not scanned
-    verdict: str  # its fleet-audit verdict: READY, BLOCKED, UNKNOWN or UNREACHABLE
+    verdict: str  # its fleet-audit verdict: READY, BLOCKED, DEGRADED, UNKNOWN or UNREACHABLE
     process_groups: list[int]  # one per launch on the node (a lossless check relaunches)
     exit_status: int | None  # its engine's, when it exited on its own
     failed: bool  # its log shows a crash, or its engine exited

@@ -853,16 +853,13 @@ class _Walk:
         return found
 
     def denote(self, node: ast.expr) -> str | None:
-        """Which part of the target an expression is, if any."""
+        """Which part of the target an expression is, if any. Each receiver is denoted once: a chain of n method calls
+        (``x.replace(..).replace(..)``) takes n steps, not 2**n."""
         if isinstance(node, ast.Name):
             return self.frame.denoted.get(node.id) or self._seed(node.id)
-        text = _dotted_call(node)
-        if text is not None:
-            if text in self.frame.denoted:
-                return self.frame.denoted[text]
-            seeded = self._seed(text)
-            if seeded:
-                return seeded
+        named = self._named(node)
+        if named:
+            return named
         if isinstance(node, ast.Attribute):
             base = self.denote(node.value)
             return self.t.spec.derive.get(f"{base}.{node.attr}") if base else None
@@ -871,10 +868,19 @@ class _Walk:
                 base = self.denote(node.func.value)
                 if base:
                     return self.t.spec.derive.get(f"{base}.{node.func.attr}()")
-            base = self.denote(node.func)
+                base = self._named(node.func)  # what denote(node.func) gives where its receiver denotes nothing
+            else:
+                base = self.denote(node.func)
             if base:
                 return self.t.spec.derive.get(f"{base}()")
         return None
+
+    def _named(self, node: ast.expr) -> str | None:
+        """The denotation of an expression by its dotted text (``self.model``, ``self.get_model()``), if it has one."""
+        text = _dotted_call(node)
+        if text is None:
+            return None
+        return self.frame.denoted.get(text) or self._seed(text)
 
     def _seed(self, text: str) -> str | None:
         for denotation, expressions in self.frame.role.seeds.items():

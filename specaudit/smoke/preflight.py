@@ -21,7 +21,7 @@ from ..core.data import parse_json
 from ..core.engines import ENGINES
 from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict, Verdict
-from ..launch.checkpoint import read_checkpoint
+from ..launch.checkpoint import check_config, read_checkpoint
 from ..launch.command import LaunchCommand, strip_assignments
 from ..launch.request import Launch, method_of
 from ..launch.target import Target, load_model
@@ -81,7 +81,7 @@ class RemoteEngine:
                                      (spec.get("model"), spec.get("revision"))) if p]
         profile = ENGINES[self.engine]
         request = {"package": profile.package, "distributions": list(profile.distributions), "port": self.port,
-                   "runs_dir": self.runs_dir, "checkpoints": paths}
+                   "runs_dir": self.runs_dir, "checkpoints": paths, "dependencies": list(profile.dependencies)}
         info = _probe_answer(self._probe("info", request), self.host)
         self.runs_dir = info["runs_dir"]
         record = self.record = preflight_of(info, self.port, self.engine)
@@ -138,10 +138,11 @@ class RemoteEngine:
             source = f"{self.host}:{where}"
             try:
                 config = parse_json(checkpoints[model]["config"], source)
+                if not isinstance(config, dict):
+                    raise SpecauditError(f"{source}: expected a JSON object")
+                check_config(config, source)
             except SpecauditError as exc:
                 raise Stop(SmokeVerdict.BLOCKED, str(exc)) from None
-            if not isinstance(config, dict):
-                raise Stop(SmokeVerdict.BLOCKED, f"{source}: expected a JSON object")
             target = Target(name=f"{model}@{revision}" if revision else model, source=source, config=config)
         return target
 

@@ -17,12 +17,14 @@ import json
 import os
 import pkgutil
 import platform
+import re
 import shutil
 import socket
 import struct
 import subprocess
 import sys
 import tarfile
+from stat import S_ISLNK
 
 SMALL_TENSOR_BYTES = 4 << 20
 INTEGER_DTYPES = {"I64", "I32", "I16", "I8", "U8", "U16", "U32", "U64", "BOOL"}
@@ -36,7 +38,50 @@ def engine_files(package_dir):
                 yield os.path.join(folder, name)
 
 
-def find_engine(package, distributions):
+def requirement_name(line):
+    """The distribution a Requires-Dist line names, normalized (PEP 503)."""
+    name = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", line)
+    return re.sub(r"[-_.]+", "-", name.group(1)).lower() if name else ""
+
+
+def dependencies(dist, names):
+    """Each of ``names`` that the engine's METADATA requires, or that one of the others requires (torch requires
+    triton and its CUDA runtime): the Requires-Dist lines that name it, by whom, and the version installed beside the
+    engine (None: not installed). Nothing is imported."""
+    found = {}
+    for by in [dist, *(_distribution(n) for n in names)]:
+        for line in (by.requires or []) if by is not None else []:
+            name = requirement_name(line)
+            if name in names:
+                found.setdefault(name, {"requires": [], "installed": None})["requires"].append(
+                    {"by": by.metadata["Name"], "line": line})
+    for name in names:
+        installed = _distribution(name)
+        if installed is not None:
+            found.setdefault(name, {"requires": [], "installed": None})["installed"] = installed.version
+    return found
+
+
+def _distribution(name):
+    try:
+        return importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def markers():
+    """The environment a requirement's markers are evaluated in (PEP 508), as packaging's default_environment."""
+    implementation = sys.implementation
+    version = ".".join(str(part) for part in implementation.version[:3])
+    return {"implementation_name": implementation.name, "implementation_version": version, "os_name": os.name,
+            "platform_machine": platform.machine(), "platform_release": platform.release(),
+            "platform_system": platform.system(), "platform_version": platform.version(),
+            "python_full_version": platform.python_version(), "platform_python_implementation":
+            platform.python_implementation(), "python_version": ".".join(platform.python_version_tuple()[:2]),
+            "sys_platform": sys.platform}
+
+
+def find_engine(package, distributions, names=()):
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -50,18 +95,21 @@ def find_engine(package, distributions):
             continue
     fingerprint, content, digests = hashlib.sha256(), hashlib.sha256(), {}
     for path in engine_files(package_dir):
-        stat = os.stat(path)
+        # Keyed by real path. os.walk below a real path descends no symlink: only the file itself may be one.
+        stat, real = os.lstat(path), path
+        if S_ISLNK(stat.st_mode):
+            stat, real = os.stat(path), os.path.realpath(path)
         relpath = os.path.relpath(path, package_dir)
         fingerprint.update(f"{relpath}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
         with open(path, "rb") as fh:
-            digests[os.path.realpath(path)] = digest = hashlib.sha256(fh.read()).digest()
+            digests[real] = digest = hashlib.sha256(fh.read()).digest()
         content.update(f"{relpath}\0{digest.hex()}\n".encode())
     info = {"package_dir": package_dir, "root": os.path.dirname(package_dir), "version": None,
             "distribution": None, "dist_info": None, "fingerprint": fingerprint.hexdigest(),
             "record": record_check(dist, package, digests) if dist else None}
     if dist is not None:
         info.update(version=dist.version, distribution=dist.metadata["Name"],
-                    dist_info=str(getattr(dist, "_path", "")) or None)
+                    dist_info=str(getattr(dist, "_path", "")) or None, dependencies=dependencies(dist, names))
         content.update(f"{dist.metadata['Name']}\0{dist.version}\n".encode())
     info["content"] = content.hexdigest()  # the .py files' bytes and the release: equal on two nodes, one scan
     return info
@@ -70,7 +118,7 @@ def find_engine(package, distributions):
 def record_check(dist, package, digests=None):
     """The engine's ``.py`` files whose sha256 differs from the wheel's RECORD (a local patch), or are missing.
     ``digests``: the sha256 of files already read, by real path."""
-    modified, missing, checked = [], [], 0
+    modified, missing, checked, real_dirs, digests = [], [], 0, {}, digests or {}
     for entry in dist.files or []:
         if not entry.hash or entry.hash.mode != "sha256" or not str(entry).endswith(".py"):
             continue
@@ -78,7 +126,10 @@ def record_check(dist, package, digests=None):
             continue
         path = entry.locate()
         checked += 1
-        raw = (digests or {}).get(os.path.realpath(path))
+        # The real path of each directory once (a few hundred), not of each of a release's thousands of files.
+        folder, name = os.path.split(str(path))
+        real = os.path.join(real_dirs.setdefault(folder, os.path.realpath(folder)), name)
+        raw = digests[real] if real in digests else digests.get(os.path.realpath(real))  # a symlink: its target's
         try:
             if raw is None:
                 with open(path, "rb") as fh:
@@ -285,9 +336,9 @@ def patch_state(engine, package):
 
 
 def info(request):
-    engine = find_engine(request["package"], request["distributions"])
+    engine = find_engine(request["package"], request["distributions"], request.get("dependencies", ()))
     return {
-        "python": {"executable": sys.executable, "version": platform.python_version()},
+        "python": {"executable": sys.executable, "version": platform.python_version(), "markers": markers()},
         # What the engine's environment can import at the top level (an optional package the engine checks for, such
         # as suffix decoding's arctic_inference): names only, nothing imported.
         "modules": sorted({m.name for m in pkgutil.iter_modules()}),
