@@ -1,0 +1,173 @@
+"""The atlas built from release trees into the user cache, on first use, and merged across releases.
+
+Each release's templates are kept in ``<cache>/atlas/<engine>-<version>-<key>.json.gz``, where the key is a digest
+of the tree's content (each file's path and the digest of its bytes): a tree that changes is another atlas. A
+file whose bytes another release already had is not parsed again (most files do not change from one release to the
+next); the rest are parsed in a process pool. ``trees.json`` maps a tree's file listing (paths, sizes, mtimes) to
+its key, so that a tree is not read whole to find its atlas. The merge of the releases asked for is cached too,
+keyed by theirs.
+"""
+
+from __future__ import annotations
+
+import gc
+import gzip
+import hashlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from ..core.cache import cache_dir, inside, slug, write_atomic
+from ..core.engines import ENGINES
+from ..tree.locate import EngineTree, locate_directory
+from .atlas import Atlas, Row, index_of, release_order, row_of
+from .templates import file_templates
+
+FORMAT = 1  # the cache files' format: another one is built again, not read
+
+
+def load_atlas(trees: Iterable[EngineTree], note: Callable[[str], None] | None = None) -> Atlas:
+    """The atlas of ``trees``, each release's built where it is not yet (said through ``note``)."""
+    built = sorted((release_file(tree, note) for tree in trees), key=lambda p: p.name)
+    key = hashlib.blake2b("\n".join(p.name for p in built).encode(), digest_size=12).hexdigest()
+    merged = cache_dir("atlas") / f"merged-{key}.json.gz"
+    data = _read(merged)
+    if data is None:
+        data = _merge([_read(path) or {} for path in built])
+        _write(merged, data)
+        for old in merged.parent.glob("merged-*.json.gz"):
+            if old != merged:
+                old.unlink(missing_ok=True)
+    return Atlas(data)
+
+
+def cached_release_trees() -> list[EngineTree]:
+    """The releases fetched into the tree cache (``vllm-0.33.0``, not a wheel's own directory)."""
+    trees = []
+    for path in sorted(cache_dir("trees").iterdir()):
+        dist, _, version = path.name.partition("-")
+        if dist in {d for p in ENGINES.values() for d in p.distributions} and release_order(version)[0] == 0 \
+                and (path / ".complete").exists():
+            trees.append(locate_directory(path, None))
+    return trees
+
+
+def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) -> Path:
+    """The cache file of the tree's templates, built when it is not there."""
+    directory = cache_dir("atlas")
+    stats = _python_files(tree.root, tree.engine.package)
+    files = [rel for rel, _, _ in stats]
+    listing = hashlib.blake2b(repr(stats).encode(), digest_size=12).hexdigest()
+    trees_index = directory / "trees.json"
+    known = (_read_json(trees_index) or {}).get(str(tree.root))
+    if known and known[0] == listing and (directory / known[1]).is_file():
+        return directory / known[1]
+    sources = {rel: (tree.root / rel).read_bytes() for rel in files}
+    digests = {rel: hashlib.blake2b(data, digest_size=16).hexdigest() for rel, data in sources.items()}
+    key = hashlib.blake2b("\n".join(f"{r} {d}" for r, d in digests.items()).encode(), digest_size=12).hexdigest()
+    path = inside(directory, directory / f"{slug(tree.engine.name)}-{slug(tree.version)}-{key}.json.gz")
+    if _read(path) is None:
+        if note:
+            note(f"building the message atlas of {tree.label} ({len(files)} files, once)")
+        _write(path, _build(tree, sources, digests, directory))
+    index = _read_json(trees_index) or {}
+    index[str(tree.root)] = [listing, path.name]
+    write_atomic(trees_index, json.dumps(index, indent=0).encode())
+    return path
+
+
+def _build(tree: EngineTree, sources: dict[str, bytes], digests: dict[str, str], directory: Path) -> dict:
+    reused = _parsed_before(directory, set(digests.values()))
+    todo = [rel for rel in sources if digests[rel] not in reused]
+    workers = min(os.cpu_count() or 1, 4) if len(todo) > 64 else 1
+    if workers > 1:
+        with ProcessPoolExecutor(workers) as pool:
+            parsed = list(pool.map(_parse, [sources[rel] for rel in todo], chunksize=32))
+    else:
+        parsed = [_parse(sources[rel]) for rel in todo]
+    reused.update({digests[rel]: result for rel, result in zip(todo, parsed)})
+    files = {rel: [digests[rel], *reused[digests[rel]]] for rel in sources}
+    return {"format": FORMAT, "engine": tree.engine.name, "version": tree.version, "files": files}
+
+
+def _parse(source: bytes) -> tuple[list[Row], dict[str, list[str]]]:
+    gc.disable()  # ast builds millions of objects and frees none of them here: the collector only costs time
+    try:
+        templates, fields = file_templates(source)
+    finally:
+        gc.enable()
+    return [row_of(t) for t in templates], fields
+
+
+def _parsed_before(directory: Path, wanted: set[str]) -> dict[str, tuple[list[Row], dict[str, list[str]]]]:
+    """What the releases built before found in the files whose bytes this one shares with them."""
+    found: dict[str, tuple[list[Row], dict[str, list[str]]]] = {}
+    for path in directory.glob("*-*.json.gz"):
+        if path.name.startswith("merged-"):
+            continue
+        for digest, rows, fields in ((_read(path) or {}).get("files") or {}).values():
+            if digest in wanted:
+                found[digest] = (rows, fields)
+    return found
+
+
+def _merge(releases: list[dict]) -> dict:
+    releases = [r for r in releases if r]
+    releases.sort(key=lambda r: (r["engine"], release_order(r["version"])))
+    merged: dict[str, Row] = {}  # identity -> [engine, file, row, releases, lines]
+    fields: dict[str, dict[str, set[str]]] = {}
+    for release in releases:
+        engine, version = release["engine"], release["version"]
+        for rel, (_, rows, found) in release["files"].items():
+            for cls, names in found.items():
+                fields.setdefault(engine, {}).setdefault(cls, set()).update(names)
+            for row in rows:
+                identity = json.dumps([engine, rel, row[:3], row[4:]])
+                entry = merged.setdefault(identity, [engine, rel, row, [], []])
+                entry[2] = row  # the newest release's line
+                entry[3].append(version)
+                entry[4].append(row[3])
+    rows = list(merged.values())
+    return {"format": FORMAT, "entries": rows, "index": index_of(rows),
+            "releases": {e: [r["version"] for r in releases if r["engine"] == e] for e in {r["engine"] for r in releases}},
+            "fields": {e: {c: sorted(n) for c, n in cs.items()} for e, cs in fields.items()}}
+
+
+def _python_files(root: Path, package: str) -> list[tuple[str, int, int]]:
+    """The package's ``.py`` files under ``root``: (path from ``root``, size, mtime), sorted by path."""
+    found = []
+    for directory, names, files in os.walk(root / package):
+        names[:] = [n for n in names if n != "__pycache__"]
+        rel = os.path.relpath(directory, root)
+        for name in files:
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(directory, name))
+                found.append((os.path.join(rel, name), st.st_size, st.st_mtime_ns))
+    return sorted(found)
+
+
+def _read(path: Path) -> dict | None:
+    """A cache file's contents, or None where it is missing, damaged or of another format."""
+    try:
+        data = json.loads(gzip.decompress(path.read_bytes()))
+    except (OSError, EOFError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("format") == FORMAT else None
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write(path: Path, data: dict) -> None:
+    try:
+        write_atomic(path, gzip.compress(json.dumps(data, separators=(",", ":")).encode(), compresslevel=6))
+    except OSError as exc:  # the atlas stands without its cache: the next explain builds it again
+        print(f"specaudit: warning: the message atlas was not saved ({exc.strerror})", file=sys.stderr)
