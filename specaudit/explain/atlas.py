@@ -38,6 +38,10 @@ class Entry:
         return re.compile(pattern_of(self.template.parts), re.DOTALL)
 
     @property
+    def logged(self) -> bool:
+        return self.template.kind.startswith("logger.")
+
+    @property
     def literal(self) -> int:
         return sum(len(p) for p in self.template.parts[0::2])
 

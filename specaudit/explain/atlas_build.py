@@ -16,8 +16,10 @@ import hashlib
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.cache import cache_dir, inside, slug, write_atomic
@@ -44,6 +46,34 @@ def load_atlas(trees: Iterable[EngineTree], note: Callable[[str], None] | None =
     return Atlas(data)
 
 
+@dataclass(frozen=True)
+class BuiltRelease:
+    """One release's part of the atlas, as ``specaudit atlas`` reports it."""
+
+    label: str  # "vllm 0.33.0"
+    templates: int
+    seconds: float  # to build it (or to find it built)
+    bytes: int  # its cache file's size
+    built: bool  # False: it was in the cache already
+
+
+def refresh(trees: Iterable[EngineTree], rebuild: bool = False) -> tuple[list[BuiltRelease], Atlas]:
+    """Each tree's part of the atlas, built where it is not (every one, with ``rebuild``), and their merge."""
+    done, paths = [], []
+    for tree in trees:
+        start = time.monotonic()
+        old = _known_file(tree)
+        if rebuild and old is not None:
+            old.unlink(missing_ok=True)
+        path = release_file(tree)
+        data = _read(path) or {}
+        templates = sum(len(rows) for _, rows, _ in data.get("files", {}).values())
+        done.append(BuiltRelease(tree.label, templates, time.monotonic() - start, path.stat().st_size,
+                                 rebuild or old is None))
+        paths.append(tree)
+    return done, load_atlas(paths)
+
+
 def cached_release_trees() -> list[EngineTree]:
     """The releases fetched into the tree cache (``vllm-0.33.0``, not a wheel's own directory)."""
     trees = []
@@ -58,13 +88,11 @@ def cached_release_trees() -> list[EngineTree]:
 def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) -> Path:
     """The cache file of the tree's templates, built when it is not there."""
     directory = cache_dir("atlas")
-    stats = _python_files(tree.root, tree.engine.package)
-    files = [rel for rel, _, _ in stats]
-    listing = hashlib.blake2b(repr(stats).encode(), digest_size=12).hexdigest()
+    known = _known_file(tree)
+    if known is not None:
+        return known
+    files = [rel for rel, _, _ in _python_files(tree.root, tree.engine.package)]
     trees_index = directory / "trees.json"
-    known = (_read_json(trees_index) or {}).get(str(tree.root))
-    if known and known[0] == listing and (directory / known[1]).is_file():
-        return directory / known[1]
     sources = {rel: (tree.root / rel).read_bytes() for rel in files}
     digests = {rel: hashlib.blake2b(data, digest_size=16).hexdigest() for rel, data in sources.items()}
     key = hashlib.blake2b("\n".join(f"{r} {d}" for r, d in digests.items()).encode(), digest_size=12).hexdigest()
@@ -74,9 +102,21 @@ def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) ->
             note(f"building the message atlas of {tree.label} ({len(files)} files, once)")
         _write(path, _build(tree, sources, digests, directory))
     index = _read_json(trees_index) or {}
-    index[str(tree.root)] = [listing, path.name]
+    index[str(tree.root)] = [_listing(tree), path.name]
     write_atomic(trees_index, json.dumps(index, indent=0).encode())
     return path
+
+
+def _known_file(tree: EngineTree) -> Path | None:
+    """The tree's atlas file, where ``trees.json`` has it for the tree's file listing as it is now."""
+    directory = cache_dir("atlas")
+    known = (_read_json(directory / "trees.json") or {}).get(str(tree.root))
+    return directory / known[1] if known and known[0] == _listing(tree) and (directory / known[1]).is_file() else None
+
+
+def _listing(tree: EngineTree) -> str:
+    stats = _python_files(tree.root, tree.engine.package)
+    return hashlib.blake2b(repr(stats).encode(), digest_size=12).hexdigest()
 
 
 def _build(tree: EngineTree, sources: dict[str, bytes], digests: dict[str, str], directory: Path) -> dict:

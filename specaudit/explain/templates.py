@@ -146,7 +146,7 @@ class _Walker:
             text = b"".join([self.lines[first].encode()[node.col_offset:],  # type: ignore[attr-defined]
                              *(line.encode() for line in self.lines[first + 1:last]),
                              self.lines[last].encode()[:node.end_col_offset]])  # type: ignore[attr-defined]
-        return " ".join(text.decode("utf-8", errors="replace").split())
+        return " ".join(text.decode("utf-8", errors="replace").replace("\\\n", " ").split())
 
 
 def _is_logger(node: ast.expr) -> bool:

@@ -21,6 +21,7 @@ What users paste is often less than a traceback, and each of these is read as on
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -64,8 +65,12 @@ class _Open:
     headed: bool = True  # False: frames with no "Traceback" header above them
 
 
+BareLine = Callable[[str], "str | None"]  # a line with no exception type -> the type the engine raises it as, if it does
+
+
 class TracebackReader:
-    def __init__(self) -> None:
+    def __init__(self, bare: BareLine | None = None) -> None:
+        self.bare = bare  # an error pasted without its exception's type, known by the engine's message
         self.crashes: list[Crash] = []
         self._open: dict[str, _Open] = {}  # process -> its traceback being read
         self._validation: dict[str, tuple[int, int]] = {}  # process -> (crash index, lines left) for pydantic's form
@@ -134,6 +139,10 @@ class TracebackReader:
         pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
         if pydantic:
             self._add(Crash(number, process, "ValidationError", pydantic["message"], ()))
+            return
+        raised = self.bare(stripped) if self.bare is not None and level is None else None
+        if raised:
+            self._add(Crash(number, process, raised, stripped, ()))
 
     def _add(self, crash: Crash) -> None:
         if len(self.crashes) >= MAX_CRASHES:
