@@ -1,6 +1,6 @@
 """The atlas built from release trees into the user cache, on first use, and merged across releases.
 
-Each release's templates are kept in ``<cache>/atlas/<engine>-<version>-<key>.json.gz``, where the key is a digest
+Each release's templates are kept in ``<cache>/atlas/<engine>-<version>-<key>.v<FORMAT>.json.gz``, where the key is a digest
 of the tree's content (each file's path and the digest of its bytes): a tree that changes is another atlas. A
 file whose bytes another release already had is not parsed again (most files do not change from one release to the
 next); the rest are parsed in a process pool. ``trees.json`` maps a tree's file listing (paths, sizes, mtimes) to
@@ -28,19 +28,20 @@ from ..tree.locate import EngineTree, locate_directory
 from .atlas import Atlas, Row, index_of, release_order, row_of
 from .templates import file_templates
 
-FORMAT = 1  # the cache files' format: another one is built again, not read
+FORMAT = 2  # the cache files' format: another one is built again, not read
+SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 
 def load_atlas(trees: Iterable[EngineTree], note: Callable[[str], None] | None = None) -> Atlas:
     """The atlas of ``trees``, each release's built where it is not yet (said through ``note``)."""
     built = sorted((release_file(tree, note) for tree in trees), key=lambda p: p.name)
     key = hashlib.blake2b("\n".join(p.name for p in built).encode(), digest_size=12).hexdigest()
-    merged = cache_dir("atlas") / f"merged-{key}.json.gz"
+    merged = cache_dir("atlas") / f"merged-{key}{SUFFIX}"
     data = _read(merged)
     if data is None:
         data = _merge([_read(path) or {} for path in built])
         _write(merged, data)
-        for old in merged.parent.glob("merged-*.json.gz"):
+        for old in merged.parent.glob("merged-*.json.gz"):  # another format's too
             if old != merged:
                 old.unlink(missing_ok=True)
     return Atlas(data)
@@ -96,7 +97,7 @@ def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) ->
     sources = {rel: (tree.root / rel).read_bytes() for rel in files}
     digests = {rel: hashlib.blake2b(data, digest_size=16).hexdigest() for rel, data in sources.items()}
     key = hashlib.blake2b("\n".join(f"{r} {d}" for r, d in digests.items()).encode(), digest_size=12).hexdigest()
-    path = inside(directory, directory / f"{slug(tree.engine.name)}-{slug(tree.version)}-{key}.json.gz")
+    path = inside(directory, directory / f"{slug(tree.engine.name)}-{slug(tree.version)}-{key}{SUFFIX}")
     if _read(path) is None:
         if note:
             note(f"building the message atlas of {tree.label} ({len(files)} files, once)")
@@ -111,7 +112,9 @@ def _known_file(tree: EngineTree) -> Path | None:
     """The tree's atlas file, where ``trees.json`` has it for the tree's file listing as it is now."""
     directory = cache_dir("atlas")
     known = (_read_json(directory / "trees.json") or {}).get(str(tree.root))
-    return directory / known[1] if known and known[0] == _listing(tree) and (directory / known[1]).is_file() else None
+    if not known or known[0] != _listing(tree) or not known[1].endswith(SUFFIX):
+        return None
+    return directory / known[1] if (directory / known[1]).is_file() else None
 
 
 def _listing(tree: EngineTree) -> str:
@@ -145,7 +148,7 @@ def _parse(source: bytes) -> tuple[list[Row], dict[str, list[str]]]:
 def _parsed_before(directory: Path, wanted: set[str]) -> dict[str, tuple[list[Row], dict[str, list[str]]]]:
     """What the releases built before found in the files whose bytes this one shares with them."""
     found: dict[str, tuple[list[Row], dict[str, list[str]]]] = {}
-    for path in directory.glob("*-*.json.gz"):
+    for path in directory.glob(f"*-*{SUFFIX}"):
         if path.name.startswith("merged-"):
             continue
         for digest, rows, fields in ((_read(path) or {}).get("files") or {}).values():

@@ -207,7 +207,8 @@ def located(explanation: Explanation, atlas: Atlas) -> Located | None:
     version = explanation.release.get("version")
     crash = explanation.crash
     if crash is not None and crash.exception != CUT_OFF:
-        return locate(atlas, crash.message or crash.exception, crash.frames, crash.exception, version)
+        return locate(atlas, crash.message or crash.exception, crash.frames, crash.exception, version,
+                      continued=crash.continued)
     cause = explanation.cause
     return locate(atlas, cause.line.strip(), (), None, version) if cause else None
 

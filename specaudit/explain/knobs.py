@@ -39,6 +39,7 @@ def knob_of(name: str, function: str, fields: dict[str, frozenset[str]]) -> str 
 
 def _of_the_launch(parts: list[str], function: str) -> bool:
     """Whether the name is read off the launch's configuration (``self`` of a config or arguments class, a
-    ``*_config`` or ``*args`` object), not off a kernel's or a layer's own attribute of the same name."""
+    ``*_config`` or ``*args`` object, SGLang's hooks' ``cfg``), not off a kernel's or a layer's own attribute of the same name."""
     owner = function.partition(".")[0] if parts[0] == "self" else ""
-    return owner.endswith(("Config", "Args")) or any(p.endswith(("_config", "args")) for p in parts[:-1])
+    return owner.endswith(("Config", "Args")) or parts[0] == "cfg" or \
+        any(p.endswith(("_config", "args")) for p in parts[:-1])

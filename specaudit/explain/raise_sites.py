@@ -23,10 +23,11 @@ _QUOTED = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception): )?(?P<message>.+)
 
 
 def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: str | None = None,
-           version: str | None = None, quoted: bool = False) -> Located | None:
+           version: str | None = None, quoted: bool = False, continued: Sequence[str] = ()) -> Located | None:
     """Where ``message`` (an exception's message, or a line pasted without one) is made, or None where no
-    template of the atlas is it. ``version``: the release the log names, where it names one."""
-    hits = _best(atlas, message, frames, exception)
+    template of the atlas is it. ``version``: the release the log names, where it names one; ``continued``: the
+    lines a paste may have wrapped the message over."""
+    hits = _best(atlas, message, frames, exception, continued)
     if not hits:
         return None
     best = hits[0]
@@ -39,7 +40,8 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     engines = {hit.entry.engine for hit in hits}
     engine = engines.pop() if len(engines) == 1 else None
     said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
-    return Located(message, sites, engine, said, best.holes, _fixes(atlas, best))
+    fixes = tuple(dict.fromkeys(fix for hit in hits[:5] for fix in _fixes(atlas, hit)))
+    return Located(message, sites, engine, said, best.holes, fixes)
 
 
 MAX_BARE_LOOKUPS = 500  # lines with no exception type looked up in one log: a paste's few, not a log's millions
@@ -62,11 +64,15 @@ def bare_line(atlas: Atlas) -> BareLine:
     return raised
 
 
-def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | None) -> list[Hit]:
-    """The hits that tie for best, over the message as printed and as pydantic prints a validator's."""
-    pydantic = _PYDANTIC.search(message)
-    texts = [message] + ([pydantic["message"]] if pydantic else [])
-    hits = [h for text in texts for h in atlas.lookup(text) if h.whole or h.entry.literal >= MIN_PART_LITERAL]
+def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | None,
+          continued: Sequence[str] = ()) -> list[Hit]:
+    """The hits that tie for best, over the message as printed and as pydantic prints a validator's, each alone
+    and with the lines it may go on over (rejoined where the paste cut a word, or between two)."""
+    rejoined = [message + "".join(continued), message + " " + " ".join(continued)] if continued else []
+    texts = [message, *rejoined]
+    texts += [found["message"] for text in texts for found in [_PYDANTIC.search(text)] if found]
+    hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text)
+            if h.whole or h.entry.literal >= MIN_PART_LITERAL]
     packages = {engine for engine in atlas.releases if any(f"/{engine}/" in _path(f) for f in frames)}
     hits = [h for h in hits if not packages or h.entry.engine in packages]
     if exception and any(not h.entry.logged for h in hits):
@@ -131,7 +137,7 @@ def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
                      template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])))
 
 
-def _fixes(atlas: Atlas, hit: Hit) -> tuple[str, ...]:
+def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
     """The guard's remedies whose name is a knob of the launch, with the values the message printed."""
     template, fields = hit.entry.template, atlas.fields.get(hit.entry.engine, {})
     values = dict(hit.holes)
@@ -143,7 +149,7 @@ def _fixes(atlas: Atlas, hit: Hit) -> tuple[str, ...]:
         shown = [f"{hole} is {values[hole]}" for hole in values if hole == name or re.search(rf"\b{re.escape(hole)}\b",
                                                                                             value)]
         fixes.append(f"{knob}: {value}" + (f" ({', '.join(shown)} here)" if shown else ""))
-    return tuple(dict.fromkeys(fixes))
+    return fixes
 
 
 def _same_type(hit: Hit, exception: str) -> bool:

@@ -103,9 +103,10 @@ class _Walker:
     def _enter(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.scope, self.guards, self.assigned
         self.scope, self.guards, self.assigned = [*self.scope, node.name], [], {}
-        if isinstance(node, ast.ClassDef) and node.name in FLAG_CLASSES:
-            self.fields[node.name] = [s.target.id for s in node.body
-                                      if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)]
+        flags = _flag_class(node) if isinstance(node, ast.ClassDef) else None
+        if flags is not None:
+            self.fields.setdefault(flags, []).extend(
+                s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
         self.body(node.body)
         self.scope, self.guards, self.assigned = saved
 
@@ -147,6 +148,16 @@ class _Walker:
                              *(line.encode() for line in self.lines[first + 1:last]),
                              self.lines[last].encode()[:node.end_col_offset]])  # type: ignore[attr-defined]
         return " ".join(text.decode("utf-8", errors="replace").replace("\\\n", " ").split())
+
+
+def _flag_class(node: ast.ClassDef) -> str | None:
+    """The flag class ``node`` is, or holds fields of: SGLang's later releases declare ServerArgs' fields in
+    namespace classes (``arg_groups/fields/``, each marked by its ``_NS_PATH``)."""
+    if node.name in FLAG_CLASSES:
+        return node.name
+    namespace = any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_NS_PATH" for t in s.targets)
+                    for s in node.body)
+    return "ServerArgs" if namespace else None
 
 
 def _is_logger(node: ast.expr) -> bool:

@@ -29,6 +29,7 @@ class Crash:
     exception: str
     message: str
     frames: tuple[Frame, ...]
+    continued: tuple[str, ...] = ()  # the lines its message went on over, where a paste wrapped it
 
     @property
     def text(self) -> str:
