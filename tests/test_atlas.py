@@ -78,6 +78,13 @@ def test_a_wrapper_quoting_its_cause_is_located_at_the_cause(atlas):
     assert found.sites[0].guard == "not supports_eagle3(self.get_model())"
 
 
+def test_a_wrapper_quoting_what_no_template_makes_reports_the_quoted_failure(atlas):
+    found = locate(atlas, "Worker failed with error ''Qwen2ForCausalLM' object has no attribute 'set_embed'', please "
+                          "check the stack trace above for the root cause", exception="RuntimeError")
+    assert found.sites[0].file == "vllm/v1/executor/multiproc_executor.py" and found.quoted_by is None
+    assert found.quotes == "'Qwen2ForCausalLM' object has no attribute 'set_embed'"
+
+
 def test_a_pydantic_validation_error_is_located_at_the_validators_raise(atlas):
     found = locate(atlas, f"1 validation error for SpeculativeConfig: Value error, {DIVISIBLE} [type=value_error, "
                           "input_value=ArgsKwargs((), {...}), input_type=ArgsKwargs]", exception="ValidationError")
@@ -92,6 +99,8 @@ def test_a_message_wrapped_by_the_paste_is_located_rejoined(atlas):
 
 def test_a_line_no_template_makes_is_not_located(atlas):
     assert locate(atlas, "'>' not supported between instances of 'NoneType' and 'int'", exception="TypeError") is None
+    # Python's own AttributeError, though vllm/lora/layers/base.py's __getattr__ words one like it: holes mostly
+    assert locate(atlas, "'Qwen2ForCausalLM' object has no attribute 'set_embed'", exception="AttributeError") is None
 
 
 # vllm-0.33.0 vllm/config/speculative.py:1614-1615: if self.num_speculative_tokens is None: raise ValueError("A

@@ -64,6 +64,8 @@ def _located_summary(crash: Crash, found: Located) -> str:
                                                                if len(found.sites) > 1 else "")
     if found.quoted_by is not None:
         return f"{found.text} ({where}; quoted by {crash.exception} at {found.quoted_by.location}; {found.releases})"
+    if found.quotes:
+        return f"{found.quotes} (quoted by {crash.exception} {where}; {found.releases})"
     return f"{crash.text} ({where}; {found.releases})"
 
 

@@ -18,6 +18,8 @@ from .knobs import knob_of
 from .tracebacks import BareLine
 
 MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
+MIN_LITERAL_TO_TELL = 40  # literal text that tells a site however long the holes' values are
+MIN_LITERAL_SHARE = 0.6  # else the share of the text that must be literal
 _PYDANTIC = re.compile(r"(?:Value error|Assertion failed), (?P<message>.+?)(?:\s*\[type=.*)?$", re.DOTALL)
 _QUOTED = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception): )?(?P<message>.+)$", re.DOTALL)
 
@@ -27,7 +29,7 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     """Where ``message`` (an exception's message, or a line pasted without one) is made, or None where no
     template of the atlas is it. ``version``: the release the log names, where it names one; ``continued``: the
     lines a paste may have wrapped the message over."""
-    hits = _best(atlas, message, frames, exception, continued)
+    hits = _best(atlas, message, frames, exception, continued, whole=quoted)
     if not hits:
         return None
     best = hits[0]
@@ -41,7 +43,7 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     engine = engines.pop() if len(engines) == 1 else None
     said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
     fixes = tuple(dict.fromkeys(fix for hit in hits[:5] for fix in _fixes(atlas, hit)))
-    return Located(message, sites, engine, said, best.holes, fixes)
+    return Located(message, sites, engine, said, best.holes, fixes, quotes=_quoted_text(best))
 
 
 MAX_BARE_LOOKUPS = 500  # lines with no exception type looked up in one log: a paste's few, not a log's millions
@@ -65,14 +67,14 @@ def bare_line(atlas: Atlas) -> BareLine:
 
 
 def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | None,
-          continued: Sequence[str] = ()) -> list[Hit]:
+          continued: Sequence[str] = (), whole: bool = False) -> list[Hit]:
     """The hits that tie for best, over the message as printed and as pydantic prints a validator's, each alone
-    and with the lines it may go on over (rejoined where the paste cut a word, or between two)."""
+    and with the lines it may go on over (rejoined where the paste cut a word, or between two); ``whole``: only
+    templates that are the whole message (a wrapper's quote is one message, not a line around one)."""
     rejoined = [message + "".join(continued), message + " " + " ".join(continued)] if continued else []
     texts = [message, *rejoined]
     texts += [found["message"] for text in texts for found in [_PYDANTIC.search(text)] if found]
-    hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text)
-            if h.whole or h.entry.literal >= MIN_PART_LITERAL]
+    hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text) if _credible(h, text, whole)]
     packages = {engine for engine in atlas.releases if any(f"/{engine}/" in _path(f) for f in frames)}
     hits = [h for h in hits if not packages or h.entry.engine in packages]
     if exception and any(not h.entry.logged for h in hits):
@@ -90,10 +92,20 @@ def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | 
     return sorted(best, key=lambda h: (_at_line(h, frames) is None, h.entry.logged))
 
 
+def _credible(hit: Hit, text: str, whole: bool) -> bool:
+    """Whether the hit tells where the text was made: the whole text, or (unless ``whole``) enough literal text of a
+    part of it; and either much literal text or most of the text literal. A template mostly of holes around a
+    phrase Python itself prints ("{x} object has no attribute {y}") is not where Python's own AttributeError was."""
+    literal = hit.entry.literal
+    if not hit.whole and (whole or literal < MIN_PART_LITERAL):
+        return False
+    return literal >= MIN_LITERAL_TO_TELL or literal >= MIN_LITERAL_SHARE * len(text.strip())
+
+
 def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | None) -> Located | None:
     """The message a wrapper's hole quotes, located, where it is one the atlas knows."""
     for _, value in wrapper.holes:
-        text = value.strip().strip("'\"")
+        text = value.strip()
         found = _QUOTED.match(text) if len(text) >= 12 else None
         inner = locate(atlas, found["message"], frames, None, version, quoted=True) if found else None
         if inner is not None:
@@ -101,6 +113,17 @@ def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | 
             return Located(inner.text, inner.sites, inner.engine, inner.releases, inner.holes, inner.fixes,
                            _site(atlas, wrapper, releases))
     return None
+
+
+def _quoted_text(hit: Hit) -> str:
+    """The text of a hole the template quotes ('{result}'), where the atlas does not know it as a message of its
+    own (Python's: "'Qwen2ForCausalLM' object has no attribute 'set_embed'"): the failure the wrapper reports."""
+    parts = hit.entry.template.parts
+    for i, (_, value) in enumerate(hit.holes):
+        before, after = parts[2 * i], parts[2 * i + 2]
+        if before[-1:] in ("'", '"') and after[:1] == before[-1] and len(value) >= 12:
+            return value
+    return ""
 
 
 def _consistent(hits: list[Hit], frames: Sequence[Frame], version: str | None) -> dict[str, list[str]]:

@@ -272,6 +272,8 @@ def located_lines(found: Located) -> list[str]:
              for s in found.sites[:3]]
     if found.quoted_by is not None:
         lines.append(f"quoted by the wrapper at {found.quoted_by.location} in {found.quoted_by.function}")
+    if found.quotes:
+        lines.append(f"a wrapper: the failure it reports is {found.quotes}")
     guard = found.sites[0].guard
     if guard:
         values = ", ".join(f"{hole} = {value}" for hole, value in found.holes)

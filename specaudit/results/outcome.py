@@ -98,6 +98,7 @@ class Located:
     holes: tuple[tuple[str, str], ...]  # (the expression printed, its text) at the first site
     fixes: tuple[str, ...]  # "--speculative-config key "num_speculative_tokens": at most n_predict (n_predict is 3)"
     quoted_by: RaiseSite | None = None  # the wrapper whose message quotes this one, where that was the line read
+    quotes: str = ""  # what the line (a wrapper's) quotes, where the atlas knows no template of it: the failure
 
 
 @dataclass(frozen=True)
