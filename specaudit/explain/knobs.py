@@ -29,7 +29,7 @@ def knob_of(name: str, function: str, fields: dict[str, frozenset[str]]) -> str 
     speculative = fields.get("SpeculativeConfig", frozenset())
     in_speculative = parts[0] == "self" and function.startswith("SpeculativeConfig.") or \
         "speculative_config" in parts[:-1]
-    if in_speculative and tail in speculative:
+    if in_speculative and tail in speculative and not tail.endswith("_config"):  # a *_config: the engine's to set
         return f'--speculative-config key "{tail}"'
     if tail in fields.get("EngineArgs", frozenset()) | fields.get("ServerArgs", frozenset()) and \
             _of_the_launch(parts, function):
