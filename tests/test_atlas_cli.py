@@ -59,3 +59,13 @@ def test_a_tree_whose_content_changes_is_built_again(tmp_path):
     again = specaudit("atlas", str(engine), env_cache=cache)
     assert "vllm 0.0.1: 2 templates" in again.stdout and "built in" in again.stdout
     assert len(list((cache / "atlas").glob("vllm-0.0.1-*.json.gz"))) == 2  # keyed by content: the old one stands
+
+
+def test_a_hostile_tree_a_fifo_or_a_dangling_link_named_py_is_left_out(tmp_path):
+    import os
+
+    engine, cache = tree(tmp_path / "tree"), tmp_path / "cache"
+    os.mkfifo(engine / "vllm" / "pipe.py")  # read, it would block the build forever
+    (engine / "vllm" / "gone.py").symlink_to(tmp_path / "nowhere.py")
+    built = specaudit("atlas", str(engine), env_cache=cache)
+    assert built.returncode == 0 and "vllm 0.0.1: 1 templates" in built.stdout, built.stderr

@@ -76,3 +76,14 @@ def test_the_pattern_of_parts_matches_the_printed_message_and_names_the_holes():
 def test_the_fields_of_the_flag_classes_are_read():
     _, fields = file_templates(b"class EngineArgs:\n    model: str = 'x'\n    max_model_len: int | None = None\n")
     assert fields == {"EngineArgs": ["model", "max_model_len"]}
+
+
+def test_a_guard_over_several_lines_is_one_line_without_the_breaks_brackets_and_commas():
+    (template,) = templates("""
+        if cfg.speculative_algorithm not in (
+            "EAGLE",
+            "DSPARK",
+        ):
+            raise ValueError("Only EAGLE and DSPARK speculative algorithms are supported")
+    """)
+    assert template.guard == "cfg.speculative_algorithm not in ('EAGLE', 'DSPARK')"

@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -24,11 +25,12 @@ from pathlib import Path
 
 from ..core.cache import cache_dir, inside, slug, write_atomic
 from ..core.engines import ENGINES
+from ..scan.facts import MAX_FILE_BYTES
 from ..tree.locate import EngineTree, locate_directory
 from .atlas import Atlas, Row, index_of, release_order, row_of
 from .templates import file_templates
 
-FORMAT = 2  # the cache files' format: another one is built again, not read
+FORMAT = 3  # the cache files' format: another one is built again, not read
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 
@@ -92,15 +94,16 @@ def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) ->
     known = _known_file(tree)
     if known is not None:
         return known
-    files = [rel for rel, _, _ in _python_files(tree.root, tree.engine.package)]
+    # a file past the index's bound is no engine module: not read, parsed as empty
+    sources = {rel: (tree.root / rel).read_bytes() if size <= MAX_FILE_BYTES else b""
+               for rel, size, _ in _python_files(tree.root, tree.engine.package)}
     trees_index = directory / "trees.json"
-    sources = {rel: (tree.root / rel).read_bytes() for rel in files}
     digests = {rel: hashlib.blake2b(data, digest_size=16).hexdigest() for rel, data in sources.items()}
     key = hashlib.blake2b("\n".join(f"{r} {d}" for r, d in digests.items()).encode(), digest_size=12).hexdigest()
     path = inside(directory, directory / f"{slug(tree.engine.name)}-{slug(tree.version)}-{key}{SUFFIX}")
     if _read(path) is None:
         if note:
-            note(f"building the message atlas of {tree.label} ({len(files)} files, once)")
+            note(f"building the message atlas of {tree.label} ({len(sources)} files, once)")
         _write(path, _build(tree, sources, digests, directory))
     index = _read_json(trees_index) or {}
     index[str(tree.root)] = [_listing(tree), path.name]
@@ -186,10 +189,17 @@ def _python_files(root: Path, package: str) -> list[tuple[str, int, int]]:
         names[:] = [n for n in names if n != "__pycache__"]
         rel = os.path.relpath(directory, root)
         for name in files:
-            if name.endswith(".py"):
-                st = os.stat(os.path.join(directory, name))
+            st = _stat(os.path.join(directory, name)) if name.endswith(".py") else None
+            if st is not None and stat.S_ISREG(st.st_mode):  # not a FIFO or device a hostile tree names .py
                 found.append((os.path.join(rel, name), st.st_size, st.st_mtime_ns))
     return sorted(found)
+
+
+def _stat(path: str) -> os.stat_result | None:
+    try:
+        return os.stat(path)
+    except OSError:  # a dangling link
+        return None
 
 
 def _read(path: Path) -> dict | None:

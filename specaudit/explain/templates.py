@@ -58,7 +58,8 @@ class _Walker:
     statements, and the expressions around them need not be walked."""
 
     def __init__(self, text: str) -> None:
-        self.lines = text.splitlines(keepends=True)  # what ast.get_source_segment splits again at every call
+        # what ast.get_source_segment splits again at every call; at ast's line breaks only (not str.splitlines')
+        self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         self.scope: list[str] = []
         self.guards: list[Guard] = []
         self.assigned: dict[str, ast.expr] = {}  # name -> what the current function last assigned it, so far
@@ -137,17 +138,13 @@ class _Walker:
         return (text if branch else f"not ({text})"), tuple(_remedies(test, branch))
 
     def _source(self, node: ast.AST) -> str:
-        """The node's source text, on one line."""
-        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1  # type: ignore[attr-defined]
-        if last >= len(self.lines) or node.end_col_offset is None:  # type: ignore[attr-defined]
+        """The node's source text as written where it is on one line; a condition spread over several lines as
+        ``ast.unparse`` writes it (one line, without the brackets and commas the line breaks left)."""
+        line, end = node.lineno - 1, node.end_lineno  # type: ignore[attr-defined]
+        if end != node.lineno or line >= len(self.lines) or node.end_col_offset is None:  # type: ignore[attr-defined]
             return ast.unparse(node)
-        if first == last:
-            text = self.lines[first].encode()[node.col_offset:node.end_col_offset]  # type: ignore[attr-defined]
-        else:
-            text = b"".join([self.lines[first].encode()[node.col_offset:],  # type: ignore[attr-defined]
-                             *(line.encode() for line in self.lines[first + 1:last]),
-                             self.lines[last].encode()[:node.end_col_offset]])  # type: ignore[attr-defined]
-        return " ".join(text.decode("utf-8", errors="replace").replace("\\\n", " ").split())
+        return self.lines[line].encode()[node.col_offset:node.end_col_offset].decode(  # type: ignore[attr-defined]
+            "utf-8", errors="replace")
 
 
 def _flag_class(node: ast.ClassDef) -> str | None:
