@@ -44,6 +44,8 @@ def test_a_message_wrapped_by_the_paste_goes_on_over_its_next_lines_and_stops_at
         "nfig.hf_text_config.model_type='kimi_k2'",)
     frames_after = crash(["KeyError: 'x'", FRAME])
     assert frames_after.continued == ()
+    another = classify(["KeyError: 'x'", "then the worker said RuntimeError: y"], [], "-", load_wrappers())
+    assert another.crash.continued == ()  # the next exception line is one of its own
 
 
 def test_a_frame_wrapped_inside_its_file_name_is_rejoined():

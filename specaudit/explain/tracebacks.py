@@ -130,8 +130,7 @@ class TracebackReader:
             found = (_EXCEPTION if current.headed else _LONE).match(content.strip())
             if found:
                 self._add(Crash(current.line_number, process, found["type"], found["message"] or "",
-                                tuple(current.frames)))
-                self._continuing[process] = len(self.crashes) - 1
+                                tuple(current.frames)), continuing=True)
             else:
                 self._cut_off(current, process)
                 self._lone(number, process, prefix.group("level"), content)
@@ -142,7 +141,8 @@ class TracebackReader:
         index = self._continuing.pop(process)
         crash = self.crashes[index] if index < len(self.crashes) else None
         if crash is None or not content or content[:1].isspace() or prefix.group("level") or 'File "' in content \
-                or _START in content or _LONE.match(content) or len(crash.continued) >= MAX_CONTINUED \
+                or _START in content or _LONE.match(content) or _INNER.search(content) \
+                or len(crash.continued) >= MAX_CONTINUED \
                 or content.startswith(("During handling", "The above exception")):
             return False
         self.crashes[index] = replace(crash, continued=(*crash.continued, content.rstrip()))
@@ -168,8 +168,7 @@ class TracebackReader:
             return
         found = _LONE.match(stripped) or _REPR.match(stripped)
         if found:
-            self._add(Crash(number, process, found["type"], found["message"] or "", ()))
-            self._continuing[process] = len(self.crashes) - 1
+            self._add(Crash(number, process, found["type"], found["message"] or "", ()), continuing=True)
             return
         argparse = _ARGPARSE.match(stripped) if ": error: " in stripped else None
         if argparse:
@@ -177,8 +176,7 @@ class TracebackReader:
             return
         inner = _INNER.search(stripped) if "Error: " in stripped or "Exception: " in stripped else None
         if inner:
-            self._add(Crash(number, process, inner["type"], inner["message"], ()))
-            self._continuing[process] = len(self.crashes) - 1
+            self._add(Crash(number, process, inner["type"], inner["message"], ()), continuing=True)
             return
         pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
         if pydantic:
@@ -188,10 +186,13 @@ class TracebackReader:
         if raised:
             self._add(Crash(number, process, raised, stripped, ()))
 
-    def _add(self, crash: Crash) -> None:
+    def _add(self, crash: Crash, continuing: bool = False) -> None:
+        """``continuing``: its exception line may go on over the next lines (a paste wrapped it)."""
         if len(self.crashes) >= MAX_CRASHES:
             return
         self.crashes.append(crash)
+        if continuing:
+            self._continuing[crash.process] = len(self.crashes) - 1
         if _VALIDATION.match(crash.message):
             self._validation[crash.process] = (len(self.crashes) - 1, 3)
 
