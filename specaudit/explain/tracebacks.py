@@ -15,7 +15,13 @@ What users paste is often less than a traceback, and each of these is read as on
 - a log whose lines a web page joined into one: split again where a process tag or a frame starts;
 - a line pasted as Markdown code (`` `KeyError: 'x'` ``), an exception's repr as a logger prints it
   (``IndexError('...')``), and a traceback cut off before its exception line (a crash of its own, the root cause
-  only where no other is).
+  only where no other is);
+- torch's ``[rank0]:`` tag, a timestamp, logging's ``ERROR:name:`` and a bare ``ERROR [file.py:L]`` before a line;
+- text before the exception type (``while loading I got ValueError: ...``), argparse's ``prog: error: argument
+  --x: invalid loads value: ...``, and a line with no exception type that the message atlas knows as a raise's
+  whole message (``bare``);
+- a message a paste wrapped over several lines (kept as the crash's ``continued``, rejoined for the atlas), and a
+  frame wrapped inside its file's name.
 """
 
 from __future__ import annotations
