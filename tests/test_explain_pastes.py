@@ -61,3 +61,19 @@ def test_argparse_refusing_an_argument_is_a_failure():
                             "\"{'method': 'eagle3'}\""], [], "-", load_wrappers())
     assert explanation.exit_code == 1 and explanation.crash.exception == ARGUMENT_ERROR
     assert explanation.crash.message.startswith("argument --speculative-config: invalid loads value")
+
+
+def test_lines_with_no_exception_type_are_looked_up_a_bounded_number_of_times():
+    from specaudit.explain.raise_sites import MAX_BARE_CHARS, MAX_BARE_LOOKUPS, bare_line
+
+    class Counting:  # an atlas that knows no message and counts what it is asked
+        asked = 0
+
+        def lookup(self, text):
+            Counting.asked += 1
+            return []
+
+    raised = bare_line(Counting())  # type: ignore[arg-type]
+    classify(["a line that no engine raises, long enough to ask"] * (MAX_BARE_LOOKUPS * 3)
+             + ["x" * (MAX_BARE_CHARS + 1)], [], "-", load_wrappers(), bare=raised)
+    assert Counting.asked == MAX_BARE_LOOKUPS
