@@ -500,5 +500,25 @@ def explain(log: str, engine: str | None, tree: str | None, platform: str | None
     sys.exit(explanation.exit_code)
 
 
+@main.command()
+@click.argument("trees", nargs=-1)
+@click.option("--rebuild", is_flag=True, help="Build each release's part again, even where it is cached.")
+def atlas(trees: tuple[str, ...], rebuild: bool) -> None:
+    """Build or refresh the message atlas that explain locates pasted lines in, from engine TREES (vllm==X,
+    sglang==X, a wheel, a directory; default: every release in the tree cache). explain builds what is missing
+    on first use; this builds it now, for releases not fetched yet too.
+    """
+    from .explain.atlas_build import cached_release_trees, refresh
+
+    with _reported_errors("interrupted"):
+        engine_trees = [locate(spec) for spec in trees] if trees else cached_release_trees()
+        built, merged = refresh(engine_trees, rebuild)
+    for release in built:
+        how = "built" if release.built else "cached"
+        click.echo(f"{release.label}: {release.templates} templates, {release.bytes / 1e6:.2f} MB, {how} in "
+                   f"{release.seconds:.1f} s")
+    click.echo(f"atlas: {len(merged)} templates over {sum(len(r) for r in merged.releases.values())} release(s)")
+
+
 if __name__ == "__main__":
     main()

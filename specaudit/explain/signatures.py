@@ -25,7 +25,7 @@ from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
 from ..launch.known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from ..results.outcome import Crash, Explanation, SignatureMatch
-from .tracebacks import CUT_OFF, TracebackReader
+from .tracebacks import CUT_OFF, BareLine, TracebackReader
 
 # Terminal control sequences, whole: the strings of OSC (a hyperlink, a window title), DCS, SOS, PM and APC to their
 # terminator, CSI (colours, and the cursor and erase commands progress bars write: `\x1b[2K`) in its 7- and 8-bit
@@ -249,7 +249,7 @@ _LEVEL = re.compile(r"^(?:\([^()]*pid=\d+\) ?)?(?:\[[^\]]*\] ?)?(?P<level>DEBUG|
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
              wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None,
              release: list[Milestone] | None = None, crashes: list[Signature] | None = None,
-             known: list[KnownFailure] | None = None) -> Explanation:
+             known: list[KnownFailure] | None = None, bare: BareLine | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
@@ -258,8 +258,9 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     warning is listed, not a root cause; a log whose only failure lines are consequences ("Engine core
     initialization failed") has the first of them as its cause: the launch failed, of a cause that is not in the
     log. The ``known`` failures whose text the root cause shows are listed with it (the root cause when no
-    signature names it). Reads the lines once, keeping only a few: a log of any size fits in memory."""
-    tracebacks = TracebackReader()
+    signature names it). A line with no exception type that ``bare`` knows as one the engine raises is a crash.
+    Reads the lines once, keeping only a few: a log of any size fits in memory."""
+    tracebacks = TracebackReader(bare)
     named: dict[str, str] = {}
     markers = [(marker, Prefiltered(marker.pattern)) for marker in release or ()]
     ups = [Prefiltered(pattern) for pattern in up or ()]
@@ -349,21 +350,22 @@ def _fields_of(match: re.Match, failure: KnownFailure) -> dict[str, str]:
     return {**fields, "thread": failure.thread, "releases": failure.specifier}
 
 
-def explain_file(path: str, engines: Iterable[str] | None = None) -> Explanation:
-    """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way)."""
+def explain_file(path: str, engines: Iterable[str] | None = None, bare: BareLine | None = None) -> Explanation:
+    """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way); ``bare``
+    as for ``classify``."""
     signatures, known = load_signatures(engines), load_known_failures(engines)
     wrappers, release = load_wrappers(engines), load_release_markers(engines)
     crashes = load_crash_signatures(engines)
     up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
         return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release, crashes,
-                        known)
+                        known, bare)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes, known)
+            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes, known, bare)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

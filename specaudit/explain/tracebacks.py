@@ -15,23 +15,31 @@ What users paste is often less than a traceback, and each of these is read as on
 - a log whose lines a web page joined into one: split again where a process tag or a frame starts;
 - a line pasted as Markdown code (`` `KeyError: 'x'` ``), an exception's repr as a logger prints it
   (``IndexError('...')``), and a traceback cut off before its exception line (a crash of its own, the root cause
-  only where no other is).
+  only where no other is);
+- torch's ``[rank0]:`` tag, a timestamp, logging's ``ERROR:name:`` and a bare ``ERROR [file.py:L]`` before a line;
+- text before the exception type (``while loading I got ValueError: ...``), argparse's ``prog: error: argument
+  --x: invalid loads value: ...``, and a line with no exception type that the message atlas knows as a raise's
+  whole message (``bare``);
+- a message a paste wrapped over several lines (kept as the crash's ``continued``, rejoined for the atlas), and a
+  frame wrapped inside its file's name.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..results.outcome import Crash, Frame
 
-# A process tag, SGLang's bracketed time and rank tags, then a logger's level, date, time and [file:line]; any of
-# them absent.
-_PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?"
+# A process tag, torch's rank tag, a timestamp, SGLang's bracketed time and rank tags, then a logger's level with
+# vLLM's date, time and [file:line], logging's default ":name:", or a bare [file:line]; any of them absent.
+_PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?(?:\[rank\d+\]: ?)?"
+                     r"(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? (?:- )?)?"
                      r"(?:\[(?:\d{4}-\d\d-\d\d[ T][\d:.]+(?: [^\]]*)?|(?:[A-Z]+\d+ ?)+)\] ?)?"
-                     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+[\d:.]+\s+"
-                     r"(?:\[[^\]]*\]|[\w./-]+:\d+\]) ?)?")
+                     r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+\d\d-\d\d\s+[\d:.]+\s+"
+                     r"(?:\[[^\]]*\]|[\w./-]+:\d+\])|:[\w.]*:|\s+\[[\w./-]+:\d+\]) ?)?")
 _START = "Traceback (most recent call last):"
 # A frame, indented or not; a long one wrapped before its ", in function" (which then goes unread).
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+?))?,?\s*$')
@@ -41,6 +49,16 @@ _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
 _NAME = (r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|[A-Z]\w*(?:Exit|Interrupt|Fault|Failure)"
          r"|StopIteration|GeneratorExit)")
 _LONE = re.compile(rf"^(?P<type>{_NAME})(?::\s?(?P<message>.*))?$")
+# an exception line with text before it ("while loading: ValueError: ..."): only a name that says Error or Exception
+_INNER = re.compile(r"(?:^|[\s:'\"(\[])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<message>\S.*)$")
+# argparse's refusal of an argument ("vllm serve: error: argument --x: invalid loads value: '...'"): it raised
+# ArgumentError, caught it, printed this and exited 2
+_ARGPARSE = re.compile(r"^(?:usage: .*?)?[\w .-]*: error: (?P<message>(?:argument|unrecognized arguments|the following "
+                       r"arguments are required).*)$")
+ARGUMENT_ERROR = "argparse.ArgumentError"
+# a frame a paste wrapped inside its file's name: its path goes on on the next line
+_WRAPPED_FRAME = re.compile(r'^\s*File "[^"]*$')
+MAX_CONTINUED = 4  # lines of a message that a paste wrapped, read after its exception line
 # an exception's repr, as a logger prints `repr(e)`: IndexError('Error in model execution: tuple index out of range')
 _REPR = re.compile(rf"^(?P<type>{_NAME})\((?P<quote>['\"])(?P<message>.*)(?P=quote)\)$")
 CUT_OFF = "Traceback"  # the exception of a traceback that ends before its exception line (cut off when pasted)
@@ -64,11 +82,17 @@ class _Open:
     headed: bool = True  # False: frames with no "Traceback" header above them
 
 
+BareLine = Callable[[str], "str | None"]  # a line with no exception type -> the type the engine raises it as, if it does
+
+
 class TracebackReader:
-    def __init__(self) -> None:
+    def __init__(self, bare: BareLine | None = None) -> None:
+        self.bare = bare  # an error pasted without its exception's type, known by the engine's message
         self.crashes: list[Crash] = []
         self._open: dict[str, _Open] = {}  # process -> its traceback being read
         self._validation: dict[str, tuple[int, int]] = {}  # process -> (crash index, lines left) for pydantic's form
+        self._wrapped: dict[str, str] = {}  # process -> the first part of a frame wrapped inside its file's name
+        self._continuing: dict[str, int] = {}  # process -> the crash whose exception line may go on below
 
     def feed(self, number: int, line: str) -> None:
         """One log line, without colours; ``number`` counts from 1. A line that holds several joined lines is read
@@ -83,7 +107,14 @@ class TracebackReader:
         prefix = _PREFIX.match(line)
         assert prefix is not None  # every part of _PREFIX is optional: it matches at the start of any line
         process, content = prefix.group("process") or "", line[prefix.end():]
+        if self._wrapped and process in self._wrapped:
+            content = self._wrapped.pop(process) + content.lstrip()
+        elif 'File "' in content and _WRAPPED_FRAME.match(content):
+            self._wrapped[process] = content
+            return
         if self._validation and process in self._validation and self._pydantic(process, content):
+            return
+        if self._continuing and process in self._continuing and self._continued(process, prefix, content):
             return
         if content.rstrip().endswith(_START):
             self._open[process] = _Open(number)
@@ -105,10 +136,24 @@ class TracebackReader:
             found = (_EXCEPTION if current.headed else _LONE).match(content.strip())
             if found:
                 self._add(Crash(current.line_number, process, found["type"], found["message"] or "",
-                                tuple(current.frames)))
+                                tuple(current.frames)), continuing=True)
             else:
                 self._cut_off(current, process)
                 self._lone(number, process, prefix.group("level"), content)
+
+    def _continued(self, process: str, prefix: re.Match, content: str) -> bool:
+        """A line that goes on with the message of the exception line above it, as a paste wraps a long one: not
+        blank, not indented, not a logger's, a frame's or another exception's line. True when it was read so."""
+        index = self._continuing.pop(process)
+        crash = self.crashes[index] if index < len(self.crashes) else None
+        if crash is None or not content or content[:1].isspace() or prefix.group("level") or 'File "' in content \
+                or _START in content or _LONE.match(content) or _INNER.search(content) \
+                or len(crash.continued) >= MAX_CONTINUED \
+                or content.startswith(("During handling", "The above exception")):
+            return False
+        self.crashes[index] = replace(crash, continued=(*crash.continued, content.rstrip()))
+        self._continuing[process] = index
+        return True
 
     def _cut_off(self, current: _Open, process: str) -> None:
         """A traceback with its header and no exception line: still a sign that something failed."""
@@ -129,16 +174,31 @@ class TracebackReader:
             return
         found = _LONE.match(stripped) or _REPR.match(stripped)
         if found:
-            self._add(Crash(number, process, found["type"], found["message"] or "", ()))
+            self._add(Crash(number, process, found["type"], found["message"] or "", ()), continuing=True)
+            return
+        argparse = _ARGPARSE.match(stripped) if ": error: " in stripped else None
+        if argparse:
+            self._add(Crash(number, process, ARGUMENT_ERROR, argparse["message"], ()))
+            return
+        inner = _INNER.search(stripped) if "Error: " in stripped or "Exception: " in stripped else None
+        if inner:
+            self._add(Crash(number, process, inner["type"], inner["message"], ()), continuing=True)
             return
         pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
         if pydantic:
             self._add(Crash(number, process, "ValidationError", pydantic["message"], ()))
+            return
+        raised = self.bare(stripped) if self.bare is not None and level is None else None
+        if raised:
+            self._add(Crash(number, process, raised, stripped, ()))
 
-    def _add(self, crash: Crash) -> None:
+    def _add(self, crash: Crash, continuing: bool = False) -> None:
+        """``continuing``: its exception line may go on over the next lines (a paste wrapped it)."""
         if len(self.crashes) >= MAX_CRASHES:
             return
         self.crashes.append(crash)
+        if continuing:
+            self._continuing[crash.process] = len(self.crashes) - 1
         if _VALIDATION.match(crash.message):
             self._validation[crash.process] = (len(self.crashes) - 1, 3)
 
@@ -160,6 +220,7 @@ class TracebackReader:
         """The launch came up after the tracebacks read so far (its server answers): they did not stop it."""
         self.crashes.clear()
         self._validation.clear()
+        self._continuing.clear()
 
     def root(self, wrappers: list[re.Pattern]) -> Crash | None:
         """The root cause: the first traceback in the log (the earliest failing process, and in a chain the

@@ -10,7 +10,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.types import ExitCode, Finding, Status, Verdict
 from ..explain.tracebacks import package_path
-from ..results.outcome import Acceptance, Crash, Explanation, Lossless, Preflight, RootCause, SmokeNode, SmokeResult
+from ..results.outcome import (
+    Acceptance,
+    Crash,
+    Explanation,
+    Located,
+    Lossless,
+    Preflight,
+    RootCause,
+    SmokeNode,
+    SmokeResult,
+)
 from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
 
 if TYPE_CHECKING:
@@ -251,7 +261,26 @@ def root_lines(root: RootCause) -> list[str]:
         how += f": gate {root.gate.rule_id} ({root.gate.location})"
     elif root.signature:
         how += f": {root.signature.signature}" + (f", gate {root.signature.gate}" if root.signature.gate else "")
-    return [root.summary, how, *(crash_lines(root.crash) if root.crash else [])]
+    return [root.summary, how, *(located_lines(root.located) if root.located else []),
+            *(crash_lines(root.crash) if root.crash else [])]
+
+
+def located_lines(found: Located) -> list[str]:
+    """Where the message atlas finds the root line: its raise sites, the guard with the values the message
+    printed, the fixes the guard names, and the releases the paste is consistent with."""
+    lines = [f"made at {s.location} in {s.function} ({s.kind} {s.exception}; {s.engine} {s.releases})"
+             for s in found.sites[:3]]
+    if found.quoted_by is not None:
+        lines.append(f"quoted by the wrapper at {found.quoted_by.location} in {found.quoted_by.function}")
+    if found.quotes:
+        lines.append(f"a wrapper: the failure it reports is {found.quotes}")
+    guard = found.sites[0].guard
+    if guard:
+        values = ", ".join(f"{hole} = {value}" for hole, value in found.holes)
+        lines.append(f"guard: {guard}" + (f", where {values}" if values else ""))
+    lines += [f"fix: {fix}" for fix in found.fixes]
+    both = "" if found.engine else " (both engines make this message)"
+    return [*lines, f"consistent with {found.releases}{both}"]
 
 
 def no_signature(explanation: Explanation) -> str:

@@ -29,6 +29,7 @@ class Crash:
     exception: str
     message: str
     frames: tuple[Frame, ...]
+    continued: tuple[str, ...] = ()  # the lines its message went on over, where a paste wrapped it
 
     @property
     def text(self) -> str:
@@ -68,6 +69,39 @@ class SignatureMatch:
 
 
 @dataclass(frozen=True)
+class RaiseSite:
+    """Where the engine makes a message (its raise, assert or logger call), as the message atlas has it."""
+
+    engine: str
+    file: str  # the package path: vllm/config/speculative.py
+    function: str
+    line: int  # in the newest of the releases the paste is consistent with
+    kind: str  # "raise", "assert", "logger.warning"
+    exception: str
+    guard: str  # the condition it is made under, as source text ("" where unconditional)
+    releases: str  # the releases that have it, as runs of the atlas's: "0.17.0-0.33.0"
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class Located:
+    """A pasted line found in the message atlas: where the engine raises it, which engine and releases it is
+    consistent with (the sites' and the frames'), the values in its holes, and the fixes its guard names."""
+
+    text: str  # the line as looked up
+    sites: tuple[RaiseSite, ...]  # the best matching sites, most likely first
+    engine: str | None  # None: both engines make this message
+    releases: str  # the releases the paste is consistent with, as runs ("vllm 0.17.0-0.33.0")
+    holes: tuple[tuple[str, str], ...]  # (the expression printed, its text) at the first site
+    fixes: tuple[str, ...]  # "--speculative-config key "num_speculative_tokens": at most n_predict (n_predict is 3)"
+    quoted_by: RaiseSite | None = None  # the wrapper whose message quotes this one, where that was the line read
+    quotes: str = ""  # what the line (a wrapper's) quotes, where the atlas knows no template of it: the failure
+
+
+@dataclass(frozen=True)
 class Explanation:
     log: str
     lines: int
@@ -80,6 +114,7 @@ class Explanation:
     root: RootCause | None = None
     scanned: str | None = None  # "vllm 0.32.0 (platform cpu)", or why no scan was used
     provenance: Provenance | None = None
+    located: Located | None = None  # the root line found in the message atlas (diagnose.explain)
 
     @property
     def exit_code(self) -> ExitCode:
@@ -96,11 +131,12 @@ class RootCause:
     """Why a launch failed, as its log shows it."""
 
     summary: str  # one line: what failed, and where
-    by: str  # how it was classified: "gate location", "signature", "traceback" or "exit status"
+    by: str  # how it was classified: "gate location", "signature", "raise site", "traceback" or "exit status"
     crash: Crash | None  # the root traceback
     signature: SignatureMatch | None  # the root line that matched a known signature
     gate: GateSite | None  # the scan's gate it is, when one
     frame: Frame | None  # the engine frame it was raised in
+    located: Located | None = None  # where the message atlas finds it: the raise sites, releases and fixes
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,168 @@
+"""The message atlas: every template of the releases it was built from (atlas_build.py), identical ones merged,
+each with the releases it appears in and its line in each; and a line of a paste looked up in it.
+
+A lookup finds the candidates by one word of each template (its longest literal word, one no hole can touch),
+checks that its literals appear in order, and only then runs its pattern: a line costs a few dictionary lookups
+and the patterns of the templates that share a word with it, whatever the atlas's size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from packaging.version import InvalidVersion, Version
+
+from .messages import Parts, pattern_of
+from .templates import Template
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{2,}")
+MAX_LOOKUP_CHARS = 4096  # an engine's message is read from its start; no pattern's work grows past this
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One template as the releases have it: the same message made the same way in the same function."""
+
+    engine: str
+    file: str  # the package path: vllm/config/speculative.py
+    template: Template  # its line is the newest release's
+    releases: tuple[str, ...]  # oldest first
+    lines: tuple[int, ...]  # its line in each of them
+
+    @cached_property
+    def pattern(self) -> re.Pattern:
+        return re.compile(pattern_of(self.template.parts), re.DOTALL)
+
+    @property
+    def logged(self) -> bool:
+        return self.template.kind.startswith("logger.")
+
+    @property
+    def literal(self) -> int:
+        return sum(len(p) for p in self.template.parts[0::2])
+
+
+@dataclass(frozen=True)
+class Hit:
+    entry: Entry
+    holes: tuple[tuple[str, str], ...]  # (the hole's expression, the text it stands for)
+    whole: bool  # the template is the whole text, not a part of it
+
+    @property
+    def rank(self) -> tuple[bool, int]:
+        return self.whole, self.entry.literal
+
+
+# A template as the atlas files hold it (JSON): kind, exception, function, line, parts, guard, remedies; and an
+# entry of the merged atlas: engine, file, that row (the newest release's), its releases, its line in each.
+Row = list[Any]
+
+
+def row_of(t: Template) -> Row:
+    return [t.kind, t.exception, t.function, t.line, list(t.parts), t.guard, [list(r) for r in t.remedies]]
+
+
+def template_of(row: Row) -> Template:
+    kind, exception, function, line, parts, guard, remedies = row
+    return Template(kind, exception, function, line, tuple(parts), guard, tuple((n, v) for n, v in remedies))
+
+
+class Atlas:
+    """The merged atlas as its file holds it, each entry made an ``Entry`` only when a lookup reaches it: loading
+    it costs the JSON's parse and nothing per template."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.rows: list[Row] = data["entries"]
+        self.index: dict[str, list[int]] = data["index"]  # anchor word -> the entries it anchors
+        self.releases: dict[str, list[str]] = data["releases"]  # engine -> its releases built, oldest first
+        # engine -> flag class -> its fields, over every release
+        self.fields = {e: {c: frozenset(n) for c, n in cs.items()} for e, cs in data["fields"].items()}
+        self._entries: dict[int, Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def entry(self, i: int) -> Entry:
+        if i not in self._entries:
+            engine, file, row, releases, lines = self.rows[i]
+            self._entries[i] = Entry(engine, file, template_of(row), tuple(releases), tuple(lines))
+        return self._entries[i]
+
+    def lookup(self, text: str) -> list[Hit]:
+        """The templates ``text`` is an instance of, best first: whole before part, more literal text before less."""
+        text = text[:MAX_LOOKUP_CHARS].strip()
+        candidates = {i for word in set(_WORD.findall(text)) for i in self.index.get(word, ())}
+        hits = [hit for i in candidates if _in_order(self.rows[i][2][4][0::2], text)
+                for hit in [_match(self.entry(i), text)] if hit]
+        return sorted(hits, key=lambda h: h.rank, reverse=True)
+
+
+def index_of(rows: list[Row]) -> dict[str, list[int]]:
+    """Each entry under its anchor word (``anchor``); an entry with none cannot be told by its text, and is left out."""
+    index: dict[str, list[int]] = {}
+    for i, (_, _, row, _, _) in enumerate(rows):
+        word = anchor(row[4])
+        if word:
+            index.setdefault(word, []).append(i)
+    return index
+
+
+def anchor(parts: Parts | list[str]) -> str:
+    """The template's longest literal word that every instance holds whole: not touching a hole."""
+    best = ""
+    last = len(parts) - 1
+    for i in range(0, len(parts), 2):
+        literal = parts[i]
+        for found in _WORD.finditer(literal):
+            touches_hole = found.start() == 0 and i > 0 or found.end() == len(literal) and i < last
+            if not touches_hole and len(found[0]) > len(best):
+                best = found[0]
+    return best
+
+
+def _in_order(literals: list[str], text: str) -> bool:
+    """Whether the literals appear in ``text`` in their order: what a match needs, tested without a pattern."""
+    at = 0
+    for literal in literals:
+        if literal:
+            at = text.find(literal, at)
+            if at < 0:
+                return False
+            at += len(literal)
+    return True
+
+
+def _match(entry: Entry, text: str) -> Hit | None:
+    found = entry.pattern.fullmatch(text)
+    whole = found is not None
+    found = found or entry.pattern.search(text)
+    if found is None:
+        return None
+    holes = entry.template.parts[1::2]
+    return Hit(entry, tuple((hole, found[f"h{i}"]) for i, hole in enumerate(holes)), whole)
+
+
+def release_order(version: str) -> tuple[int, Version | str]:
+    try:
+        return 0, Version(version)
+    except InvalidVersion:
+        return 1, version
+
+
+def release_ranges(releases: Iterable[str], known: list[str]) -> str:
+    """The releases as runs of consecutive ones among those the atlas knows: "0.17.0-0.33.0, 0.34.0"."""
+    have, runs = set(releases), []
+    run: list[str] = []
+    for release in known:
+        if release in have:
+            run.append(release)
+        elif run:
+            runs.append(run)
+            run = []
+    if run:
+        runs.append(run)
+    return ", ".join(r[0] if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)

@@ -1,0 +1,187 @@
+"""A pasted error line located where the engine makes it, from the message atlas.
+
+The line's message is looked up as printed and as pydantic prints a validator's (``Value error, ... [type=``);
+the best templates are its raise sites. Which engine and releases the paste is consistent with comes from the
+sites, narrowed by the traceback's frames: a frame in an engine's package keeps that engine's sites, and a frame at
+a site's file keeps that site and, where its line is the site's line in some releases, those releases. A message
+that quotes another (``Worker failed with error '...'``) is located at the quoted one, the wrapper kept beside it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..results.outcome import Frame, Located, RaiseSite
+from .atlas import Atlas, Hit, release_order, release_ranges
+from .knobs import knob_of
+from .tracebacks import BareLine
+
+MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
+MIN_LITERAL_TO_TELL = 40  # literal text that tells a site however long the holes' values are
+MIN_LITERAL_SHARE = 0.6  # else the share of the text that must be literal
+_PYDANTIC = re.compile(r"(?:Value error|Assertion failed), (?P<message>.+?)(?:\s*\[type=.*)?$", re.DOTALL)
+_QUOTED = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception): )?(?P<message>.+)$", re.DOTALL)
+
+
+def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: str | None = None,
+           version: str | None = None, quoted: bool = False, continued: Sequence[str] = ()) -> Located | None:
+    """Where ``message`` (an exception's message, or a line pasted without one) is made, or None where no
+    template of the atlas is it. ``version``: the release the log names, where it names one; ``continued``: the
+    lines a paste may have wrapped the message over."""
+    hits = _best(atlas, message, frames, exception, continued, whole=quoted)
+    if not hits:
+        return None
+    best = hits[0]
+    if not quoted:
+        inner = _quoted(atlas, best, frames, version)
+        if inner is not None:
+            return inner
+    releases = _consistent(hits, frames, version)
+    sites = tuple(_site(atlas, hit, releases) for hit in hits[:5])
+    engines = {hit.entry.engine for hit in hits}
+    engine = engines.pop() if len(engines) == 1 else None
+    said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
+    fixes = tuple(dict.fromkeys(fix for hit in hits[:5] for fix in _fixes(atlas, hit)))
+    return Located(message, sites, engine, said, best.holes, fixes, quotes=_quoted_text(best))
+
+
+# Lines with no exception type looked up in one log: a paste's few, not a log's millions; each no longer than an
+# engine's message (a kilobyte of the atlas's commonest words costs 23 ms: 200 of them, under 5 s).
+MAX_BARE_LOOKUPS = 200
+MAX_BARE_CHARS = 1024
+MIN_BARE_LITERAL = 20  # literal text a bare line must match whole to be read as the engine's raise
+
+
+def bare_line(atlas: Atlas) -> BareLine:
+    """A line pasted without its exception's type, as the type the engine raises it with: where the whole line is
+    a raise's or an assert's message (and not a log's) with enough literal text to tell it."""
+    left = [MAX_BARE_LOOKUPS]
+
+    def raised(line: str) -> str | None:
+        if not MIN_BARE_LITERAL <= len(line) <= MAX_BARE_CHARS or left[0] <= 0:
+            return None
+        left[0] -= 1
+        hit = next((h for h in atlas.lookup(line) if h.whole and not h.entry.logged
+                    and h.entry.literal >= MIN_BARE_LITERAL), None)
+        return hit.entry.template.exception.rpartition(".")[2] if hit else None
+
+    return raised
+
+
+def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | None,
+          continued: Sequence[str] = (), whole: bool = False) -> list[Hit]:
+    """The hits that tie for best, over the message as printed and as pydantic prints a validator's, each alone
+    and with the lines it may go on over (rejoined where the paste cut a word, or between two); ``whole``: only
+    templates that are the whole message (a wrapper's quote is one message, not a line around one)."""
+    rejoined = [message + "".join(continued), message + " " + " ".join(continued)] if continued else []
+    texts = [message, *rejoined]
+    texts += [found["message"] for text in texts for found in [_PYDANTIC.search(text)] if found]
+    hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text) if _credible(h, text, whole)]
+    packages = {engine for engine in atlas.releases if any(f"/{engine}/" in _path(f) for f in frames)}
+    hits = [h for h in hits if not packages or h.entry.engine in packages]
+    if exception and any(not h.entry.logged for h in hits):
+        hits = [h for h in hits if not h.entry.logged]  # an exception's message: raised, not logged
+    if exception and any(_same_type(h, exception) for h in hits):
+        hits = [h for h in hits if _same_type(h, exception)]
+    at_frame = [h for h in hits if any(_path(f).endswith("/" + h.entry.file) for f in frames)]
+    hits = at_frame or hits
+    if not hits:
+        return []
+    top = max(h.rank for h in hits)
+    best = [h for h in hits if h.rank == top]
+    # a site at a frame's line first, then a raise before a log, then the newest release's first
+    best.sort(key=lambda h: release_order(h.entry.releases[-1]), reverse=True)
+    return sorted(best, key=lambda h: (_at_line(h, frames) is None, h.entry.logged))
+
+
+def _credible(hit: Hit, text: str, whole: bool) -> bool:
+    """Whether the hit tells where the text was made: the whole text, or (unless ``whole``) enough literal text of a
+    part of it; and either much literal text or most of the text literal. A template mostly of holes around a
+    phrase Python itself prints ("{x} object has no attribute {y}") is not where Python's own AttributeError was."""
+    literal = hit.entry.literal
+    if not hit.whole and (whole or literal < MIN_PART_LITERAL):
+        return False
+    return literal >= MIN_LITERAL_TO_TELL or literal >= MIN_LITERAL_SHARE * len(text.strip())
+
+
+def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | None) -> Located | None:
+    """The message a wrapper's hole quotes, located, where it is one the atlas knows."""
+    for _, value in wrapper.holes:
+        text = value.strip()
+        found = _QUOTED.match(text) if len(text) >= 12 else None
+        inner = locate(atlas, found["message"], frames, None, version, quoted=True) if found else None
+        if inner is not None:
+            releases = _consistent([wrapper], frames, version)
+            return Located(inner.text, inner.sites, inner.engine, inner.releases, inner.holes, inner.fixes,
+                           _site(atlas, wrapper, releases))
+    return None
+
+
+def _quoted_text(hit: Hit) -> str:
+    """The text of a hole the template quotes ('{result}'), where the atlas does not know it as a message of its
+    own (Python's: "'Qwen2ForCausalLM' object has no attribute 'set_embed'"): the failure the wrapper reports."""
+    parts = hit.entry.template.parts
+    for i, (_, value) in enumerate(hit.holes):
+        before, after = parts[2 * i], parts[2 * i + 2]
+        if before[-1:] in ("'", '"') and after[:1] == before[-1] and len(value) >= 12:
+            return value
+    return ""
+
+
+def _consistent(hits: list[Hit], frames: Sequence[Frame], version: str | None) -> dict[str, list[str]]:
+    """engine -> the releases the hits appear in, narrowed to those whose line is a frame's where a frame is at
+    one, and to the release the log names where it is one of them."""
+    releases: dict[str, set[str]] = {}
+    for hit in hits:
+        releases.setdefault(hit.entry.engine, set()).update(hit.entry.releases)
+    pinned: dict[str, set[str]] = {}
+    for hit in hits:
+        line = _at_line(hit, frames)
+        if line is not None:
+            pinned.setdefault(hit.entry.engine, set()).update(
+                r for r, at in zip(hit.entry.releases, hit.entry.lines) if at == line)
+    releases = pinned or releases
+    if version and any(version in r for r in releases.values()):
+        releases = {e: {version} for e, r in releases.items() if version in r}
+    return {e: sorted(r, key=release_order) for e, r in releases.items()}
+
+
+def _at_line(hit: Hit, frames: Sequence[Frame]) -> int | None:
+    """The line of the frame at the hit's file whose line is the site's in some release, if one is."""
+    for frame in reversed(frames):
+        if _path(frame).endswith("/" + hit.entry.file) and frame.line in hit.entry.lines:
+            return frame.line
+    return None
+
+
+def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
+    entry, template = hit.entry, hit.entry.template
+    have = [r for r in releases.get(entry.engine, []) if r in entry.releases] or list(entry.releases)
+    line = entry.lines[entry.releases.index(have[-1])]
+    return RaiseSite(entry.engine, entry.file, template.function, line, template.kind, template.exception,
+                     template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])))
+
+
+def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
+    """The guard's remedies whose name is a knob of the launch, with the values the message printed."""
+    template, fields = hit.entry.template, atlas.fields.get(hit.entry.engine, {})
+    values = dict(hit.holes)
+    fixes = []
+    for name, value in template.remedies:
+        knob = knob_of(name, template.function, fields)
+        if knob is None:
+            continue
+        shown = [f"{hole} is {values[hole]}" for hole in values if hole == name or re.search(rf"\b{re.escape(hole)}\b",
+                                                                                            value)]
+        fixes.append(f"{knob}: {value}" + (f" ({', '.join(shown)} here)" if shown else ""))
+    return fixes
+
+
+def _same_type(hit: Hit, exception: str) -> bool:
+    """Whether the template makes an exception of the pasted type (``torch.OutOfMemoryError`` is OutOfMemoryError)."""
+    return hit.entry.template.exception.rpartition(".")[2] == exception.rpartition(".")[2]
+
+
+def _path(frame: Frame) -> str:
+    return frame.file.replace("\\", "/")

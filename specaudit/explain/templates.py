@@ -1,0 +1,203 @@
+"""One pass over a file of engine source: every message it raises, asserts or logs, as a template.
+
+A template is where the message is made (function, line), what makes it (``raise ValueError``, ``assert``,
+``logger.warning``), its text as parts (messages.py), and the condition that guards it: the innermost enclosing
+``if`` test (negated in its ``else``), an assert's own condition (negated: it raises when that is false), or the
+``except`` clause it is raised in. The names the guard compares are kept with what would make it false: the fix,
+once a name is known to be a flag (knobs.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from .messages import Parts, message_parts
+
+_LOGGER = re.compile(r"^_?(?:logger|log|LOGGER|_LOG)$")
+LOG_LEVELS = frozenset({"info", "info_once", "warning", "warning_once", "warn", "error", "error_once", "exception",
+                        "critical", "fatal"})
+
+
+@dataclass(frozen=True)
+class Template:
+    kind: str  # "raise", "assert", or the logger's method: "logger.warning_once"
+    exception: str  # the exception's type as written (ValueError, torch.OutOfMemoryError); a logger's level
+    function: str  # Class.method, or <module>
+    line: int
+    parts: Parts
+    guard: str  # the condition it is raised under, as source text; "" where it is raised unconditionally
+    # (name the guard reads, the value that makes the guard false): ("self.num_speculative_tokens", "at most 1")
+    remedies: tuple[tuple[str, str], ...] = ()
+
+
+# The classes whose fields are a launch's flags: vLLM's engine arguments and speculative config, SGLang's server
+# arguments (knobs.py maps a guard's names onto them).
+FLAG_CLASSES = frozenset({"EngineArgs", "SpeculativeConfig", "ServerArgs"})
+
+
+def file_templates(source: bytes) -> tuple[list[Template], dict[str, list[str]]]:
+    """The file's templates, in source order, and the fields of the flag classes it defines; none where the file
+    does not parse."""
+    try:
+        module = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return [], {}
+    walker = _Walker(source.decode("utf-8", errors="replace"))
+    walker.body(module.body)
+    return walker.found, walker.fields
+
+
+_TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except*, from Python 3.11
+Guard = tuple[ast.AST, bool]  # an `if` test and whether the branch is its body; or an except handler
+
+
+class _Walker:
+    """Statements only, in source order: a raise, an assert and a logger's call (an expression statement) are
+    statements, and the expressions around them need not be walked."""
+
+    def __init__(self, text: str) -> None:
+        # what ast.get_source_segment splits again at every call; at ast's line breaks only (not str.splitlines')
+        self.lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        self.scope: list[str] = []
+        self.guards: list[Guard] = []
+        self.assigned: dict[str, ast.expr] = {}  # name -> what the current function last assigned it, so far
+        self.found: list[Template] = []
+        self.fields: dict[str, list[str]] = {}
+
+    def body(self, statements: list[ast.stmt], guard: Guard | None = None) -> None:
+        if guard is not None:
+            self.guards.append(guard)
+        for statement in statements:
+            self.statement(statement)
+        if guard is not None:
+            self.guards.pop()
+
+    def statement(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            self._enter(node)
+        elif isinstance(node, ast.If):
+            self.body(node.body, (node.test, True))
+            self.body(node.orelse, (node.test, False))
+        elif isinstance(node, _TRY):
+            self.body(node.body)
+            for handler in node.handlers:
+                self.body(handler.body, (handler, True))
+            self.body(node.orelse)
+            self.body(node.finalbody)
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.While | ast.With | ast.AsyncWith):
+            self.body(node.body)
+            self.body(getattr(node, "orelse", []))
+        elif isinstance(node, ast.Match):
+            for case in node.cases:
+                self.body(case.body)
+        elif isinstance(node, ast.Raise):
+            self._raise(node)
+        elif isinstance(node, ast.Assert) and node.msg is not None:
+            self._add("assert", "AssertionError", node.lineno, node.msg, [(node.test, False)])
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            self._logged(node.value)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            self.assigned[node.targets[0].id] = node.value
+
+    def _enter(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        saved = self.scope, self.guards, self.assigned
+        self.scope, self.guards, self.assigned = [*self.scope, node.name], [], {}
+        flags = _flag_class(node) if isinstance(node, ast.ClassDef) else None
+        if flags is not None:
+            self.fields.setdefault(flags, []).extend(
+                s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
+        self.body(node.body)
+        self.scope, self.guards, self.assigned = saved
+
+    def _raise(self, node: ast.Raise) -> None:
+        call = node.exc
+        if isinstance(call, ast.Call) and len(call.args) == 1:
+            self._add("raise", ast.unparse(call.func), node.lineno, call.args[0], self.guards[-1:])
+
+    def _logged(self, call: ast.Call) -> None:
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr in LOG_LEVELS and call.args and _is_logger(func.value):
+            self._add(f"logger.{func.attr}", func.attr.partition("_")[0].upper(), call.lineno, call.args[0],
+                      self.guards[-1:], call.args[1:])
+
+    def _add(self, kind: str, exception: str, line: int, message: ast.expr, guards: list[Guard],
+             logged: list[ast.expr] | None = None) -> None:
+        parts = message_parts(message, self.assigned.get, logged)
+        if parts is None:
+            return
+        guard, remedies = self._guard(*guards[0]) if guards else ("", ())
+        self.found.append(Template(kind, exception, ".".join(self.scope) or "<module>", line, parts, guard, remedies))
+
+    def _guard(self, test: ast.AST, branch: bool) -> tuple[str, tuple[tuple[str, str], ...]]:
+        if isinstance(test, ast.ExceptHandler):
+            return f"except {self._source(test.type)}" if test.type else "except", ()
+        assert isinstance(test, ast.expr)
+        text = self._source(test)
+        return (text if branch else f"not ({text})"), tuple(_remedies(test, branch))
+
+    def _source(self, node: ast.AST) -> str:
+        """The node's source text as written where it is on one line; a condition spread over several lines as
+        ``ast.unparse`` writes it (one line, without the brackets and commas the line breaks left)."""
+        line, end = node.lineno - 1, node.end_lineno  # type: ignore[attr-defined]
+        if end != node.lineno or line >= len(self.lines) or node.end_col_offset is None:  # type: ignore[attr-defined]
+            return ast.unparse(node)
+        return self.lines[line].encode()[node.col_offset:node.end_col_offset].decode(  # type: ignore[attr-defined]
+            "utf-8", errors="replace")
+
+
+def _flag_class(node: ast.ClassDef) -> str | None:
+    """The flag class ``node`` is, or holds fields of: SGLang's later releases declare ServerArgs' fields in
+    namespace classes (``arg_groups/fields/``, each marked by its ``_NS_PATH``)."""
+    if node.name in FLAG_CLASSES:
+        return node.name
+    namespace = any(isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "_NS_PATH" for t in s.targets)
+                    for s in node.body)
+    return "ServerArgs" if namespace else None
+
+
+def _is_logger(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and bool(_LOGGER.match(node.id)) or \
+        isinstance(node, ast.Attribute) and bool(_LOGGER.match(node.attr))
+
+
+# What makes `name OP value` false, and what makes it true: the fix is the side the engine does not raise on.
+_FALSE = {ast.Gt: "at most {}", ast.GtE: "below {}", ast.Lt: "at least {}", ast.LtE: "above {}", ast.Eq: "other than {}",
+          ast.NotEq: "{}", ast.In: "none of {}", ast.NotIn: "one of {}", ast.Is: "other than {}", ast.IsNot: "{}"}
+_TRUE = {ast.Gt: "above {}", ast.GtE: "at least {}", ast.Lt: "below {}", ast.LtE: "at most {}", ast.Eq: "{}",
+         ast.NotEq: "other than {}", ast.In: "one of {}", ast.NotIn: "none of {}", ast.Is: "{}", ast.IsNot: "other than {}"}
+_MIRROR = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
+
+
+def _remedies(test: ast.expr, raises_when: bool) -> list[tuple[str, str]]:
+    """(name, value) for each name the condition reads that a value of it makes the condition ``not raises_when``:
+    of a condition joined by ``and`` (raising when all hold) any one suffices, of ``or`` every one is needed."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _remedies(test.operand, not raises_when)
+    if isinstance(test, ast.BoolOp):
+        return [r for value in test.values for r in _remedies(value, raises_when)]
+    if _is_knob(test):
+        return [(ast.unparse(test), "unset (false)" if raises_when else "set (true)")]
+    if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+        return []
+    left, op, right = test.left, type(test.ops[0]), test.comparators[0]
+    if not _is_knob(left) and _is_knob(right) and op in _MIRROR:
+        left, op, right = right, _MIRROR[op], left
+    if not _is_knob(left):
+        return []
+    value = ast.unparse(right)
+    if op in (ast.Is, ast.IsNot) and value == "None":
+        return [(ast.unparse(left), "set" if (op is ast.Is) == raises_when else "unset (None)")]
+    return [(ast.unparse(left), (_FALSE if raises_when else _TRUE)[op].format(value))]
+
+
+def _is_knob(node: ast.expr) -> bool:
+    """A name a launch may set: a variable or attribute chain, an environment variable read (``os.getenv("X")``,
+    ``os.environ.get("X")``, ``envs.X``)."""
+    if isinstance(node, ast.Name | ast.Attribute):
+        return all(isinstance(n, ast.Name | ast.Attribute) for n in ast.walk(node) if n is not node and
+                   not isinstance(n, ast.expr_context))
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        return ast.unparse(node.func) in ("os.getenv", "os.environ.get")
+    return False
