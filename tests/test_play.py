@@ -447,3 +447,24 @@ def test_an_attribute_written_on_an_object_passed_is_the_caller_s():
     assert raised(played(code, proposer={"draft_model_config": {"hf_config": {}}})) == "ValueError: no token"
     dflash = {"draft_model_config": {"hf_config": {"dflash_config": {"mask_token_id": 5}}}}
     assert played(code, proposer=dflash) == 5
+
+
+def test_a_module_level_name_a_function_rebinds_is_not_its_assignment():
+    # vLLM's `_current_vllm_config = None`, set by set_current_vllm_config(): not None when a model is built.
+    code = """
+    _current = None
+
+    def set_current(config):
+        global _current
+        _current = config
+
+    def get_current():
+        if _current is None:
+            raise AssertionError("Current vLLM config is not set")
+        return _current
+
+    def build():
+        return get_current()
+    """
+    assert isinstance(played(code), Unknown)
+    assert raised(played(code.replace("global _current", "pass"))) == "AssertionError: Current vLLM config is not set"
