@@ -37,8 +37,9 @@ from specaudit.core.types import Status, Verdict
 from specaudit.launch.checkpoint import Checkpoint, TensorInfo
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_model, load_preset
+from specaudit.play.player import LiteralScope, answer, call
+from specaudit.play.values import Raised, Unknown
 from specaudit.scan.audit import audit
-from specaudit.scan.drafter.dflash import Obj, _Code, _Module, _NotKnown, _Play, _Raised
 from specaudit.scan.facts import ReleaseModules
 from specaudit.scan.runner import LaunchFacts, Source, refusal
 from specaudit.scan.trace import load_path_spec
@@ -460,11 +461,13 @@ def test_a_head_without_mask_hidden_launched_in_parallel_is_blocked_at_its_weigh
 
 # -- the player: a function of the release, code in and value out ------------------------------------------------
 
-def played(source: str, *args, this: Obj | None = None):
-    tree = ast.parse(source)
-    function = tree.body[-1]
+def played(source: str, *args, this: dict | None = None):
+    """What the last function of ``source`` gives on these arguments (``this``: the fields of ``self``), as the
+    drafter checks play the release's readers (play.player): its one value, else an Unknown that says why."""
+    function = ast.parse(source).body[-1]
     assert isinstance(function, ast.FunctionDef)
-    return _Play(_Code(None), _Module("m", "m.py", tree)).call(function, list(args), {}, this)[0]
+    outcomes, _ = call(function, LiteralScope(), list(args), {}, fields={"self": this} if this is not None else None)
+    return answer(outcomes, "m.py")
 
 
 READER = '''
@@ -481,16 +484,14 @@ def aux(spec_config):
 '''
 
 
-def spec(config: dict) -> Obj:
-    return Obj({"draft_model_config": Obj({"hf_config": Obj(config)})})
+def spec(config: dict) -> dict:
+    return {"draft_model_config": {"hf_config": config}}
 
 
 def test_the_player_reads_a_config_as_the_engine_does():
     assert played(READER, spec({"dflash_config": {"target_layer_ids": [1, 9]}})) == (2, 10)
     assert played(READER, spec({"eagle_aux_hidden_state_layer_ids": [3]})) == (3,)
     assert played(READER, spec({})) is None
-    # The config object is not a dict: isinstance(hf_config, dict) is False, a nested dict is one.
-    assert played("def f(c):\n    return isinstance(c, dict), isinstance(c.x, dict)", Obj({"x": {}})) == (False, True)
 
 
 def test_the_player_raises_what_the_function_raises_and_knows_what_it_does_not_know():
@@ -500,13 +501,12 @@ def token(hf_config):
         return int(hf_config.pard_token)
     raise ValueError(f"no token in {hf_config.model_type}")
 '''
-    assert played(source, Obj({"pard_token": "7"})) == 7
-    with pytest.raises(_Raised, match="ValueError: no token in llama"):
-        played(source, Obj({"model_type": "llama"}))
-    with pytest.raises(_NotKnown):
-        played("def f(c):\n    if c.unknown:\n        return 1\n    return 2", Obj({}))
+    assert played(source, {"pard_token": "7"}) == 7
+    with pytest.raises(Raised, match="ValueError: no token in llama"):
+        played(source, {"model_type": "llama"})
+    assert played("def f(c):\n    if c.unknown:\n        return 1\n    return 2", {}) == Unknown("c.unknown")
     # A statement whose value is not known, that nothing later reads, does not stop the play.
-    assert played("def f(self):\n    self.buf = torch.zeros(3)\n    self.k = 4\n    return self.k", this=Obj({})) == 4
+    assert played("def f(self):\n    self.buf = torch.zeros(3)\n    self.k = 4\n    return self.k", this={}) == 4
 
 
 # -- the runner's own check of the launch, code in and refusal out ----------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 from specaudit.play.libraries.environ import declared_default, truthy
 from specaudit.play.modules import ModuleScope
 from specaudit.play.operators import MAX_VALUE_CHARS, binary, compare, plain_method, pure
-from specaudit.play.player import MAX_CALLS, Player, call
+from specaudit.play.player import MAX_CALLS, Player, answer, call, message
 from specaudit.play.values import CLASS, UNKNOWN, EngineObject, Raised, ReleaseClass, Unknown, truth
 
 
@@ -34,13 +34,12 @@ def played(code: str, **parameters: Any) -> Any:
     scope = ModuleScope(module, module.tree, "code.py")
     function = [n for n in module.tree.body if isinstance(n, ast.FunctionDef)][-1]
     outcomes, _ = call(function, scope, [], parameters)
-    results = {Raised(o.error or "") if o.raises else o.method for o in outcomes}
     if all(o.raises for o in outcomes):
         return Raised(outcomes[0].error or "")
     returned = [o.method for o in outcomes if not o.raises]
     if len(returned) == len(outcomes) and all(r == returned[0] for r in returned):
         return returned[0]
-    return results
+    return {Raised(o.error or "") if o.raises else o.method for o in outcomes}
 
 
 def raised(value: Any) -> str:
@@ -359,3 +358,113 @@ def test_a_method_specific_option_check_is_the_same_whatever_its_spelling():
     for code in forms:
         assert isinstance(played(code, given={"options": {"a": 1}}), Raised), code
         assert played(code, given={}) is None, code
+
+
+# -- comprehensions, a way stopped at a statement, a refusal's text ----------------------------------------------------
+
+
+def test_a_comprehension_over_a_known_sequence_is_played_item_by_item():
+    code = """
+    def renamed(architectures, layers):
+        names = [a if a.startswith("DFlash") else f"DFlash{a}" for a in architectures]
+        kept = {i + 1 for i in layers if i >= 0}
+        pairs = {name: len(name) for name in names}
+        return names, kept, pairs, tuple(i * 2 for i in layers), sum([i for i in layers]), any(i > 8 for i in layers)
+    """
+    assert played(code, architectures=["Qwen3ForCausalLM", "DFlashDraftModel"], layers=[1, -1, 9]) == (
+        ["DFlashQwen3ForCausalLM", "DFlashDraftModel"], frozenset({2, 10}),
+        {"DFlashQwen3ForCausalLM": 22, "DFlashDraftModel": 16}, (2, -2, 18), 9, True)
+    nested = "def flat(rows):\n    return [x for row in rows for x in row if x]"
+    assert played(nested, rows=[[1, 0], [2]]) == [1, 2]
+    assert isinstance(played(nested, rows=[[1, Unknown("x")]]), Unknown)  # an item not known: not the list
+    assert isinstance(played(nested), Unknown)  # nor a sequence not known
+
+
+def test_a_way_stops_at_the_statement_asked_for_with_the_value_asked_for():
+    module = ast.parse(textwrap.dedent("""
+    def width(config):
+        return config.hidden_size * len(config.layer_ids)
+
+    def build(self, config):
+        self.config = config
+        if config.use_aux:
+            self.fc = Linear(width(self.config), config.hidden_size)
+        self.norm = Norm(config.hidden_size)
+    """))
+    function = module.body[-1]
+    assert isinstance(function, ast.FunctionDef)
+    built = next(n for n in ast.walk(function) if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "self.fc")
+    assert isinstance(built.value, ast.Call)
+    scope = ModuleScope(_Code(""), module, "code.py")
+
+    def width_built(config: dict[str, Any]) -> Any:
+        outcomes, _ = call(function, scope, [], {"config": config}, fields={"self": {}},
+                           stop=(built, built.value.args[0]))
+        return answer(outcomes, scope.where)
+
+    assert width_built({"use_aux": True, "hidden_size": 4, "layer_ids": [1, 2, 3]}) == 12
+    assert width_built({"use_aux": False, "hidden_size": 4}) is None  # no fc built: the function ends as it does
+    # The condition not known: one way builds it, the other does not, and the answer says what it could not read.
+    assert answer(call(function, scope, [], {"config": {"hidden_size": 4, "layer_ids": [1]}}, fields={"self": {}},
+                       stop=(built, built.value.args[0]))[0], scope.where) == Unknown("config.use_aux")
+
+
+def test_a_refusal_s_text_is_the_raise_s_message_with_what_is_not_known_shown_as_code():
+    stmt = ast.parse(textwrap.dedent("""
+    if hidden_states.shape[-1] != expected:
+        raise ValueError(f"expects {expected} features but received {hidden_states.shape[-1]} ({self.name!r})")
+    """)).body[0]
+    assert isinstance(stmt, ast.If) and isinstance(stmt.body[0], ast.Raise)
+    assert message(stmt.body[0], {"expected": 20480, "hidden_states": {"shape": (7, 16384)}}) == \
+        "ValueError: expects 20480 features but received 16384 ({self.name})"
+    assert message(stmt.body[0], {}) == \
+        "ValueError: expects {expected} features but received {hidden_states.shape[-1]} ({self.name})"
+
+
+def test_a_read_of_what_a_config_lacks_says_which_code_read_it():
+    assert played("def f(hf_config):\n    return hf_config.dflash_config", hf_config={}) == \
+        Unknown("hf_config.dflash_config")
+    assert played("def f(c):\n    return getattr(c, 'dflash_config', None)", c={}) is None  # a default: no read
+
+
+def test_an_attribute_written_on_an_object_passed_is_the_caller_s():
+    code = """
+    def _init_token(proposer):
+        hf_config = proposer.draft_model_config.hf_config
+        if "mask_token_id" in (getattr(hf_config, "dflash_config", None) or {}):
+            proposer.token = hf_config.dflash_config["mask_token_id"]
+        elif hasattr(hf_config, "pard_token"):
+            proposer.token = hf_config.pard_token
+        else:
+            raise ValueError("no token")
+
+    def token(proposer):
+        _init_token(proposer)
+        return proposer.token
+    """
+    proposer = {"draft_model_config": {"hf_config": {"pard_token": 7}}}
+    assert played(code, proposer=proposer) == 7 and proposer["token"] == 7
+    assert raised(played(code, proposer={"draft_model_config": {"hf_config": {}}})) == "ValueError: no token"
+    dflash = {"draft_model_config": {"hf_config": {"dflash_config": {"mask_token_id": 5}}}}
+    assert played(code, proposer=dflash) == 5
+
+
+def test_a_module_level_name_a_function_rebinds_is_not_its_assignment():
+    # vLLM's `_current_vllm_config = None`, set by set_current_vllm_config(): not None when a model is built.
+    code = """
+    _current = None
+
+    def set_current(config):
+        global _current
+        _current = config
+
+    def get_current():
+        if _current is None:
+            raise AssertionError("Current vLLM config is not set")
+        return _current
+
+    def build():
+        return get_current()
+    """
+    assert isinstance(played(code), Unknown)
+    assert raised(played(code.replace("global _current", "pass"))) == "AssertionError: Current vLLM config is not set"

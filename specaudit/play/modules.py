@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -78,6 +79,8 @@ class ModuleScope:
             if isinstance(stmt, ast.ClassDef) and stmt.name == name:
                 return ReleaseClass(f"{module_of(self.where)}:{name}")
             if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and name in assigned(stmt) and stmt.value is not None:
+                if name in rebound(self.tree):  # `_current_vllm_config = None`, set by set_current_vllm_config()
+                    return Unknown(f"{name} (a global the module's functions set)")
                 return self._computed(name, stmt.value)
         imported = self._imported(name)
         return imported[0].value(imported[1]) if imported else UNKNOWN
@@ -205,6 +208,13 @@ class ModuleScope:
 # names made by a helper), not what a call makes at import (a logger, a registry object).
 _TABLES = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.JoinedStr, ast.BinOp)
 _COMPUTING: set[tuple[int, str]] = set()  # the module-level values being played out (one reading itself is not)
+
+
+@functools.lru_cache(maxsize=256)
+def rebound(tree: ast.Module) -> frozenset[str]:
+    """The module-level names its functions rebind (``global name``): what the module holds when a function reads
+    one depends on what ran before, not on its assignment."""
+    return frozenset(name for node in ast.walk(tree) if isinstance(node, ast.Global) for name in node.names)
 
 
 def module_of(relpath: str) -> str:

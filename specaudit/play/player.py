@@ -40,6 +40,7 @@ MAX_WAYS = 64  # a function that forks on more unknown conditions than this is n
 MAX_EVERY_WAYS = 512
 MAX_CALLS = 5  # how deep the release's own functions are followed
 MAX_ITERATIONS = 64  # a loop over a known sequence longer than this is not played out
+MAX_ITEMS = 4096  # nor a comprehension over more items than this (its element may follow calls for each)
 # The builtin types ``isinstance`` is played with, on plain values (a class of the release is a ``type``).
 _TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,),
                                        "dict": (dict,), "list": (list,), "tuple": (tuple,),
@@ -266,6 +267,9 @@ class Player:
     forks_every: bool = False
     objects: Objects | None = None
     logs: frozenset[str] = WARNINGS
+    # Where a way ends before the function does, and what it gives there: a statement of the function, and the
+    # expression whose value the way ends with on reaching it (the width a layer is built with, where it is built).
+    stop: tuple[ast.stmt, ast.expr] | None = None
     # The ends fixed of calls followed, while a statement is played again for each (_Split): id(call) -> outcomes.
     _given: dict[int, list[Outcome]] = field(default_factory=dict, init=False, repr=False)
     # While a condition (or a value returned) is evaluated: the first Unknown met that says why (None: not then).
@@ -351,6 +355,9 @@ class Player:
             return ways
 
     def _statement(self, stmt: ast.stmt, way: _Way) -> list[_Way]:
+        if self.stop is not None and stmt is self.stop[0]:
+            way.end(self.evaluate(self.stop[1], way.env))
+            return [way]
         if isinstance(stmt, ast.If):
             value = self._explained(stmt.test, way.env)
             if isinstance(value, Unknown) and not self.forks_every and not self._sets_method(stmt):
@@ -446,12 +453,8 @@ class Player:
     def _loop(self, stmt: ast.For, way: _Way) -> list[_Way] | None:
         """A ``for`` over a sequence the launch fixes, played item by item (``break``, ``continue`` and ``else`` as
         Python runs them); None where the sequence is not known or is longer than MAX_ITERATIONS."""
-        items = self._quiet(stmt.iter, way.env)
-        if isinstance(items, dict) and CLASS not in items:
-            items = list(items)
-        elif isinstance(items, (set, frozenset)):
-            items = sorted(items, key=repr)  # a set's order is the hash's: no launch depends on it
-        if not isinstance(items, (list, tuple, str)) or len(items) > MAX_ITERATIONS:
+        items = _items(self._quiet(stmt.iter, way.env))
+        if items is None:
             return None
         ways, left = [way], []
         for item in items:
@@ -508,7 +511,8 @@ class Player:
     def _sets_method(self, stmt: ast.stmt) -> bool:
         """Whether a statement can change the method, or end the function (with one, or early)."""
         for node in ast.walk(stmt):
-            if isinstance(node, (ast.Return, ast.Break, ast.Continue)):
+            if isinstance(node, (ast.Return, ast.Break, ast.Continue)) or (self.stop is not None
+                                                                          and node is self.stop[0]):
                 return True  # it may end the function (or the loop's round) here: what follows may not run
             if isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -555,11 +559,14 @@ class Player:
         text = ast.unparse(stmt).splitlines()[0]
         return text if len(text) <= 120 else text[:117] + "..."
 
-    def _raised(self, stmt: ast.Raise, env: dict[str, Any]) -> str:
-        """What a raise raises, as Python prints it where its message is known: ``ValueError: k must be ...``."""
+    def _raised(self, stmt: ast.Raise, env: dict[str, Any], holes: bool = False) -> str:
+        """What a raise raises, as Python prints it where its message is known: ``ValueError: k must be ...``;
+        ``holes``: an f-string's parts not known shown as their code (``received {hidden_states.shape[-1]}``)."""
         exc = stmt.exc
         if isinstance(exc, ast.Call) and dotted(exc.func) and len(exc.args) == 1:
-            message = self._quiet(exc.args[0], env)
+            text = exc.args[0]
+            message = self._fstring(text, env, holes) if holes and isinstance(text, ast.JoinedStr) \
+                else self._quiet(text, env)
             if isinstance(message, str):
                 return f"{dotted(exc.func)}: {message}"
         return self._code(stmt).removeprefix("raise ").strip()
@@ -639,6 +646,8 @@ class Player:
             return value
         if isinstance(node, ast.Call):
             return self._call(node, env)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            return self._comprehension(node, env)
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
         if isinstance(node, ast.Attribute):
@@ -655,8 +664,9 @@ class Player:
         if isinstance(owner, ReleaseModule):
             return self.scope.value(f"{owner.name}:{name}")
         if isinstance(owner, dict):
-            if name in owner or not isinstance(owner.get(CLASS), str):
-                return owner.get(name, UNKNOWN)
+            if name in owner or not isinstance(owner.get(CLASS), str):  # a config: its attributes are its keys
+                return owner[name] if name in owner else Unknown(ast.unparse(site) if isinstance(site, ast.Attribute)
+                                                                 else name)
             return self._class_attribute(owner[CLASS], name, site, env, this=owner)
         if isinstance(owner, EngineObject) and self.objects is not None:
             return self.objects.attribute(owner, name)
@@ -714,8 +724,9 @@ class Player:
             for stale in [k for k in env if k.startswith(name + ".") and not k.endswith("()")]:
                 del env[stale]
 
-    def _fstring(self, node: ast.JoinedStr, env: dict[str, Any]) -> Any:
-        """An f-string's text, where every value in it is known (``{n_predict=}`` and ``!r`` included)."""
+    def _fstring(self, node: ast.JoinedStr, env: dict[str, Any], holes: bool = False) -> Any:
+        """An f-string's text, where every value in it is known (``{n_predict=}`` and ``!r`` included); ``holes``:
+        a part not known is its own code in braces."""
         text = []
         for part in node.values:
             if isinstance(part, ast.Constant):
@@ -723,7 +734,10 @@ class Player:
                 continue
             if not isinstance(part, ast.FormattedValue) or part.format_spec is not None:
                 return UNKNOWN
-            value = self.evaluate(part.value, env)
+            value = self._quiet(part.value, env) if holes else self.evaluate(part.value, env)
+            if isinstance(value, Unknown) and holes:
+                text.append("{" + ast.unparse(part.value) + "}")
+                continue
             if isinstance(value, Unknown):
                 return UNKNOWN
             text.append(repr(value) if part.conversion == ord("r") else ascii(value) if part.conversion == ord("a")
@@ -838,7 +852,7 @@ class Player:
             return UNKNOWN if names is None else tuple(sorted(names))
         if func in ("getattr", "hasattr") and len(args) in (2, 3) and not node.keywords:
             return self._getattr(func, args, node, env)
-        if func in ("any", "all", "sum") and len(args) == 1 and isinstance(args[0], ast.GeneratorExp):
+        if func in ("any", "all", "sum") and len(args) == 1 and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)):
             return self._quantified(func, args[0], env)
         if func in _PURE and not node.keywords:
             values = [self.evaluate(a, env) for a in args]
@@ -1000,9 +1014,7 @@ class Player:
                 raise _Split(site, ends)
         running = [o for o in outcomes if o.raises is None]
         if not running:
-            first = outcomes[0]
-            line, _, code = (first.raises or "0: ").partition(": ")
-            raise Raised(first.error or "an exception", first.site or (scope.where, int(line), code))
+            raise _raise_of(outcomes, scope.where)
         if fields is not None and "self" not in fields:  # what a method assigns to the fields, the caller reads back
             joined: dict[str, Any] = {}
             _join(joined, [{k: v for k, v in o.env.items() if k.startswith("self.")} for o in running])
@@ -1022,15 +1034,11 @@ class Player:
         values = [o.method for o in running]
         return values[0] if all(v == values[0] for v in values) else UNKNOWN
 
-    def _quantified(self, func: str, gen: ast.GeneratorExp, env: dict[str, Any]) -> Any:
-        if len(gen.generators) != 1 or gen.generators[0].ifs or not isinstance(gen.generators[0].target, ast.Name):
+    def _quantified(self, func: str, gen: ast.GeneratorExp | ast.ListComp, env: dict[str, Any]) -> Any:
+        rounds = self._rounds(gen.generators, env)
+        if rounds is None:
             return UNKNOWN
-        loop = gen.generators[0]
-        items = self.evaluate(loop.iter, env)
-        if isinstance(items, Unknown) or not isinstance(items, (tuple, list, frozenset)):
-            return UNKNOWN
-        assert isinstance(loop.target, ast.Name)
-        values = [self.evaluate(gen.elt, {**env, loop.target.id: item}) for item in items]
+        values = [self.evaluate(gen.elt, each) for each in rounds]
         unknown = next((v for v in values if isinstance(v, Unknown)), None)
         if func == "sum":
             return unknown or pure("sum", [values])
@@ -1038,19 +1046,67 @@ class Player:
             return True if any(not isinstance(v, Unknown) and _truth(v) for v in values) else unknown or False
         return False if any(not isinstance(v, Unknown) and not _truth(v) for v in values) else unknown or True
 
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp,
+                       env: dict[str, Any]) -> Any:
+        """A comprehension over sequences the launch fixes, played item by item: its list (a generator's too), set
+        or dict; unknown where a sequence, a condition or an item is not known."""
+        rounds = self._rounds(node.generators, env)
+        if rounds is None:
+            return UNKNOWN
+        keys = [self.evaluate(node.key, each) for each in rounds] if isinstance(node, ast.DictComp) else []
+        items = [self.evaluate(node.value if isinstance(node, ast.DictComp) else node.elt, each) for each in rounds]
+        unknown = next((i for i in keys + items if isinstance(i, Unknown)), None)
+        if unknown is not None:
+            return unknown
+        try:
+            return dict(zip(keys, items)) if isinstance(node, ast.DictComp) else frozenset(items) \
+                if isinstance(node, ast.SetComp) else items
+        except TypeError:  # an item Python cannot hash (a config as a set's item): not this player's to say
+            return UNKNOWN
+
+    def _rounds(self, generators: list[ast.comprehension], env: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The frames a comprehension's element is played in: one for each item its ``for``s give and its ``if``s
+        keep, in Python's order; None where a sequence or a condition is not known, or past MAX_ITEMS."""
+        rounds = [dict(env)]  # its own names: they do not leak into the frame (Python 3)
+        for generator in generators:
+            kept = []
+            for outer in rounds:
+                items = None if generator.is_async else _items(self.evaluate(generator.iter, outer), MAX_ITEMS)
+                if items is None:
+                    return None
+                for item in items:
+                    each = dict(outer)
+                    if not self._bind(generator.target, item, each):
+                        return None
+                    holds: Any = True
+                    for test in generator.ifs:  # the first false one decides: the rest are not evaluated
+                        holds = self.evaluate(test, each)
+                        if isinstance(holds, Unknown):
+                            return None
+                        if not _truth(holds):
+                            break
+                    if _truth(holds):
+                        kept.append(each)
+                if len(kept) > MAX_ITEMS:
+                    return None
+            rounds = kept
+        return rounds
+
 
 def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed: list[Any], named: dict[str, Any],
          depth: int = 0, fields: dict[str, Any] | None = None, coverage: Coverage | None = None,
          bound: dict[str, Any] | None = None, forks_every: bool = False,
-         objects: Objects | None = None, receiver: ReleaseClass | None = None) -> tuple[list[Outcome], int]:
+         objects: Objects | None = None, receiver: ReleaseClass | None = None,
+         stop: tuple[ast.stmt, ast.expr] | None = None) -> tuple[list[Outcome], int]:
     """Every way through a function of the release called with these values (its parameters' defaults for the rest):
     what each returns, and how many ways there were. The objects passed are the very ones it rewrites (no copy on
     entry): where it takes one way, its rewrites are the caller's. ``fields``: for a method, ``self`` (the object) or
     ``self.*`` as known; ``receiver``: for a classmethod, its class (that of ``self`` where it is called on an
     object); ``bound``: the calls the launch fixes (``has_arctic_inference()``), which hold in every function;
-    ``forks_every``, ``objects``: as the Player's, for it and every function it calls."""
+    ``forks_every``, ``objects``: as the Player's, for it and every function it calls; ``stop``: as the Player's, for
+    this function."""
     params = _parameters(function)
-    player = Player("__return__", {}, scope, (), True, depth, coverage, forks_every, objects)
+    player = Player("__return__", {}, scope, (), True, depth, coverage, forks_every, objects, stop=stop)
     frame: dict[str, Any] = {**(bound or {}), **(fields or {})}
     receives = _receives(function)
     if receives == "class":
@@ -1080,6 +1136,46 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         if way.done is None:
             way.end(None)  # it falls off its end: it returns None
     return [w.done for w in ways if w.done is not None], len(ways)
+
+
+def _items(value: Any, limit: int = MAX_ITERATIONS) -> list[Any] | tuple[Any, ...] | str | None:
+    """What a ``for`` over ``value`` goes through, where it is a sequence the launch fixes of at most ``limit`` items
+    (a dict's keys; a set's items in an order of their own: no launch depends on a hash's order)."""
+    if isinstance(value, dict) and CLASS not in value:
+        value = list(value)
+    elif isinstance(value, (set, frozenset)):
+        value = sorted(value, key=repr)
+    if not isinstance(value, (list, tuple, str)) or len(value) > limit:
+        return None
+    return value
+
+
+def message(stmt: ast.Raise, values: dict[str, Any], scope: Scope | None = None) -> str:
+    """What a raise of the release prints on these values (an expression as written, ``self.model.fc.input_size``,
+    to its value), what they do not fix shown as its code: the refusal a launch meets, said before it is launched."""
+    return Player("", {}, scope or LiteralScope())._raised(stmt, dict(values), holes=True)
+
+
+def answer(outcomes: list[Outcome], where: str) -> Any:
+    """The one end of every way through a call: the value they all return, or Raised where they all raise the same
+    (``where``: the function's file, for a raise of its own); else an Unknown that says why, the first condition not
+    known that the ways forked on (its first read not known, else its code)."""
+    ends = _ends(outcomes)
+    if len(ends) == 1 and outcomes[0].raises is not None:
+        raise _raise_of(outcomes, where)
+    if len(ends) == 1:
+        return outcomes[0].method
+    forked = next((b for o in outcomes for b in o.branches if b.unknown is not None), None)
+    if forked is None:
+        return Unknown("the ways through it end differently")
+    return Unknown(forked.unknown.why if forked.unknown is not None and forked.unknown.why else forked.test)
+
+
+def _raise_of(outcomes: list[Outcome], where: str) -> Raised:
+    """The raise of the first way that raises, where it is: in a function it calls, or in its own file."""
+    first = next(o for o in outcomes if o.raises is not None)
+    line, _, code = (first.raises or "0: ").partition(": ")
+    return Raised(first.error or "an exception", first.site or (where, int(line), code))
 
 
 def _parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

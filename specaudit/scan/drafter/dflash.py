@@ -1,6 +1,6 @@
 """vLLM's parallel drafters: DFlash (``dflash``, 0.20 on), DSpark (``dspark``, 0.26 on) and P-EAGLE (an EAGLE-3 head
 launched with ``parallel_drafting: true``). Each check reads what the release does with the drafter's config.json by
-playing the release's own function out on it (``_Play``: its statements run over the config's values, never
+playing the release's own function out on it (``specaudit.play``: its statements run over the config's values, never
 imported), so that a key one release reads and another does not, or a layer id one shifts by one, is judged as that
 release judges it:
 
@@ -24,511 +24,83 @@ from __future__ import annotations
 import ast
 import copy
 import fnmatch
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
-from ...play.operators import METHODS, PURE, TYPES, UNARY, binary, compare, pure
-from ...play.player import dotted
-from ...play.values import EngineObject, Raised, Unknown, truth
-from ..facts import SyntaxProblem
+from ...play.modules import ModuleScope, module_of
+from ...play.player import Player, answer, call, dotted, message
+from ...play.values import CLASS, Raised, Unknown
+from ..facts import ReleaseModules
 from ..judge import Judge
 from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
 
 # -- playing a function of the release out on a drafter config ---------------------------------------------------------
 
 
-class _NotKnown(Exception):
-    """The played code reads what the drafter's files do not fix."""
-
-
-class _Raised(Exception):
-    def __init__(self, error: str, file: str, line: int):
-        super().__init__(error)
-        self.error, self.file, self.line = error, file, line
-
-
-class _Returned(Exception):
-    def __init__(self, value: Any):
-        super().__init__("return")
-        self.value = value
-
-
-class _Break(Exception):
-    pass
-
-
-class _Continue(Exception):
-    pass
-
-
-@dataclass
-class Obj(EngineObject):
-    """An engine object the played code reads attributes of (a config, the speculative config): its fields. A field
-    it lacks is not known, except to ``getattr`` with a default and ``hasattr``, which answer from the fields."""
-
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-_UNSET = object()  # a name assigned what the drafter's files do not fix
-# The methods of plain values it may call beside play.operators' pure ones: those that rewrite the played code's own
-# copies of the drafter's values.
-_MUTATORS: dict[str, type | tuple[type, ...]] = {"update": dict}
-MAX_DEPTH = 3  # calls of the release's own functions followed from the one played
-
-
-@dataclass
-class _Module:
-    name: str
-    relpath: str
-    tree: ast.Module
-
-
-class _Code:
-    """The release's modules, from the judge's index (parsed on first use); none where the code is played on its own
-    (``judge`` None)."""
-
-    def __init__(self, judge: Judge | None):
-        self.release = judge.release if judge is not None else None
-        self.by_path = {relpath: name for name, relpath in self.release.files.items()} if self.release else {}
-
-    def module(self, name: str | None = None, relpath: str | None = None) -> _Module | None:
-        if self.release is None:
-            return None
-        name = name or self.by_path.get(relpath or "")
-        relpath = relpath or self.release.files.get(name or "")
-        if not name or not relpath:
-            return None
-        try:
-            tree = self.release.syntax(relpath)
-        except (SyntaxProblem, OSError):
-            return None
-        return _Module(name, relpath, tree)
-
-    def function(self, module: _Module, name: str, env: dict[str, Any]) -> tuple[ast.FunctionDef, _Module] | None:
-        """A module-level function of that name as ``module`` sees it: its own, or imported (at its top or, recorded
-        in ``env``, inside the function played)."""
-        for stmt in module.tree.body:
-            if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
-                return stmt, module
-        imported = env.get(f"import:{name}")
-        for stmt in module.tree.body:
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
-                for alias in stmt.names:
-                    if (alias.asname or alias.name) == name:
-                        imported = (stmt.module, alias.name)
-        if imported is None:
-            return None
-        other = self.module(imported[0])
-        if other is None:
-            return None
-        return next(((s, other) for s in other.tree.body if isinstance(s, ast.FunctionDef) and s.name == imported[1]),
-                    None)
-
-
-class _Play:
-    """Runs one function of the release over known values: the drafter's config as an Obj, the engine objects around
-    it as Objs. What it reads that is not given is not known (_NotKnown), unless only a statement whose effect no
-    later statement reads depends on it; a raise of the function itself is the release's refusal (_Raised)."""
-
-    def __init__(self, code: _Code, module: _Module, owner: ast.ClassDef | None = None, depth: int = 0,
-                 stop: ast.stmt | None = None, stop_value: ast.expr | None = None):
-        self.code, self.module, self.owner, self.depth = code, module, owner, depth
-        self.stop, self.stop_value = stop, stop_value  # the statement where the play ends, and what it gives there
-
-    def call(self, function: ast.FunctionDef, args: list[Any], kwargs: dict[str, Any], this: Obj | None = None
-             ) -> tuple[Any, dict[str, Any]]:
-        """What the function returns, and the names it leaves (``self.x`` included)."""
-        params = [a.arg for a in function.args.posonlyargs + function.args.args]
-        env: dict[str, Any] = {}
-        if this is not None and params[:1] == ["self"]:
-            env["self"] = this
-            params = params[1:]
-        defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
-        defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-        for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
-            if position < len(params) and position < len(args):
-                env[param] = args[position]
-            elif param in kwargs:
-                env[param] = kwargs[param]
-            elif param in defaults:
-                env[param] = self.value(defaults[param], {})
-            else:
-                env[param] = _UNSET
-        try:
-            self.block(function.body, env)
-        except _Returned as returned:
-            return returned.value, env
-        return None, env
-
-    # ---- statements
-
-    def block(self, body: list[ast.stmt], env: dict[str, Any]) -> None:
-        for stmt in body:
-            self.statement(stmt, env)
-
-    def statement(self, stmt: ast.stmt, env: dict[str, Any]) -> None:
-        if stmt is self.stop and self.stop_value is not None:
-            raise _Returned(self.value(self.stop_value, env))
-        if isinstance(stmt, ast.Expr):
-            if not isinstance(stmt.value, ast.Constant):
-                self._quiet(lambda: self.value(stmt.value, env))  # for what it changes: `d.update(...)`
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            if stmt.value is None:
-                return
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-
-            def computed() -> Any:
-                value = self.value(stmt.value, env)  # type: ignore[arg-type]
-                if isinstance(stmt, ast.AugAssign):
-                    value = _operated(stmt, binary, stmt.op, self.value(stmt.target, env), value)
-                return value
-
-            value = self._quiet(computed)
-            for target in targets:
-                self.assign(target, value, env)
-        elif isinstance(stmt, ast.If):
-            try:
-                holds = _truth(self.value(stmt.test, env))
-            except _NotKnown:
-                if _exits(stmt) or (self.stop is not None and _holds(stmt, self.stop)):
-                    raise
-                for name in _assigned(stmt):
-                    env[name] = _UNSET
-                return
-            self.block(stmt.body if holds else stmt.orelse, env)
-        elif isinstance(stmt, ast.For):
-            self._loop(stmt, env)
-        elif isinstance(stmt, ast.Return):
-            raise _Returned(self.value(stmt.value, env) if stmt.value is not None else None)
-        elif isinstance(stmt, ast.Raise):
-            raise _Raised(self.error(stmt.exc, env), self.module.relpath, stmt.lineno)
-        elif isinstance(stmt, ast.Break):
-            raise _Break
-        elif isinstance(stmt, ast.Continue):
-            raise _Continue
-        elif isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
-            env.update({f"import:{a.asname or a.name}": (stmt.module, a.name) for a in stmt.names})
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            self.block(stmt.body, env)
-        elif isinstance(stmt, (ast.Assert, ast.Import, ast.Pass, ast.Global, ast.Nonlocal)):
-            return  # the engine's own sanity asserts hold for what it built; imports of modules are not read
-        else:  # while, try, nested definitions: what they assign is not known
-            if _exits(stmt):
-                raise _NotKnown(type(stmt).__name__)
-            for name in _assigned(stmt):
-                env[name] = _UNSET
-
-    def _loop(self, stmt: ast.For, env: dict[str, Any]) -> None:
-        items = self.value(stmt.iter, env)
-        if not isinstance(items, (list, tuple, set, frozenset, dict, str)):
-            raise _NotKnown(ast.unparse(stmt.iter))
-        for item in items:
-            self.assign(stmt.target, item, env)
-            try:
-                self.block(stmt.body, env)
-            except _Break:
-                return
-            except _Continue:
-                continue
-        self.block(stmt.orelse, env)
-
-    def assign(self, target: ast.expr, value: Any, env: dict[str, Any]) -> None:
-        if isinstance(target, ast.Name):
-            env[target.id] = value
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            values = list(value) if isinstance(value, (list, tuple)) and len(value) == len(target.elts) else None
-            for i, element in enumerate(target.elts):
-                self.assign(element, values[i] if values is not None else _UNSET, env)
-        elif isinstance(target, ast.Attribute):
-            name = dotted(target)
-            if name and name.startswith("self."):
-                env[name] = value
-            owner = self._quiet(lambda: self.value(target.value, env))
-            if isinstance(owner, Obj):
-                owner.fields[target.attr] = value
-        elif isinstance(target, ast.Subscript):
-            owner, key = self._quiet(lambda: self.value(target.value, env)), \
-                self._quiet(lambda: self.value(target.slice, env))
-            if isinstance(owner, dict) and key is not _UNSET:
-                owner[key] = value
-
-    @staticmethod
-    def _quiet(compute: Callable[[], Any]) -> Any:
-        """A value where it can be had; _UNSET where it reads what is not known or a function it follows raises."""
-        try:
-            return compute()
-        except (_NotKnown, _Raised, _Break, _Continue, ArithmeticError, LookupError, TypeError, ValueError,
-                AttributeError):
-            return _UNSET
-
-    # ---- expressions
-
-    def value(self, node: ast.expr, env: dict[str, Any]) -> Any:
-        name = dotted(node)
-        if name is not None and name in env:
-            return _known(env[name], name)
-        if isinstance(node, ast.Constant):
-            return node.value
-        if isinstance(node, ast.Name):
-            return self._name(node.id)
-        if isinstance(node, ast.Attribute):
-            owner = self.value(node.value, env)
-            if isinstance(owner, Obj):
-                if node.attr not in owner.fields:
-                    raise _NotKnown(ast.unparse(node))
-                return _known(owner.fields[node.attr], ast.unparse(node))
-            raise _NotKnown(ast.unparse(node))
-        if isinstance(node, ast.Subscript):
-            owner, key = self.value(node.value, env), self.value(node.slice, env)
-            try:
-                return _known(owner[key], ast.unparse(node))
-            except (LookupError, TypeError):
-                raise _NotKnown(ast.unparse(node)) from None
-        if isinstance(node, ast.BoolOp):
-            result: Any = None
-            for operand in node.values:
-                result = self.value(operand, env)
-                if _truth(result) == isinstance(node.op, ast.Or):
-                    return result
-            return result
-        if isinstance(node, ast.UnaryOp):
-            operand = self.value(node.operand, env)
-            if type(node.op) not in UNARY:
-                raise _NotKnown(ast.unparse(node))
-            if isinstance(node.op, ast.Not):
-                return not _truth(operand)
-            try:
-                return UNARY[type(node.op)](operand)
-            except TypeError:
-                raise _NotKnown(ast.unparse(node)) from None
-        if isinstance(node, ast.BinOp):
-            return _operated(node, binary, node.op, self.value(node.left, env), self.value(node.right, env))
-        if isinstance(node, ast.Compare):
-            left = self.value(node.left, env)
-            for op, comparator in zip(node.ops, node.comparators):
-                right = self.value(comparator, env)
-                if not _operated(node, compare, op, left, right):
-                    return False
-                left = right
-            return True
-        if isinstance(node, ast.IfExp):
-            return self.value(node.body if _truth(self.value(node.test, env)) else node.orelse, env)
-        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-            items = [self.value(e, env) for e in node.elts]
-            return {ast.List: list, ast.Tuple: tuple, ast.Set: set}[type(node)](items)
-        if isinstance(node, ast.Dict):
-            if any(k is None for k in node.keys):
-                raise _NotKnown(ast.unparse(node))
-            return {self.value(k, env): self.value(v, env) for k, v in zip(node.keys, node.values)  # type: ignore[arg-type]
-                    }
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
-            items = list(self._comprehension(node.generators, node.elt, dict(env)))
-            return set(items) if isinstance(node, ast.SetComp) else items
-        if isinstance(node, ast.JoinedStr):
-            return "".join(self._piece(p, env) for p in node.values)
-        if isinstance(node, ast.Call):
-            return self.invoke(node, env)
-        raise _NotKnown(ast.unparse(node))
-
-    def _name(self, name: str) -> Any:
-        if name in TYPES:
-            return TYPES[name]
-        for stmt in self.module.tree.body:  # a module constant: a literal, or frozenset/set/tuple of one
-            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
-                continue
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                node: ast.expr = stmt.value
-                convert: Callable[[Any], Any] = lambda v: v  # noqa: E731
-                if isinstance(node, ast.Call) and dotted(node.func) in ("frozenset", "set", "tuple") and \
-                        len(node.args) == 1:
-                    convert, node = PURE[dotted(node.func) or "set"], node.args[0]
-                try:
-                    return convert(ast.literal_eval(node))
-                except (ValueError, TypeError, SyntaxError):
-                    raise _NotKnown(name) from None
-        raise _NotKnown(name)
-
-    def _comprehension(self, generators: list[ast.comprehension], elt: ast.expr, env: dict[str, Any]) -> Iterator[Any]:
-        if not generators:
-            yield self.value(elt, env)
-            return
-        first, rest = generators[0], generators[1:]
-        items = self.value(first.iter, env)
-        if not isinstance(items, (list, tuple, set, frozenset, dict, str)):
-            raise _NotKnown(ast.unparse(first.iter))
-        for item in items:
-            self.assign(first.target, item, env)
-            if all(_truth(self.value(test, env)) for test in first.ifs):
-                yield from self._comprehension(rest, elt, env)
-
-    def _piece(self, part: ast.expr, env: dict[str, Any]) -> str:
-        if isinstance(part, ast.Constant):
-            return str(part.value)
-        assert isinstance(part, ast.FormattedValue)
-        try:
-            value = self.value(part.value, env)
-        except _NotKnown:
-            return "{" + ast.unparse(part.value) + "}"
-        return repr(value) if part.conversion == ord("r") else str(value)
-
-    def error(self, exc: ast.expr | None, env: dict[str, Any]) -> str:
-        """What a raise prints: ``Name: message``, the message filled where its values are known."""
-        if not isinstance(exc, ast.Call):
-            return ast.unparse(exc) if exc is not None else "raise"
-        name = dotted(exc.func) or ast.unparse(exc.func)
-        if not exc.args:
-            return name
-        try:
-            text = self.value(exc.args[0], env)
-        except _NotKnown:
-            text = ast.unparse(exc.args[0])
-        return f"{name}: {text}"
-
-    def invoke(self, node: ast.Call, env: dict[str, Any]) -> Any:
-        func, args = node.func, node.args
-        if any(isinstance(a, ast.Starred) for a in args) or any(k.arg is None for k in node.keywords):
-            raise _NotKnown(ast.unparse(node))
-        if isinstance(func, ast.Name):
-            name = func.id
-            if name in ("getattr", "hasattr") and len(args) in (2, 3):
-                owner, key = self.value(args[0], env), self.value(args[1], env)
-                fields = owner.fields if isinstance(owner, Obj) else None
-                if name == "hasattr":
-                    return key in fields if fields is not None else hasattr(owner, key)
-                if fields is not None:
-                    if key in fields:
-                        return _known(fields[key], f"{ast.unparse(args[0])}.{key}")
-                    if len(args) == 3:
-                        return self.value(args[2], env)
-                    raise _NotKnown(f"{ast.unparse(args[0])}.{key}")
-                return getattr(owner, key, *([self.value(args[2], env)] if len(args) == 3 else []))
-            if name == "isinstance" and len(args) == 2:
-                kinds = self.value(args[1], env)
-                kinds = kinds if isinstance(kinds, tuple) else (kinds,)
-                flat = tuple(k for kind in kinds for k in (kind if isinstance(kind, tuple) else (kind,)))
-                if not all(isinstance(k, type) for k in flat):
-                    raise _NotKnown(ast.unparse(node))
-                return isinstance(self.value(args[0], env), flat)
-            if name in ("any", "all", "sum") and len(args) == 1:
-                values = self.value(args[0], env)
-                folds: dict[str, Callable[[Any], Any]] = {"any": any, "all": all, "sum": sum}
-                return folds[name](values)
-            if name in PURE:
-                return _operated(node, pure, name, [self.value(a, env) for a in args])
-            return self.follow(name, node, env)
-        if isinstance(func, ast.Attribute):
-            if isinstance(func.value, ast.Name) and func.value.id == "self" and self.owner is not None:
-                method = next((f for f in self.owner.body if isinstance(f, ast.FunctionDef) and f.name == func.attr),
-                              None)
-                if method is not None and isinstance(env.get("self"), Obj):
-                    return self._nested(method, node, env, self.module, this=env["self"])
-            owner = self.value(func.value, env)
-            kinds = METHODS.get(func.attr) or _MUTATORS.get(func.attr)
-            if kinds is not None and isinstance(owner, kinds) and not isinstance(owner, Obj):
-                try:
-                    return _known(getattr(owner, func.attr)(*[self.value(a, env) for a in args]), ast.unparse(node))
-                except (TypeError, ValueError, LookupError):
-                    raise _NotKnown(ast.unparse(node)) from None
-        raise _NotKnown(ast.unparse(node))
-
-    def follow(self, name: str, node: ast.Call, env: dict[str, Any]) -> Any:
-        found = self.code.function(self.module, name, env) if self.depth < MAX_DEPTH else None
-        if found is None:
-            raise _NotKnown(ast.unparse(node))
-        return self._nested(found[0], node, env, found[1])
-
-    def _nested(self, function: ast.FunctionDef, node: ast.Call, env: dict[str, Any], module: _Module,
-                this: Obj | None = None) -> Any:
-        args = [self.value(a, env) for a in node.args]
-        kwargs = {k.arg: self.value(k.value, env) for k in node.keywords if k.arg}
-        play = _Play(self.code, module, self.owner if this is not None else None, self.depth + 1)
-        value, left = play.call(function, args, kwargs, this)
-        if this is not None:  # what a method of the object assigns, the caller reads back
-            env.update({k: v for k, v in left.items() if k.startswith("self.")})
-        return value
-
-
-def _known(value: Any, what: str) -> Any:
-    if value is _UNSET:
-        raise _NotKnown(what)
-    return value
-
-
-def _truth(value: Any) -> bool:
-    return truth(value) is True  # an engine object (an Obj) is there
-
-
-def _operated(node: ast.AST, operation: Callable[..., Any], *operands: Any) -> Any:
-    """An operation's value (play.operators), or not known where it is unknown or fails on these values."""
-    try:
-        value = operation(*operands)
-    except Raised:
-        raise _NotKnown(ast.unparse(node)) from None
-    if isinstance(value, Unknown):
-        raise _NotKnown(ast.unparse(node))
-    return value
-
-
-def _exits(stmt: ast.stmt) -> bool:
-    """Whether a statement holds a return or a raise of its own (not in a nested definition)."""
-    return any(isinstance(n, (ast.Return, ast.Raise)) for n in ast.walk(stmt))
-
-
-def _holds(stmt: ast.stmt, inner: ast.stmt) -> bool:
-    return any(n is inner for n in ast.walk(stmt))
-
-
-def _assigned(stmt: ast.stmt) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(stmt):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] \
-            if isinstance(node, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
-        for target in targets:
-            for sub in ast.walk(target):
-                if isinstance(sub, (ast.Name, ast.Attribute)) and dotted(sub):
-                    names.add(dotted(sub) or "")
-    return names
-
-
-# -- what the release reads of the drafter ----------------------------------------------------------------------------
-
-
-def _config(ctx: DraftContext) -> Obj:
+def _config(ctx: DraftContext) -> dict[str, Any]:
     """The draft's hf_config as the engine holds it: the drafter config's keys as attributes (EAGLEConfig copies them
     onto itself for dflash and eagle3; DSpark's Qwen3 and Gemma-4 drafts keep their own config)."""
-    return Obj(copy.deepcopy(dict(ctx.draft_config)))
+    return copy.deepcopy(dict(ctx.draft_config))
 
 
-def _speculative(ctx: DraftContext, hf_config: Obj) -> Obj:
-    return Obj({"draft_model_config": Obj({"hf_config": hf_config, "model": ctx.draft.path,
-                                           "architectures": list(ctx.draft_config.get("architectures") or [])}),
-                "method": ctx.launch.method, "num_speculative_tokens": ctx.launch.speculative.get(
-                    "num_speculative_tokens"), "parallel_drafting": True})
+def _speculative(ctx: DraftContext, hf_config: dict[str, Any]) -> dict[str, Any]:
+    return {"draft_model_config": {"hf_config": hf_config, "model": ctx.draft.path,
+                                   "architectures": list(ctx.draft_config.get("architectures") or [])},
+            "method": ctx.launch.method, "num_speculative_tokens": ctx.launch.speculative.get("num_speculative_tokens"),
+            "parallel_drafting": True}
 
 
-def _played(ctx: DraftContext, fn: EngineFunction, args: Callable[[Obj], tuple[list[Any], Obj | None]]
-            ) -> tuple[str, Any, dict[str, Any]]:
-    """("returns", value, names left) or ("raises", error, {}) or ("unknown", what, {}) of one function of the release
-    played out on the drafter's config."""
-    code = _Code(_judge(ctx))
-    module = code.module(relpath=fn.file)
-    if module is None:
-        return "unknown", f"{fn.file} could not be read", {}
-    owner = next((c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef) and any(f is fn.node for f in c.body)),
-                 None)
-    passed, this = args(_config(ctx))
+def _scope(ctx: DraftContext, module: str, function: ast.FunctionDef | None = None) -> ModuleScope | None:
+    """A module of the release as the player reads it, from the judge's index; ``function``: a method of one of its
+    classes, played out on an object of it (``self``)."""
+    code = ReleaseModules(_judge(ctx).release)
+    found = code.module_tree(module)
+    if found is None:
+        return None
+    tree, where = found
+    owner = next((c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and function in c.body), None) \
+        if function is not None else None
+    return ModuleScope(code, tree, where, owner=owner)
+
+
+def _this(scope: ModuleScope, fields: dict[str, Any]) -> dict[str, Any]:
+    """``self`` for a method played out: an object of its class holding these fields."""
+    return {**fields, CLASS: scope.this_class} if scope.this_class is not None else fields
+
+
+def _played(ctx: DraftContext, fn: EngineFunction, passed: list[Any], fields: dict[str, Any] | None,
+            read: str | None = None) -> tuple[str, Any, EngineFunction]:
+    """One function of the release played out on the drafter's config: ("returns", its value, fn), ("raises", the
+    error, where it raises) or ("unknown", why, fn). ``fields``: for a method, those of ``self``; ``read``: a field of
+    ``self`` the method sets, whose value is the answer."""
+    scope = _scope(ctx, module_of(fn.file), fn.node)
+    if scope is None:
+        return "unknown", f"{fn.file} could not be read", fn
     try:
-        value, left = _Play(code, module, owner).call(fn.node, passed, {}, this)
-    except _Raised as raised:
-        return "raises", raised.error, {"__raised__": EngineFunction(raised.file, raised.line, fn.name, fn.node, fn.on_path)}
-    except _NotKnown as unknown:
-        return "unknown", f"{site_of(fn)} reads {unknown}, which the drafter's files do not fix", {}
-    except (RecursionError, _Break, _Continue):
-        return "unknown", f"{site_of(fn)} could not be played out", {}
-    return "returns", value, left
+        outcomes, _ = call(fn.node, scope, passed, {},
+                           fields={"self": _this(scope, fields)} if fields is not None else None)
+        if read is not None:
+            outcomes = [o if o.raises is not None else
+                        replace(o, method=(o.env.get("self") or {}).get(read, Unknown(f"self.{read}")))
+                        for o in outcomes]
+        value = answer(outcomes, scope.where)
+    except Raised as raised:
+        file, line, _ = raised.site or (fn.file, fn.line, "")
+        return "raises", raised.error, EngineFunction(file, line, fn.name, fn.node, fn.on_path)
+    except (ValueError, RecursionError):
+        return "unknown", f"{site_of(fn)} could not be played out", fn
+    if isinstance(value, Unknown):
+        return "unknown", f"{site_of(fn)} reads {_what(value)} the drafter's files do not fix", fn
+    return "returns", value, fn
+
+
+def _what(unknown: Unknown) -> str:
+    return f"{unknown.why}, which" if unknown.why else "what"
+
+
+def _is_method(fn: EngineFunction) -> bool:
+    return bool(fn.node.args.args) and fn.node.args.args[0].arg == "self"
 
 
 def _judge(ctx: DraftContext) -> Judge:
@@ -567,10 +139,9 @@ def runner_aux_layers(ctx: DraftContext) -> tuple[EngineFunction, str, Any] | No
     reader = _on_path(ctx, AUX_READERS, AUX_FILES)
     if reader is None:
         return None
-    method = reader.node.args.args[:1] and reader.node.args.args[0].arg == "self"
-    kind, value, _ = _played(ctx, reader, lambda config: (
-        ([], Obj({"speculative_config": _speculative(ctx, config)})) if method
-        else ([_speculative(ctx, config)], None)))
+    spec = _speculative(ctx, _config(ctx))
+    method = _is_method(reader)
+    kind, value, _ = _played(ctx, reader, [] if method else [spec], {"speculative_config": spec} if method else None)
     return reader, kind, value
 
 
@@ -578,37 +149,30 @@ def engine_architectures(ctx: DraftContext, method: str) -> list[str]:
     """The drafter's architectures as the release's EAGLEConfig renames them for ``method`` (its comprehension in the
     ``method == "<method>"`` branch, played out on each); as they are where it has none (DSpark)."""
     raw = [str(a) for a in ctx.draft_config.get("architectures") or []]
-    code = _Code(_judge(ctx))
-    module = code.module(EAGLE_CONFIG)
-    branch = next((n for n in ast.walk(module.tree) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
+    scope = _scope(ctx, EAGLE_CONFIG)
+    branch = next((n for n in ast.walk(scope.tree) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
                    and isinstance(n.test.comparators[0], ast.Constant) and n.test.comparators[0].value == method),
-                  None) if module is not None else None
+                  None) if scope is not None else None
     comp = next((n for s in branch.body for n in ast.walk(s) if isinstance(n, ast.ListComp)), None) if branch else None
-    if module is None or comp is None or len(comp.generators) != 1:
+    architectures = dotted(comp.generators[0].iter) if comp is not None and len(comp.generators) == 1 else None
+    if scope is None or comp is None or architectures is None:
         return raw
     renamed = []
-    for arch in raw:
-        env: dict[str, Any] = {}
-        play = _Play(code, module)
-        play.assign(comp.generators[0].target, arch, env)
-        try:
-            renamed.append(str(play.value(comp.elt, env)))
-        except _NotKnown:
-            renamed.append(arch)
+    for arch in raw:  # each played on its own: one the release's comprehension cannot rename stays as it is
+        one = Player("", {}, scope).evaluate(comp, {architectures: [arch]})
+        renamed.append(str(one[0]) if isinstance(one, list) and len(one) == 1 else arch)
     return renamed
 
 
-def _draft_class_modules(ctx: DraftContext, architectures: list[str]) -> tuple[Any, list[_Module]]:
+def _draft_class_modules(ctx: DraftContext, architectures: list[str]) -> tuple[Any, list[ModuleScope]]:
     """The registry's entry for the draft architectures, and the modules of its class's MRO (the fc is built by the
     model class a module beside it defines: qwen3_dflash.py's DFlashQwen3Model for DFlashQwen3ForCausalLM)."""
     judge = _judge(ctx)
     entry = judge.registered(architectures)
     if entry is None:
         return None, []
-    code = _Code(judge)
     names = [entry.module, *(module for module, _ in judge.mro(entry.module, entry.class_name))]
-    modules = [m for m in (code.module(n) for n in dict.fromkeys(names)) if m is not None]
-    return entry, modules
+    return entry, [m for m in (_scope(ctx, n) for n in dict.fromkeys(names)) if m is not None]
 
 
 def release_fc_width(ctx: DraftContext, architectures: list[str]) -> tuple[int | None, str, EngineFunction | None]:
@@ -625,26 +189,28 @@ def release_fc_width(ctx: DraftContext, architectures: list[str]) -> tuple[int |
                           and dotted(s.targets[0]) == "self.fc" and isinstance(s.value, ast.Call)), None)
             if built is None:
                 continue
-            call = built.value
-            assert isinstance(call, ast.Call)
-            width = call.args[0] if call.args else next((k.value for k in call.keywords
-                                                         if k.arg in ("input_size", "in_features")), None)
-            where = EngineFunction(module.relpath, built.lineno, function.name, function)
+            call_built = built.value
+            assert isinstance(call_built, ast.Call)
+            width = call_built.args[0] if call_built.args else next(
+                (k.value for k in call_built.keywords if k.arg in ("input_size", "in_features")), None)
+            where = EngineFunction(module.where, built.lineno, function.name, function)
             if width is None:
                 return None, f"{site_of(where)} builds fc with no input size specaudit can read", where
-            code = _Code(_judge(ctx))
-            owner = next((c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef) and function in c.body), None)
-            play = _Play(code, module, owner, stop=built, stop_value=width)
+            scope = _scope(ctx, module_of(module.where), function) or module
             config = _config(ctx)
-            vllm_config = Obj({"speculative_config": _speculative(ctx, config), "model_config": Obj({})})
+            vllm_config = {"speculative_config": _speculative(ctx, config), "model_config": {}}
             text = " ".join(ast.unparse(width).split())
             try:
-                value, _ = play.call(function, [], {"vllm_config": vllm_config, "config": config, "prefix": "",
-                                                    "start_layer_id": 0}, Obj({}))
-            except _Raised as raised:
+                outcomes, _ = call(function, scope, [], {"vllm_config": vllm_config, "config": config, "prefix": "",
+                                                         "start_layer_id": 0},
+                                   fields={"self": _this(scope, {})}, stop=(built, width))
+                value = answer(outcomes, scope.where)
+            except Raised as raised:
                 return None, f"{site_of(where)}: the release raises before it builds fc ({raised.error})", where
-            except (_NotKnown, RecursionError, _Break, _Continue) as unknown:
-                return None, f"{site_of(where)} builds fc with {text} inputs, which reads {unknown or 'what'} the " \
+            except (ValueError, RecursionError):
+                value = Unknown()
+            if isinstance(value, Unknown):
+                return None, f"{site_of(where)} builds fc with {text} inputs, which reads {_what(value)} the " \
                     "drafter's files do not fix", where
             if isinstance(value, int) and not isinstance(value, bool):
                 return value, f"{text} = {value} ({site_of(where)}, on the drafter config)", where
@@ -770,15 +336,16 @@ def check_dflash_target_layers(rule: Rule, ctx: DraftContext) -> Finding | None:
 def _default_layers(ctx: DraftContext, default: EngineFunction, layers: int) -> list[int] | None:
     """The layers the target class's ``get_eagle3_default_aux_hidden_state_layers`` returns, played out on a model of
     ``layers`` decoder layers (``len(self.model.layers)``)."""
-    code = _Code(_judge(ctx))
-    module = code.module(relpath=default.file)
-    if module is None:
+    scope = _scope(ctx, module_of(default.file), default.node)
+    if scope is None:
         return None
-    owner = next((c for c in ast.walk(module.tree) if isinstance(c, ast.ClassDef) and default.node in c.body), None)
-    model = Obj({"model": Obj({"layers": [None] * layers}), "config": Obj(dict(ctx.target_text))})
+    # The model as these fields only, not an object of its class: `hasattr(self, "language_model")` answers from them
+    # (a text model's __init__ sets none), where an object of the class may hold fields its __init__ sets.
+    this = {"model": {"layers": [None] * layers}, "config": dict(ctx.target_text)}
     try:
-        value, _ = _Play(code, module, owner).call(default.node, [], {}, model)
-    except (_NotKnown, _Raised, _Break, _Continue, RecursionError):
+        outcomes, _ = call(default.node, scope, [], {}, fields={"self": this})
+        value = answer(outcomes, scope.where)
+    except (Raised, ValueError, RecursionError):
         return None
     return list(value) if isinstance(value, (list, tuple)) and all(isinstance(i, int) for i in value) else None
 
@@ -801,15 +368,9 @@ def _combine_error(ctx: DraftContext, width: int, given: int) -> str | None:
     for module in modules:
         for function in (n for n in ast.walk(module.tree) if isinstance(n, ast.FunctionDef)
                          and n.name == "combine_hidden_states"):
-            for raised in (n for n in ast.walk(function) if isinstance(n, ast.Raise)):
-                play = _Play(_Code(_judge(ctx)), module)
-                env = {"expected": width, "hidden_states.shape[-1]": given}
-                message = play.error(raised.exc, env)
-                shape = next((n for n in ast.walk(raised) if isinstance(n, ast.Subscript)
-                              and dotted(n.value) == "hidden_states.shape"), None)
-                if shape is not None:
-                    message = message.replace("{" + ast.unparse(shape) + "}", str(given))
-                return message
+            raised = next((n for n in ast.walk(function) if isinstance(n, ast.Raise)), None)
+            if raised is not None:
+                return message(raised, {"expected": width, "hidden_states": {"shape": (given,)}}, module)
     return None
 
 
@@ -824,17 +385,14 @@ def check_parallel_drafting_token(rule: Rule, ctx: DraftContext) -> Finding | No
     reader = _on_path(ctx, MASK_READERS, MASK_FILES)
     if reader is None:
         return None
-    method = reader.node.args.args[:1] and reader.node.args.args[0].arg == "self"
-    kind, value, left = _played(ctx, reader, lambda config: (
-        ([], Obj({"draft_model_config": Obj({"hf_config": config})})) if method else ([config], None)))
-    if method and kind == "returns":
-        value = left.get("self.parallel_drafting_token_id", _UNSET)
-        kind, value = ("returns", value) if value is not _UNSET else ("unknown", f"{site_of(reader)} sets no token")
+    config, method = _config(ctx), _is_method(reader)
+    kind, value, where = _played(ctx, reader, [] if method else [config],
+                                 {"draft_model_config": {"hf_config": config}} if method else None,
+                                 read="parallel_drafting_token_id" if method else None)
     evidence = f"{site_of(reader)} reads the mask token of the drafter config"
     if kind == "raises":
         return engine_finding(rule, ctx, Status.BLOCKS, "the drafter config names the parallel slots' token under none "
-                               f"of the keys {site_of(reader)} accepts", evidence, left.get("__raised__", reader),
-                               str(value))
+                               f"of the keys {site_of(reader)} accepts", evidence, where, str(value))
     if kind != "returns" or not isinstance(value, int) or isinstance(value, bool):
         return engine_finding(rule, ctx, Status.UNKNOWN, f"the mask token is not known: {value}", evidence, reader)
     vocab = ctx.draft_config.get("vocab_size") or ctx.target_text.get("vocab_size")
@@ -868,8 +426,8 @@ def check_parallel_mask_hidden(rule: Rule, ctx: DraftContext) -> Finding | None:
             raised = next((n for n in ast.walk(function) if isinstance(n, ast.Raise)
                            and "mask_hidden" in ast.unparse(n)), None)
             if raised is not None:
-                requirement = (EngineFunction(module.relpath, raised.lineno, function.name, function),
-                               _Play(_Code(_judge(ctx)), module).error(raised.exc, {}))
+                requirement = (EngineFunction(module.where, raised.lineno, function.name, function),
+                               message(raised, {}, module))
                 break
     if requirement is None:
         return None  # this release's draft class loads no mask_hidden
