@@ -905,9 +905,6 @@ class Player:
                     answers.append(UNKNOWN)
                 elif kind.id == "type":
                     answers.append(isinstance(value, (ReleaseClass, type)))
-                elif kind.id == "dict" and isinstance(value, dict):
-                    # the player's dicts stand for configs too (a checkpoint's PretrainedConfig): not known
-                    answers.append(UNKNOWN if CLASS not in value else False)
                 else:
                     plain = not isinstance(value, (ReleaseClass, ReleaseModule)) and not (
                         isinstance(value, dict) and CLASS in value)
