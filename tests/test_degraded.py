@@ -44,11 +44,14 @@ def head_tensors():
     return tensors
 
 
-def launch(tmp_path, config: dict, method: str = "eagle3", engine: str | None = None, **options) -> Launch:
+def launch(tmp_path, config: dict, method: str = "eagle3", engine: str | None = None, tensors: dict | None = None,
+           **options) -> Launch:
+    """The head (``tensors`` replace its own; None leaves one out) launched on the tiny Llama target."""
     target = tmp_path / "target"
     if not target.exists():
         write_checkpoint(target, TARGET, None)
-    draft = write_checkpoint(tmp_path / f"draft-{len(list(tmp_path.iterdir()))}", config, head_tensors())
+    weights = {name: value for name, value in {**head_tensors(), **(tensors or {})}.items() if value is not None}
+    draft = write_checkpoint(tmp_path / f"draft-{len(list(tmp_path.iterdir()))}", config, weights)
     return Launch(load_model(str(target)), method=method, engine=engine, draft=str(draft),
                   drafter=read_checkpoint(str(draft)), speculative={"method": method, "num_speculative_tokens": 3},
                   options=options)
@@ -74,6 +77,7 @@ def test_aux_ids_where_the_runner_does_not_read_them_degrade(tmp_path, release, 
     finding = degrading(result)["vllm-degrades-aux-layer-fallback"]
     assert finding.status == Status.DEGRADES and finding.file == runner_file
     assert "[1, 3, 5]" in finding.why and "[2, 4, 5]" in finding.why  # trained on, and the default for 8 layers
+    assert "predicted acceptance: near zero, about 1% of draft tokens" in finding.why
     assert "eagle_config.eagle_aux_hidden_state_layer_ids = [1, 3, 5]" in finding.code
     # The same head with its ids where every release reads them: READY.
     fixed = audit(analysis(release, platform), launch(tmp_path, TOP))
@@ -112,7 +116,7 @@ def test_sglang_eagle_with_an_eagle3_head_degrades(tmp_path, algorithm):
     finding = degrading(result)["sglang-degrades-algorithm-head"]
     assert finding.file == "sglang/srt/model_executor/model_runner_components/spec_aux_hidden_state.py"
     assert "under is_eagle3()" in finding.code and "EAGLE3" in finding.code and "[64, 192]" in finding.code
-    assert "acceptance length 1.00" in finding.why
+    assert "predicted acceptance: acceptance length 1.00" in finding.why
 
 
 def test_sglang_eagle3_with_the_same_head_is_ready(tmp_path):
@@ -124,17 +128,29 @@ def test_sglang_eagle3_with_the_same_head_is_ready(tmp_path):
 # -- a draft context shorter than the served length ----------------------------------------------------------------
 
 
-def test_a_short_draft_context_degrades_where_the_release_raises_it(tmp_path):
+@pytest.mark.parametrize("release", ["vllm==0.32.0", "vllm==0.33.0"])
+def test_a_short_draft_context_warns_where_the_release_raises_it(tmp_path, release):
+    # A partial loss: requests within the drafter's 2048 positions draft as trained; the launch stays READY.
     short = {**TOP, "max_position_embeddings": 2048}  # the target serves 4096
-    result = audit(analysis("vllm==0.32.0"), launch(tmp_path, short))
-    assert result.verdict == Verdict.DEGRADED
+    result = audit(analysis(release), launch(tmp_path, short))
+    assert result.verdict == Verdict.READY and result.exit_code == ExitCode.READY
     finding = degrading(result)["vllm-degrades-draft-context"]
+    assert finding.status == Status.WARNS and result.warnings == [finding]
     assert finding.file == "vllm/config/speculative.py" and "_maybe_override_draft_max_position_embeddings" in finding.code
-    assert "past position 2048" in finding.why
-    assert audit(analysis("vllm==0.32.0"), launch(tmp_path, short, **{"max-model-len": "2048"})).verdict == Verdict.READY
-    # 0.14.0 keeps the drafter's 2048 positions: its rotary cache is too short, and the launch fails.
-    older = audit(analysis("vllm==0.14.0"), launch(tmp_path, short))
+    assert "past position 2048" in finding.why and "the loss: requests within 2048 of the 4096 positions served " \
+        "(50%) draft as trained" in finding.why
+    served = audit(analysis(release), launch(tmp_path, short, **{"max-model-len": "2048"}))
+    assert served.verdict == Verdict.READY and not served.warnings
+
+
+@pytest.mark.parametrize("release", ["vllm==0.14.0", "vllm==0.26.0"])
+def test_a_short_draft_context_blocks_where_the_release_keeps_it(tmp_path, release):
+    # No _maybe_override_draft_max_position_embeddings (0.26.0: SpeculativeConfig._maybe_override_draft_max_model_len
+    # only lowers the draft's max_model_len): the drafter's rotary cos_sin_cache has 2048 rows and the proposer feeds it
+    # positions up to the target's max_model_len; vllm #48894 (v0.24.0): a device-side assert at position 2048.
+    older = audit(analysis(release), launch(tmp_path, {**TOP, "max_position_embeddings": 2048}))
     assert older.verdict == Verdict.BLOCKED and "vllm-degrades-draft-context" not in degrading(older)
+    assert [f.rule_id for f in older.blocking] == ["vllm-eagle3-drafter-max-positions"]
 
 
 # vLLM 0.33.0 vllm/config/speculative.py: _maybe_override_draft_max_position_embeddings returns early `if not
@@ -150,7 +166,7 @@ def test_a_short_draft_context_degrades_where_the_release_raises_it(tmp_path):
 def test_a_short_draft_context_is_raised_only_for_the_rope_types_the_release_raises(tmp_path, rope, raised):
     short = {**TOP, "max_position_embeddings": 2048, **rope}
     finding = degrading(audit(analysis("vllm==0.33.0"), launch(tmp_path, short)))["vllm-degrades-draft-context"]
-    assert finding.status == Status.DEGRADES
+    assert finding.status == Status.WARNS and "the loss: " in finding.why
     assert ("drafts at positions it was never trained at" in finding.why) == raised
     assert ("raises a draft's positions only for the rope types" in finding.why) != raised
     older = degrading(audit(analysis("vllm==0.32.0"), launch(tmp_path, short)))["vllm-degrades-draft-context"]
@@ -183,6 +199,48 @@ def test_every_format_says_degraded(tmp_path):
     assert 'class="verdict DEGRADED"' in render(result, "html")
 
 
+def test_every_format_renders_a_warning_and_keeps_ready(tmp_path):
+    result = audit(analysis("vllm==0.33.0"), launch(tmp_path, {**TOP, "max_position_embeddings": 2048}))
+    assert result.verdict == Verdict.READY and [f.status for f in result.warnings] == [Status.WARNS]
+    terminal = TERMINAL.render(result)
+    assert terminal is not None
+    md = render(result, "md")
+    assert "## Verdict: READY" in md and "1 warning(s): the drafter helps, less than it could" in md
+    assert "(`vllm-degrades-draft-context`) (runs; a warning: the drafter helps less)" in md
+    data = json.loads(render(result, "json"))
+    assert data["verdict"] == "READY" and data["exit_code"] == 0
+    assert [f["status"] for f in data["findings"] if f["rule_id"] == "vllm-degrades-draft-context"] == ["warns"]
+    sarif = json.loads(render(result, "sarif"))
+    (warned,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "vllm-degrades-draft-context"]
+    assert warned["level"] == "warning" and warned["properties"]["status"] == "warns"
+    assert sarif["runs"][0]["properties"]["verdict"] == "READY"
+    html = render(result, "html")
+    assert 'class="verdict READY"' in html and 'class="gate warns"' in html and "a warning: the drafter helps less" in html
+
+
+def test_every_degraded_finding_of_a_drafter_check_says_what_acceptance_it_predicts():
+    # DEGRADED is only for a drafter that helps no request, and says what acceptance that means: the drafter checks
+    # reach it through context.degrades alone, which writes the prediction into the finding's why.
+    from pathlib import Path
+
+    import specaudit.scan.drafter as drafter
+
+    root = Path(drafter.__file__).parent
+    assert {p.name for p in root.glob("*.py") if "Status.DEGRADES" in p.read_text()} == {"context.py"}
+
+
+def test_the_terminal_shows_a_warning_in_full(tmp_path):
+    from io import StringIO
+
+    from rich.console import Console
+
+    result = audit(analysis("vllm==0.33.0"), launch(tmp_path, {**TOP, "max_position_embeddings": 2048}))
+    console = Console(file=StringIO(), width=200, color_system=None)
+    console.print(TERMINAL.render(result))
+    text = console.file.getvalue()
+    assert "READY" in text and "(runs; a warning: the drafter helps less)" in text and "2048 of the 4096" in text
+
+
 # -- a draft tensor-parallel size the release accepts and does not use ---------------------------------------------
 # vLLM 0.14.0: EagleProposer.load_model (vllm/v1/spec_decode/eagle.py) builds the drafter with
 # get_model(vllm_config=self.vllm_config, ...); 0.32.0: SpecDecodeBaseProposer._get_model (llm_base_proposer.py, V1)
@@ -197,19 +255,23 @@ def with_speculative(launched: Launch, **speculative) -> Launch:
 
 @pytest.mark.parametrize("release, platform, builder", [
     ("vllm==0.14.0", "cuda", "vllm/v1/spec_decode/eagle.py"),
+    ("vllm==0.26.0", "cuda", "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"),
     ("vllm==0.32.0", "cuda", "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"),
     ("vllm==0.32.0", "cpu", "vllm/v1/spec_decode/llm_base_proposer.py"),
+    ("vllm==0.33.0", "cuda", "vllm/v1/worker/gpu/spec_decode/eagle/utils.py"),
 ])
-def test_a_draft_tp_the_release_does_not_use_degrades(tmp_path, release, platform, builder):
+def test_a_draft_tp_the_release_does_not_use_warns(tmp_path, release, platform, builder):
+    # The drafter still helps (acceptance unchanged), at the target's TP: a warning, and the launch stays READY.
     tp2 = {"tensor-parallel-size": "2"}
     result = audit(analysis(release, platform), with_speculative(launch(tmp_path, TOP, **tp2),
                                                                 draft_tensor_parallel_size=1))
-    assert result.verdict == Verdict.DEGRADED
+    assert result.verdict == Verdict.READY
     finding = degrading(result)["vllm-degrades-draft-tensor-parallel"]
-    assert finding.status == Status.DEGRADES and finding.file == builder
+    assert finding.status == Status.WARNS and finding.file == builder
     assert "get_model(vllm_config=" in finding.code and "model_config=" in finding.code
-    assert "target's 2 GPUs" in finding.why
-    # The same drafter at the target's TP, as the release builds it anyway: READY.
+    assert "target's 2 GPUs" in finding.why and "the loss: acceptance unchanged; each draft step runs at TP 2, " \
+        "not 1" in finding.why
+    # The same drafter at the target's TP, as the release builds it anyway: nothing to warn of.
     fixed = audit(analysis(release, platform), with_speculative(launch(tmp_path, TOP, **tp2),
                                                                draft_tensor_parallel_size=2))
     assert fixed.verdict == Verdict.READY and "vllm-degrades-draft-tensor-parallel" not in degrading(fixed)
@@ -239,15 +301,16 @@ SPECULATORS = {**TOP, "speculators_config": {"proposal_methods": [{"proposal_typ
                                              "default_proposal_method": "greedy"}}
 
 
-@pytest.mark.parametrize("release", ["vllm==0.14.0", "vllm==0.32.0"])
-def test_more_draft_tokens_than_the_drafter_declares_degrade(tmp_path, release):
+@pytest.mark.parametrize("release", ["vllm==0.14.0", "vllm==0.26.0", "vllm==0.32.0", "vllm==0.33.0"])
+def test_more_draft_tokens_than_the_drafter_declares_warn(tmp_path, release):
     result = audit(analysis(release), with_speculative(launch(tmp_path, SPECULATORS), num_speculative_tokens=5))
-    assert result.verdict == Verdict.DEGRADED
+    assert result.verdict == Verdict.READY
     finding = degrading(result)["vllm-degrades-draft-tokens"]
-    assert finding.file == "vllm/transformers_utils/configs/speculators/base.py"
+    assert finding.status == Status.WARNS and finding.file == "vllm/transformers_utils/configs/speculators/base.py"
     assert "declares 3 draft token(s) and the launch drafts 5" in finding.why and "positions 3 to 4" in finding.why
+    assert "the loss: 2 of 5 draft positions past the 3 trained" in finding.why
     fixed = audit(analysis(release), launch(tmp_path, SPECULATORS))  # 3 tokens, as declared
-    assert fixed.verdict == Verdict.READY
+    assert fixed.verdict == Verdict.READY and not fixed.warnings
     assert degrading(fixed)["vllm-degrades-draft-tokens"].status == Status.PASSES
 
 
@@ -281,7 +344,7 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     finding = degrading(result)["sglang-degrades-head-overwritten"]
     assert finding.file == "sglang/srt/speculative/eagle_worker_v2.py"
     assert "LlamaForCausalLMEagle3" in finding.code and "no draft_vocab_size" in finding.code
-    assert "differs from the target's" in finding.why
+    assert "differs from the target's" in finding.why and "predicted acceptance: near zero" in finding.why
     # A head that is a copy of the target's loses nothing: READY.
     copy = audit(analysis("sglang==0.5.23"), full_vocab_head(tmp_path / "copy", target_head, target_head))
     assert copy.verdict == Verdict.READY
@@ -289,3 +352,4 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     # A drafter config with its draft_vocab_size keeps its own head (the d2t-mapped heads of test_degraded's others).
     kept = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, "eagle3", "sglang"))
     assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES
+

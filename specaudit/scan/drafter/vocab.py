@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ...core.types import EngineFunction, Finding, Rule, Status
 from ...launch.checkpoint import Checkpoint, LocalFile, TensorInfo
-from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
+from .context import DraftContext, check, degrades, draft_finding, engine_finding, site_of, unread_finding
 from .engine_code import class_method, flag_when_missing, raise_message, shares_under
 
 # What a release fails on in a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``; all but d2t_short
@@ -160,7 +160,7 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
     if same:
         return engine_finding(rule, ctx, Status.PASSES, f"{replaced}; the sampled rows of both heads are identical: "
                                "a copy, nothing lost", evidence, sharer)
-    return engine_finding(rule, ctx, Status.DEGRADES,
-                           f"{replaced}, and the drafter's own head differs from the target's (rows sampled over the "
-                           "vocabulary): the head it was trained with is silently replaced, so it drafts from a "
-                           "distribution it was not trained to produce (no error, no log line)", evidence, sharer)
+    return degrades(rule, ctx, f"{replaced}, and the drafter's own head differs from the target's (rows sampled over "
+                    "the vocabulary): the head it was trained with is silently replaced (no error, no log line)",
+                    "near zero: the drafter's last hidden states were trained against its own head, and the "
+                    "target's reads them as other tokens on every request", evidence, sharer)
