@@ -353,3 +353,155 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     kept = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, "eagle3", "sglang"))
     assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES
 
+
+# -- token maps as data: a reduced-vocabulary head whose d2t maps nothing ------------------------------------------
+# vLLM model_executor/models/llama_eagle3.py: __init__ builds draft_id_to_target_id as torch.zeros(draft_vocab_size)
+# (0.26.0:304; 0.33.0:340, there only where draft_vocab_size differs from the target's vocab); load_weights renames
+# d2t to it and skips t2d (0.26.0:387-390, 0.33.0:426-429), so without d2t the zeros stay; compute_logits maps draft
+# id i to `base + self.draft_id_to_target_id` and writes `logits_new[:, targets] = logits` (0.26.0:347-355,
+# 0.33.0:385-393). SGLang models/llama_eagle3.py load_weights: `self.hot_token_id = loaded_weight +
+# torch.arange(loaded_weight.shape[0])` (0.5.17:341, 0.5.23:352), None without d2t (0.5.17:312, 0.5.23:323), and
+# speculative/eagle_worker_v2.py maps `topk_index = self.hot_token_id[topk_index]` only where it is not None
+# (0.5.17:561, 0.5.23:758). Either way a reduced head without d2t, or with offsets all zero, proposes draft index i
+# as target token i: NVIDIA-NeMo/Automodel PR #2447 ("the acceptance rate collapsed"), SafeAILab/EAGLE #222 (an
+# official checkpoint's d2t all zeros).
+
+MAPS = [("vllm==0.26.0", None, "vllm-eagle3-drafter-vocab-maps"), ("vllm==0.33.0", None, "vllm-eagle3-drafter-vocab-maps"),
+        ("sglang==0.5.17", "sglang", "sglang-eagle3-drafter-vocab-maps"),
+        ("sglang==0.5.23", "sglang", "sglang-eagle3-drafter-vocab-maps")]
+
+
+def maps_scan(tmp_path, release: str, engine: str | None, config: dict | None = None, **tensors):
+    import numpy as np
+
+    arrays = {name: None if value is None else np.array(value, np.int64) for name, value in tensors.items()}
+    return audit(analysis(release), launch(tmp_path, config or HEAD, "eagle3", engine, arrays))
+
+
+def vocab_finding(result, rule_id: str):
+    return next(f for f in result.findings if f.rule_id == rule_id)
+
+
+@pytest.mark.parametrize("release, engine, rule_id", MAPS)
+@pytest.mark.parametrize("d2t, says", [(None, "the checkpoint has no d2t"), ([0] * 100, "offsets are all zero")])
+def test_a_reduced_head_whose_d2t_maps_nothing_degrades(tmp_path, release, engine, rule_id, d2t, says):
+    result = maps_scan(tmp_path, release, engine, d2t=d2t)  # draft vocab 100 of the target's 1000
+    assert result.verdict == Verdict.DEGRADED and result.exit_code == ExitCode.DEGRADED, \
+        [(f.rule_id, f.status, f.why) for f in result.findings if f.status not in (Status.PASSES, Status.UNDECIDED)]
+    finding = vocab_finding(result, rule_id)
+    assert finding.status == Status.DEGRADES and says in finding.why and "first 100 tokens" in finding.why
+    assert finding.location.endswith("/model.safetensors")  # the drafter's weights, where d2t is (or is not)
+    assert "predicted acceptance: near zero" in finding.why and "Automodel PR #2447" in finding.why
+    # The same head with its map (draft id i is target id 5 i): READY.
+    mapped = maps_scan(tmp_path, release, engine)
+    assert mapped.verdict == Verdict.READY and vocab_finding(mapped, rule_id).status == Status.PASSES
+
+
+@pytest.mark.parametrize("release, engine, rule_id", MAPS)
+def test_a_d2t_past_the_target_vocab_blocks_where_the_engine_indexes_it(tmp_path, release, engine, rule_id):
+    result = maps_scan(tmp_path, release, engine, d2t=[4 * i for i in range(99)] + [950])
+    assert result.verdict == Verdict.BLOCKED and result.blocking[0].rule_id == rule_id
+    assert "99 -> 1049" in result.blocking[0].why and "device-side assert" in result.blocking[0].error
+
+
+@pytest.mark.parametrize("release, engine, rule_id", MAPS)
+def test_a_full_vocab_head_without_d2t_and_a_t2d_of_any_length_are_ready(tmp_path, release, engine, rule_id):
+    import numpy as np
+
+    # draft_vocab_size equal to the target's: draft id i is token i, as it should be (and SGLang keeps the head, its
+    # config naming draft_vocab_size). t2d is not loaded by either engine: its length changes nothing.
+    full = {**HEAD, "draft_vocab_size": 1000}
+    tensors = {"lm_head.weight": np.zeros((1000, 64), np.float32), "d2t": None, "t2d": np.zeros(900, np.bool_)}
+    result = audit(analysis(release), launch(tmp_path, full, "eagle3", engine, tensors))
+    assert result.verdict == Verdict.READY, [(f.rule_id, f.why) for f in result.findings if f.status == Status.BLOCKS]
+    assert vocab_finding(result, rule_id).status == Status.PASSES
+
+
+def test_a_d2t_of_another_length_fails_vllm_s_weight_load_with_its_assert(tmp_path):
+    # vllm/model_executor/model_loader/weight_utils.py default_weight_loader (0.33.0:1538): `assert param.size() ==
+    # loaded_weight.size()`, "Attempted to load weight ... into parameter ...".
+    result = maps_scan(tmp_path, "vllm==0.33.0", None, d2t=[0] * 90)
+    (finding,) = result.blocking
+    assert finding.error == "AssertionError: Attempted to load weight (torch.Size([90])) into parameter " \
+                            "(torch.Size([100]))"
+
+
+# -- the official drafters at their default length -------------------------------------------------------------------
+# yuhuili/EAGLE3-LLaMA3.1-Instruct-8B on meta-llama/Llama-3.1-8B-Instruct (the llama3 preset, 131072 positions): its
+# config.json and its tensors' real names and shapes (the data a sparse file's holes, d2t's real offsets written).
+
+YUHUILI = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 1,
+           "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "vocab_size": 128256,
+           "draft_vocab_size": 32000, "tie_word_embeddings": False, "torch_dtype": "float16"}
+
+
+def yuhuili_head(directory, offsets: list[int]) -> Launch:
+    import struct
+
+    from specaudit.launch.target import load_preset
+
+    from conftest import write_sparse_safetensors
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(YUHUILI))
+    f16 = [("fc.weight", [4096, 12288]), ("midlayer.self_attn.q_proj.weight", [4096, 8192]),
+           ("midlayer.self_attn.k_proj.weight", [1024, 8192]), ("midlayer.self_attn.v_proj.weight", [1024, 8192]),
+           ("midlayer.self_attn.o_proj.weight", [4096, 4096]), ("midlayer.mlp.gate_proj.weight", [14336, 4096]),
+           ("midlayer.mlp.up_proj.weight", [14336, 4096]), ("midlayer.mlp.down_proj.weight", [4096, 14336]),
+           ("midlayer.hidden_norm.weight", [4096]), ("midlayer.input_layernorm.weight", [4096]),
+           ("midlayer.post_attention_layernorm.weight", [4096]), ("norm.weight", [4096]),
+           ("lm_head.weight", [32000, 4096])]
+    tensors = {name: ("F16", shape, 2, None) for name, shape in f16}
+    tensors["d2t"] = ("I64", [32000], 8, struct.pack("<32000q", *offsets))
+    tensors["t2d"] = ("BOOL", [128256], 1, None)
+    write_sparse_safetensors(directory / "model.safetensors", tensors)
+    return Launch(load_preset("llama3"), method="eagle3", draft=str(directory), drafter=read_checkpoint(str(directory)),
+                  speculative={"method": "eagle3", "model": str(directory), "num_speculative_tokens": 3})
+
+
+TRAINED = [3 * i for i in range(32000)]  # draft id i is target id 4 i: within 128256
+
+
+@pytest.mark.parametrize("release", ["vllm==0.33.0", "vllm==0.34.0"])
+def test_yuhuili_s_eagle3_head_at_the_default_length_is_ready_with_a_warning(tmp_path, release):
+    result = audit(analysis(release), yuhuili_head(tmp_path / "EAGLE3-LLaMA3.1-Instruct-8B", TRAINED))
+    assert result.verdict == Verdict.READY and result.exit_code == ExitCode.READY, \
+        [(f.rule_id, f.status, f.why) for f in result.findings if f.status in (Status.BLOCKS, Status.DEGRADES)]
+    (warned,) = result.warnings
+    assert warned.rule_id == "vllm-degrades-draft-context" and "2048 of the 131072 positions served (2%)" in warned.why
+    # The same head with d2t of zeros (SafeAILab/EAGLE #222): it runs, and helps no request.
+    zeros = audit(analysis(release), yuhuili_head(tmp_path / "zeros", [0] * 32000))
+    assert zeros.verdict == Verdict.DEGRADED
+    assert [f.rule_id for f in zeros.degrading] == ["vllm-eagle3-drafter-vocab-maps"]
+
+
+def test_yuhuili_s_eagle3_head_on_0_26_is_blocked_past_its_context_and_ready_within_it(tmp_path):
+    # 0.26.0 keeps the drafter's 2048-row rotary cache (vllm #48894): a launch at the default length fails at position
+    # 2048; served within it, the launch is READY with nothing to warn of.
+    head = yuhuili_head(tmp_path / "EAGLE3-LLaMA3.1-Instruct-8B", TRAINED)
+    assert [f.rule_id for f in audit(analysis("vllm==0.26.0"), head).blocking] == ["vllm-eagle3-drafter-max-positions"]
+    within = audit(analysis("vllm==0.26.0"), replace(head, options={"max-model-len": "2048"}))
+    assert within.verdict == Verdict.READY and not within.warnings, \
+        [(f.rule_id, f.status, f.why) for f in within.findings if f.status not in (Status.PASSES, Status.UNDECIDED)]
+
+
+def test_an_eagle1_head_of_2048_positions_at_the_default_length_is_ready_with_a_warning():
+    from specaudit.launch.checkpoint import Checkpoint, TensorInfo
+    from specaudit.launch.target import load_preset
+
+    # An EAGLE-1 head of yuhuili's shape (llama_eagle.py: fc over 2 x hidden, one decoder layer), launched as vLLM's
+    # EAGLE example launches it: method eagle on Llama-3.1-8B-Instruct, at the target's 131072 positions.
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 1,
+              "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+              "max_position_embeddings": 2048, "rms_norm_eps": 1e-05, "rope_theta": 500000.0}
+    shapes = {"fc.weight": (4096, 8192), "layers.0.self_attn.q_proj.weight": (4096, 4096),
+              "layers.0.mlp.down_proj.weight": (4096, 14336), "layers.0.post_attention_layernorm.weight": (4096,)}
+    path = "/d/EAGLE-LLaMA3.1-Instruct-8B"
+    drafter = Checkpoint(path, config, {n: TensorInfo(n, "F16", s, f"{path}/model.safetensors", 0, 0)
+                                        for n, s in shapes.items()})
+    head = Launch(load_preset("llama3"), method="eagle", draft=path, drafter=drafter,
+                  speculative={"method": "eagle", "model": path, "num_speculative_tokens": 3})
+    result = audit(analysis("vllm==0.33.0"), head)
+    assert result.verdict == Verdict.READY, [(f.rule_id, f.why) for f in result.findings if f.status == Status.BLOCKS]
+    assert [f.rule_id for f in result.warnings] == ["vllm-degrades-draft-context"]

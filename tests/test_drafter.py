@@ -110,7 +110,6 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
     ("d2t shorter than the draft vocab", {}, {"d2t": [0] * 90}, {}, "drafter-vocab-maps", ["90", "100"]),
     ("d2t maps outside the target vocab", {}, {"d2t": [4 * i for i in range(99)] + [950]}, {},
      "drafter-vocab-maps", ["99 -> 1049", "1000"]),
-    ("t2d of another vocab", {}, {"target_vocab": 900}, {}, "drafter-vocab-maps", ["900", "1000"]),
     ("max positions below the served length", {"max_position_embeddings": 2048}, {},
      {"options": {"max-model-len": "4096"}}, "drafter-max-positions", ["2048", "4096"]),
     ("draft TP neither 1 nor the target's", {}, {}, {"draft_tensor_parallel_size": 2, "options": {"tensor-parallel-size": "4"}},

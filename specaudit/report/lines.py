@@ -67,7 +67,8 @@ def summary(result: ScanResult) -> str:
     if result.verdict == Verdict.DEGRADED:
         undecided = sum(f.status == Status.UNKNOWN for f in result.findings)
         return (f"the launch will run, and the drafter will not help: {len(result.degrading)} finding(s) say why, with "
-                "the fix" + (f" ({undecided} gate(s) could not be decided besides)" if undecided else ""))
+                "the fix" + (f" ({undecided} gate(s) could not be decided besides)" if undecided else "")
+                + _warned(result))
     if result.verdict == Verdict.UNKNOWN:
         if result.method is not None and not result.method.modeled:
             return "no verdict for this method: specaudit does not model it, or cannot tell which the engine runs"

@@ -116,9 +116,13 @@ def engine_finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evid
 
 
 def degrades(rule: Rule, ctx: DraftContext, why: str, predicts: str, evidence: str,
-             fn: EngineFunction | None = None) -> Finding:
-    """A finding that the drafter can help no request (DEGRADED): it says the acceptance it predicts, and why."""
-    return engine_finding(rule, ctx, Status.DEGRADES, f"{why}; predicted acceptance: {predicts}", evidence, fn)
+             fn: EngineFunction | None = None, file: str | None = None) -> Finding:
+    """A finding that the drafter can help no request (DEGRADED): it says the acceptance it predicts, and why; placed
+    at the engine's code that decides it, else at the drafter's ``file`` (its config.json where none is named)."""
+    why = f"{why}; predicted acceptance: {predicts}"
+    if fn is None:
+        return draft_finding(rule, ctx, Status.DEGRADES, why, evidence, file)
+    return engine_finding(rule, ctx, Status.DEGRADES, why, evidence, fn)
 
 
 def warns(rule: Rule, ctx: DraftContext, why: str, figure: str, evidence: str,
