@@ -505,3 +505,51 @@ def test_an_eagle1_head_of_2048_positions_at_the_default_length_is_ready_with_a_
     result = audit(analysis("vllm==0.33.0"), head)
     assert result.verdict == Verdict.READY, [(f.rule_id, f.why) for f in result.findings if f.status == Status.BLOCKS]
     assert [f.rule_id for f in result.warnings] == ["vllm-degrades-draft-context"]
+
+
+# -- a head trained for another tokenizer ------------------------------------------------------------------------------
+# Neither engine compares tokenizers or vocabularies for an EAGLE head: vLLM only for draft_model
+# (config/speculative.py verify_equal_vocab_size_if_draft_model, 0.26.0 and 0.33.0), and Eagle3LlamaForCausalLM sizes
+# its logits by the drafter config's own vocab_size (llama_eagle3.py compute_logits, logits_new: 0.26.0:349,
+# 0.33.0:387); SGLang only for STANDALONE. So the launch runs: never BLOCKED.
+
+TOKENS = [f"t{i}" for i in range(1000)]
+
+
+def with_tokenizers(launched: Launch, drafter_tokens: list[str]) -> Launch:
+    from pathlib import Path
+
+    for directory, tokens in ((launched.target.directory, TOKENS), (launched.draft, drafter_tokens)):
+        (Path(directory) / "tokenizer.json").write_text(json.dumps(
+            {"model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(tokens)}}, "added_tokens": []}))
+    return launched
+
+
+TOKENIZER_RULES = [("vllm==0.26.0", None, "vllm-drafter-tokenizer"), ("vllm==0.33.0", None, "vllm-drafter-tokenizer"),
+                   ("sglang==0.5.17", "sglang", "sglang-drafter-tokenizer"),
+                   ("sglang==0.5.23", "sglang", "sglang-drafter-tokenizer")]
+
+
+@pytest.mark.parametrize("release, engine, rule_id", TOKENIZER_RULES)
+def test_a_head_of_another_tokenizer_of_the_same_size_degrades_and_is_never_blocked(tmp_path, release, engine, rule_id):
+    other = audit(analysis(release), with_tokenizers(launch(tmp_path, HEAD, "eagle3", engine), TOKENS[::-1]))
+    assert other.verdict == Verdict.DEGRADED and not other.blocking
+    finding = vocab_finding(other, rule_id)
+    assert finding.status == Status.DEGRADES and "1000 of its 1000 tokens (100%) have another id" in finding.why
+    assert "predicted acceptance: near zero" in finding.why
+    # A few tokens of another id: a warning with the share; the same tokenizer: nothing lost.
+    some = TOKENS[:900] + [f"x{i}" for i in range(100)]
+    partly = audit(analysis(release), with_tokenizers(launch(tmp_path, HEAD, "eagle3", engine), some))
+    assert partly.verdict == Verdict.READY and vocab_finding(partly, rule_id).status == Status.WARNS
+    assert "100 of its 1000 tokens (10%)" in vocab_finding(partly, rule_id).why
+    same = audit(analysis(release), with_tokenizers(launch(tmp_path, HEAD, "eagle3", engine), TOKENS))
+    assert same.verdict == Verdict.READY and vocab_finding(same, rule_id).status == Status.PASSES
+
+
+@pytest.mark.parametrize("release, engine, rule_id", TOKENIZER_RULES)
+def test_a_drafter_vocab_size_other_than_the_targets_is_undecided_not_blocked(tmp_path, release, engine, rule_id):
+    # A drafter config of vocab_size 1200 (its d2t maps into the target's 1000): nothing in the engine refuses it.
+    result = maps_scan(tmp_path, release, engine, {**HEAD, "vocab_size": 1200})
+    assert result.verdict == Verdict.READY, [(f.rule_id, f.why) for f in result.blocking]
+    finding = vocab_finding(result, rule_id)
+    assert finding.status == Status.UNDECIDED and "vocab_size is 1200, the target's 1000" in finding.why

@@ -16,14 +16,15 @@ from .engine_code import class_method, flag_when_missing, raise_message, shares_
 
 # What a release does with each problem of a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``
 # names those it has; all but d2t_short where it names none). It fails on these: lm_head_rows (lm_head's rows against
-# the config's draft vocab), vocab_size (the drafter's vocab_size against the target's), d2t_length (d2t of another
+# the config's draft vocab), d2t_length (d2t of another
 # length than the draft vocab: vLLM loads it into a parameter of draft_vocab_size entries), d2t_short (d2t shorter
 # than it: an engine that keeps d2t as loaded and indexes it by draft id, SGLang's hot_token_id), d2t_range (a draft
 # id mapped outside the target vocab).
-FAILS = ("lm_head_rows", "vocab_size", "d2t_length", "d2t_short", "d2t_range")
+FAILS = ("lm_head_rows", "d2t_length", "d2t_short", "d2t_range")
 # And it runs with these, proposing draft index i as target token i: no_d2t (a draft vocab smaller than the target's
 # and no d2t), d2t_identity (such a d2t of offsets all zero). t2d is not a problem of either kind: neither engine loads
-# it (vLLM and SGLang load_weights skip it), so its length changes nothing.
+# it (vLLM and SGLang load_weights skip it), so its length changes nothing; nor is the drafter config's vocab_size
+# (vLLM sizes the draft's logits by it, and nothing compares it with the target's): tokenizer.py judges the tokenizer.
 SILENT = ("no_d2t", "d2t_identity")
 VOCAB_PROBLEMS = tuple(p for p in FAILS + SILENT if p != "d2t_short")
 
@@ -48,13 +49,11 @@ def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
     fails = [(name, why) for name, why in found if name in FAILS]
     if fails:
         # The engine's error for the first problem it meets, as the rule gives it (params.engine.errors, with the
-        # figures of the tensor at fault); else the shape mismatch the first draft step meets.
+        # figures of the tensor at fault).
         given = engine.get("error") or (engine.get("errors") or {}).get(fails[0][0])
         figures = {"found": d2t.numel if fails[0][0] == "d2t_length" and d2t else lm_head.shape[0] if lm_head else "",
                    "expected": draft_vocab}
-        error = " ".join(str(given).split()).format(**figures) if given else \
-            f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b " \
-            f"({d2t.numel if d2t else target_vocab})"
+        error = " ".join(str(given).split()).format(**figures) if given else None
         return draft_finding(rule, ctx, Status.BLOCKS, "; ".join(why for _, why in fails), text, shown, error)
     silent = [why for name, why in found if name in SILENT]
     if silent:
@@ -74,9 +73,6 @@ def _vocab_problems(ctx: DraftContext, wanted: set[str], target_vocab: int, draf
     found: list[tuple[str, str]] = []
     if lm_head is not None and draft_vocab and lm_head.shape[0] != draft_vocab:
         found.append(("lm_head_rows", f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}"))
-    declared_vocab = ctx.draft_config.get("vocab_size")
-    if declared_vocab is not None and declared_vocab != target_vocab:
-        found.append(("vocab_size", f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}"))
     reduced = isinstance(draft_vocab, int) and draft_vocab < target_vocab
     if d2t is None and reduced:
         found.append(("no_d2t", f"the draft vocab is {draft_vocab} tokens of the target's {target_vocab} and the "
