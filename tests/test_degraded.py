@@ -1,6 +1,7 @@
-"""DEGRADED: the launch will run, and the drafter will not help. Each silent case is decided from the drafter's
-files (config.json, safetensors headers) and the release's own code, on real trees; the same drafter correctly
-configured is READY.
+"""DEGRADED: the launch will run, and the drafter will help no request (each such finding says the acceptance it
+predicts); and the warnings: partial losses with their figure, which leave a READY launch READY (issue 39). Each case
+is decided from the drafter's files (config.json, safetensors headers, d2t's bytes, tokenizer.json) and the release's
+own code, on real trees; the same drafter correctly configured is READY.
 
 Facts from the releases' source (read, not run):
 - vLLM 0.14.0: GPUModelRunner._get_eagle3_aux_layers_from_config reads only the top-level
@@ -216,6 +217,22 @@ def test_every_format_renders_a_warning_and_keeps_ready(tmp_path):
     assert sarif["runs"][0]["properties"]["verdict"] == "READY"
     html = render(result, "html")
     assert 'class="verdict READY"' in html and 'class="gate warns"' in html and "a warning: the drafter helps less" in html
+
+
+def test_a_warning_leaves_the_verdict_as_it_is():
+    from specaudit.core.types import Finding, Phase
+    from specaudit.launch.target import load_preset
+    from specaudit.scan.audit import _verdict
+
+    def finding(rule_id: str, status: Status) -> Finding:
+        return Finding(rule_id, rule_id, Phase.DRAFTER_LOAD, status, "vllm/x.py", 1, "", None, "", "")
+
+    launched = Launch(load_preset("llama3"))
+    warned = finding("vllm-degrades-draft-context", Status.WARNS)
+    assert _verdict([warned], launched) == Verdict.READY
+    assert _verdict([warned, finding("x", Status.UNKNOWN)], launched) == Verdict.UNKNOWN
+    assert _verdict([warned, finding("y", Status.DEGRADES)], launched) == Verdict.DEGRADED
+    assert _verdict([warned, finding("z", Status.BLOCKS)], launched) == Verdict.BLOCKED
 
 
 def test_every_degraded_finding_of_a_drafter_check_says_what_acceptance_it_predicts():
