@@ -212,3 +212,28 @@ def safetensors_bytes(tensors: dict[str, tuple[str, list[int], int]]) -> bytes:
     raw = json.dumps(header).encode()
     raw += b" " * (-len(raw) % 8)
     return len(raw).to_bytes(8, "little") + raw + bytes(offset)
+
+
+def write_sparse_safetensors(path: Path, tensors: dict[str, tuple[str, list[int], int, bytes | None]]) -> Path:
+    """A safetensors file of real tensor names and shapes (name -> dtype, shape, bytes per item, data or None) whose
+    data is written only where given: the rest is a hole of a sparse file, so a head's 32000 x 4096 lm_head costs no
+    disk and reads as zeros."""
+    import json
+    import math
+
+    header, offset, data = {}, 0, []
+    for name, (dtype, shape, item, values) in tensors.items():
+        size = item * math.prod(shape)
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        data.append((offset, values))
+        offset += size
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    with open(path, "wb") as fh:
+        fh.write(len(raw).to_bytes(8, "little") + raw)
+        for start, values in data:
+            if values is not None:
+                fh.seek(8 + len(raw) + start)
+                fh.write(values)
+        fh.truncate(8 + len(raw) + offset)
+    return path

@@ -87,6 +87,7 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
               if r.kind == "drafter_contract" and "eagle3" in r.methods
               and not r.id.startswith("vllm-degrades-")}  # what degrades: tests/test_degraded.py
     checks.discard("drafter-draft-tensor-parallel")  # no draft TP size given: nothing to check
+    checks.discard("vllm-drafter-tokenizer")  # no tokenizer.json on either side, one vocab_size: nothing to compare
     checks -= {"vllm-dflash-drafter-mask-token", "vllm-peagle-drafter-mask-hidden"}  # P-EAGLE's, under parallel_drafting
     assert checks | {"draft-class"} == set(findings)
     assert {f.status for f in findings.values()} == {"passes"}
@@ -110,7 +111,6 @@ def test_a_good_drafter_passes_every_check(tmp_path, target_dir):
     ("d2t shorter than the draft vocab", {}, {"d2t": [0] * 90}, {}, "drafter-vocab-maps", ["90", "100"]),
     ("d2t maps outside the target vocab", {}, {"d2t": [4 * i for i in range(99)] + [950]}, {},
      "drafter-vocab-maps", ["99 -> 1049", "1000"]),
-    ("t2d of another vocab", {}, {"target_vocab": 900}, {}, "drafter-vocab-maps", ["900", "1000"]),
     ("max positions below the served length", {"max_position_embeddings": 2048}, {},
      {"options": {"max-model-len": "4096"}}, "drafter-max-positions", ["2048", "4096"]),
     ("draft TP neither 1 nor the target's", {}, {}, {"draft_tensor_parallel_size": 2, "options": {"tensor-parallel-size": "4"}},

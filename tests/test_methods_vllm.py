@@ -272,8 +272,8 @@ def eagle1(path: str, fc_inputs: int, architecture: str = "LlamaForCausalLM", hi
 
 
 def eagle_launch(drafter: Checkpoint) -> Launch:
-    # Served at the drafter's own 8192 positions: longer, 0.33.0 raises the draft's positions and the launch degrades
-    # past them (rules/vllm/degrades-draft-context.yaml), which is not what these tests are about.
+    # Served at the drafter's own 8192 positions: longer, 0.33.0 raises the draft's positions and warns of what the
+    # longer requests lose (rules/vllm/degrades-draft-context.yaml), which is not what these tests are about.
     return launch({"method": "eagle", "model": drafter.path, "num_speculative_tokens": 3}, drafter=drafter,
                   **{"max-model-len": 8192})
 

@@ -43,7 +43,8 @@ class Status(_Word):
     NOT_APPLICABLE = "not applicable"
     UNCLASSIFIED = "unclassified"
     UNDECIDED = "undecided"  # depends on what cannot be known before launch; not part of the verdict
-    DEGRADES = "degrades"  # the launch runs, and the drafter silently does not help (or helps less than it should)
+    DEGRADES = "degrades"  # the launch runs, and the drafter cannot help any request: acceptance near zero
+    WARNS = "warns"  # the launch runs and the drafter helps, less than it could (a figure says how much): not a verdict
 
 
 class Verdict(_Word):
@@ -52,7 +53,7 @@ class Verdict(_Word):
     READY = "READY"
     BLOCKED = "BLOCKED"
     UNKNOWN = "UNKNOWN"
-    DEGRADED = "DEGRADED"  # it will run, and the drafter will not help: a finding that degrades, none that blocks
+    DEGRADED = "DEGRADED"  # it will run, and the drafter will help no request: a finding that degrades, none that blocks
     LANDSCAPE = "LANDSCAPE"  # no target: the engine's EAGLE-3 landscape only
 
     @property

@@ -22,6 +22,7 @@ class Target:
     source: str  # where the config was read from
     config: dict[str, Any]  # the whole config.json
     notes: tuple[str, ...] = ()  # what the user should know about where it came from
+    directory: str = ""  # the checkpoint directory on this machine, where there is one (its tokenizer is read there)
 
     @property
     def text_config(self) -> dict[str, Any]:
@@ -100,4 +101,4 @@ def load_model(name: str, revision: str | None = None) -> Target:
     source = str(found.directory / "config.json")
     if found.where != "a local directory":
         source += f", from {found.where}"
-    return Target(name=found.label, source=source, config=read_config(str(found.directory)))
+    return Target(name=found.label, source=source, config=read_config(str(found.directory)), directory=str(found.directory))

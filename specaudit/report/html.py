@@ -50,7 +50,7 @@ def _environment() -> Environment:
     # The words the templates print, as every format prints them.
     env.globals.update(
         marks=lines.MARK, summary=lines.summary, method_line=lines.method_line, other_gates=lines.other_gates,
-        shown_first=lines.shown_first,
+        shown_first=lines.shown_first, runs_label=lines.runs_label,
         absent_rules=lines.absent_rules,
         registered=lines.registered, gate_lines=lines.gate_lines, path_line=lines.path_line,
         platform_line=lines.platform_line, indexed_line=lines.indexed_line, source_link=lines.source_link,

@@ -61,9 +61,11 @@ def _clean(value: Any) -> Any:
 
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",
-        Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~", Status.DEGRADES: "↓"}
-_SEVERITY = (Status.BLOCKS, Status.DEGRADES, Status.UNKNOWN, Status.UNDECIDED, Status.PASSES, Status.NOT_APPLICABLE,
-             Status.UNCLASSIFIED)
+        Status.UNCLASSIFIED: "•", Status.UNDECIDED: "~", Status.DEGRADES: "↓", Status.WARNS: "!"}
+_SEVERITY = (Status.BLOCKS, Status.DEGRADES, Status.UNKNOWN, Status.WARNS, Status.UNDECIDED, Status.PASSES,
+             Status.NOT_APPLICABLE, Status.UNCLASSIFIED)
+# What a finding shown in full says beside its title, where it does not block: the launch runs, and how the drafter fares.
+_RUNS = {Status.DEGRADES: " (runs; the drafter will not help)", Status.WARNS: " (runs; a warning: the drafter helps less)"}
 
 
 # -- a scan ------------------------------------------------------------------------------------------------------
@@ -75,12 +77,24 @@ def summary(result: ScanResult) -> str:
     if result.verdict == Verdict.DEGRADED:
         undecided = sum(f.status == Status.UNKNOWN for f in result.findings)
         return (f"the launch will run, and the drafter will not help: {len(result.degrading)} finding(s) say why, with "
-                "the fix" + (f" ({undecided} gate(s) could not be decided besides)" if undecided else ""))
+                "the fix" + (f" ({undecided} gate(s) could not be decided besides)" if undecided else "")
+                + _warned(result))
     if result.verdict == Verdict.UNKNOWN:
         if result.method is not None and not result.method.modeled:
             return "no verdict for this method: specaudit does not model it, or cannot tell which the engine runs"
-        return "no gate blocks, but some could not be decided"
-    return f"no gate on the {method_name(result)} path stops this launch"
+        return "no gate blocks, but some could not be decided" + _warned(result)
+    return f"no gate on the {method_name(result)} path stops this launch" + _warned(result)
+
+
+def _warned(result: ScanResult) -> str:
+    count = len(result.warnings)
+    return f"; {count} warning(s): the drafter helps, less than it could, on some requests" if count else ""
+
+
+def runs_label(finding: Finding) -> str:
+    """What a finding shown in full says beside its title: for one that does not block, that the launch runs and how
+    the drafter fares ("" for a gate that blocks)."""
+    return _RUNS.get(finding.status, "")
 
 
 def method_name(result: ScanResult) -> str:
@@ -108,13 +122,14 @@ def known_lines(result: ScanResult) -> list[str]:
 
 
 def shown_first(result: ScanResult) -> list[Finding]:
-    """What each report shows in full, with its code and fix: the gates that block, then what degrades the drafter."""
-    return result.blocking + result.degrading
+    """What each report shows in full, with its code and fix: the gates that block, then what degrades the drafter,
+    then the warnings (what it loses on some requests)."""
+    return result.blocking + result.degrading + result.warnings
 
 
 def other_gates(result: ScanResult) -> list[Finding]:
-    """The gates on the path that neither block nor degrade: shown after those, in a table."""
-    return [f for f in result.findings if f.status not in (Status.BLOCKS, Status.DEGRADES)]
+    """The gates on the path that neither block, degrade nor warn: shown after those, in a table."""
+    return [f for f in result.findings if f.status not in (Status.BLOCKS, Status.DEGRADES, Status.WARNS)]
 
 
 def absent_rules(result: ScanResult) -> list[RuleStatus]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from ..core.types import Finding, SmokeVerdict, Status
+from ..core.types import Finding, SmokeVerdict
 from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
@@ -35,6 +35,7 @@ from .lines import (
     registered,
     release_provenance,
     root_lines,
+    runs_label,
     shown_first,
     smoke_fleet_lines,
     smoke_node_rows,
@@ -227,8 +228,7 @@ def _launch(result: ScanResult, launch: LaunchSummary) -> list[str]:
 
 def _blocking(result: ScanResult, f: Finding, number: int) -> list[str]:
     link = source_link(result, f)
-    degrades = " (runs; the drafter will not help)" if f.status == Status.DEGRADES else ""
-    return [f"### {number}. {f.title} (`{f.rule_id}`){degrades}", "",
+    return [f"### {number}. {f.title} (`{f.rule_id}`){runs_label(f)}", "",
             "- where: " + (f"[`{f.location}`]({link})" if link else f"`{f.location}`")
             + f" ({f.phase.replace('_', ' ')})"
             + (f"; also at {', '.join(f'`{a}`' for a in f.also)}" if f.also else ""),

@@ -2,7 +2,8 @@
 
 One run per engine release (per release and target, for a matrix). A result is a gate that blocks the launch
 or a finding that the launch will run with a drafter that does not help (level ``error``; its ``status`` property
-says which), or a gate the scan could not decide (``warning``); gates that pass are left out, as code scanning
+says which), a gate the scan could not decide, or a warning that the drafter helps less than it could on some
+requests (``warning``; ``status`` unknown or warns); gates that pass are left out, as code scanning
 lists problems. Locations are relative to the engine tree (``uriBaseId`` ENGINE_TREE: the directory holding the
 package), or to the drafter checkpoint for the checks of its files. A result's partial fingerprint leaves the
 line out, so that a gate keeps its identity when the lines above it move in the next release.
@@ -30,7 +31,7 @@ MAX_RUNS = 20  # GitHub code scanning: runs per file
 MAX_RESULTS = 25_000  # GitHub code scanning: results per run
 TREE_BASE = "ENGINE_TREE"
 DRAFTER_BASE = "DRAFTER_CHECKPOINT"
-LEVEL = {Status.BLOCKS: "error", Status.DEGRADES: "error", Status.UNKNOWN: "warning"}
+LEVEL = {Status.BLOCKS: "error", Status.DEGRADES: "error", Status.UNKNOWN: "warning", Status.WARNS: "warning"}
 _NO_LOCATIONS = "SARIF holds the code locations of a scan, not a launch's: write json, md or html"
 
 

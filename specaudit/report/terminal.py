@@ -41,6 +41,7 @@ from .lines import (
     registered,
     release_provenance,
     root_lines,
+    runs_label,
     shown_first,
     smoke_fleet_lines,
     smoke_node_rows,
@@ -225,13 +226,12 @@ def _finding_panel(f: Finding, number: int) -> Panel:
         Text.assemble(("why    ", "bold"), f.why),
         Text.assemble(("hint   ", "bold"), (f.hint, "green")),
     )
-    color = "magenta" if f.status == Status.DEGRADES else "red"
-    return Panel(body, title=f"[bold {color}]{number}. {_m(f.title)}[/]  [dim]{_m(f.rule_id)}{_degrades(f)}[/]",
+    color = _PANEL_COLOR.get(f.status, "red")
+    return Panel(body, title=f"[bold {color}]{number}. {_m(f.title)}[/]  [dim]{_m(f.rule_id)}{runs_label(f)}[/]",
                  title_align="left")
 
 
-def _degrades(f: Finding) -> str:
-    return " (runs; the drafter will not help)" if f.status == Status.DEGRADES else ""
+_PANEL_COLOR = {Status.DEGRADES: "magenta", Status.WARNS: "yellow"}  # a finding shown in full that does not block
 
 
 def _rules_absent(result: ScanResult) -> list[RenderableType]:

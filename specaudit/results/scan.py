@@ -186,6 +186,11 @@ class ScanResult:
         """What makes the launch run without the drafter helping (the findings that degrade)."""
         return [f for f in self.findings if f.status == Status.DEGRADES]
 
+    @property
+    def warnings(self) -> list[Finding]:
+        """What the drafter loses on some requests, with its figure: the launch runs and the drafter helps, less."""
+        return [f for f in self.findings if f.status == Status.WARNS]
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["exit_code"] = self.exit_code

@@ -664,6 +664,7 @@ _UNTRACED = ("path-entry", "path-unparsed")  # decide.entry_findings: a stage of
 
 
 def _verdict(findings: list[Finding], launch: Launch | None) -> Verdict:
+    # A warning (Status.WARNS: the drafter helps, less) is no part of it: a launch with warnings is as READY as without.
     if launch is None or launch.target is None:
         return Verdict.LANDSCAPE
     statuses = {f.status for f in findings}

@@ -115,6 +115,22 @@ def engine_finding(rule: Rule, ctx: DraftContext, status: Status, why: str, evid
     return Finding(rule.id, rule.title, rule.phase, status, fn.file, fn.line, evidence, error, why, rule.hint)
 
 
+def degrades(rule: Rule, ctx: DraftContext, why: str, predicts: str, evidence: str,
+             fn: EngineFunction | None = None, file: str | None = None) -> Finding:
+    """A finding that the drafter can help no request (DEGRADED): it says the acceptance it predicts, and why; placed
+    at the engine's code that decides it, else at the drafter's ``file`` (its config.json where none is named)."""
+    why = f"{why}; predicted acceptance: {predicts}"
+    if fn is None:
+        return draft_finding(rule, ctx, Status.DEGRADES, why, evidence, file)
+    return engine_finding(rule, ctx, Status.DEGRADES, why, evidence, fn)
+
+
+def warns(rule: Rule, ctx: DraftContext, why: str, figure: str, evidence: str,
+          fn: EngineFunction | None = None) -> Finding:
+    """A partial loss (a warning, not a verdict): the drafter helps, less than it could, and ``figure`` says how much."""
+    return engine_finding(rule, ctx, Status.WARNS, f"{why}; the loss: {figure}", evidence, fn)
+
+
 def unread_finding(rule: Rule, ctx: DraftContext, what: str) -> Finding | None:
     """Where weight files of the drafter could not be read (a legacy .bin), what was not checked for it."""
     if not ctx.draft.unread:

@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
-from .context import DraftContext, as_count, check, draft_finding, engine_finding, site_of, unread_finding
+from .context import DraftContext, as_count, check, degrades, draft_finding, engine_finding, site_of, unread_finding
 from .engine_code import class_method, drafter_module
 
 MEDUSA_CONFIG = ("vllm.transformers_utils.configs.medusa", "MedusaConfig")
@@ -126,10 +126,11 @@ def _weights_problem(rule: Rule, ctx: DraftContext, expected: dict[str, tuple[in
         empty = [m for m in modules if not any(t.startswith(m + ".") for t in tensors)]
         if not empty:
             return None
-        return draft_finding(rule, ctx, Status.DEGRADES, f"the checkpoint has no tensor of {', '.join(empty[:4])}"
-                             f"{' and more' if len(empty) > 4 else ''}, which the release builds for {what}; the draft "
-                             "is quantized, so the loader does not check what it loaded, and those heads draft from "
-                             "uninitialised weights (no error)", evidence)
+        return degrades(rule, ctx, f"the checkpoint has no tensor of {', '.join(empty[:4])}"
+                        f"{' and more' if len(empty) > 4 else ''}, which the release builds for {what}; the draft is "
+                        "quantized, so the loader does not check what it loaded, and those heads draft from "
+                        "uninitialised weights (no error)", "near zero for what those heads draft: weights never "
+                        "loaded propose tokens unrelated to the target's", evidence)
     missing = [name for name in expected if name not in tensors]
     if missing:
         shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
@@ -341,10 +342,10 @@ def check_head_vocab(rule: Rule, ctx: DraftContext) -> Finding | None:
         return draft_finding(rule, ctx, Status.UNKNOWN, f"the draft proposes ids of a vocabulary of {draft}, the "
                              f"target's has {target}, and this release compares neither: ids past {target - 1} reach "
                              "the rejection sampler, which is not modeled", evidence)
-    return draft_finding(rule, ctx, Status.DEGRADES, f"the draft proposes ids of a vocabulary of {draft} tokens, the "
-                         f"target's has {target}, and this release compares neither: the head was trained for another "
-                         "tokenizer, so its ids name other tokens of the target's and are rejected (no error, no log "
-                         "line)", evidence)
+    return degrades(rule, ctx, f"the draft proposes ids of a vocabulary of {draft} tokens, the target's has {target}, "
+                    "and this release compares neither: the head was trained for another tokenizer (no error, no log "
+                    "line)", "near zero: its ids name other tokens of the target's, which the target rejects on every "
+                    "request", evidence)
 
 
 # -- a custom proposer class -----------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The draft's tensor-parallel size: one the engine refuses, and one it accepts and does not use.
+"""The draft's tensor-parallel size: one the engine refuses, and one it accepts and does not use (a warning: the
+drafter still helps, at the target's TP).
 """
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 import ast
 
 from ...core.types import Finding, Rule, Status
-from .context import DraftContext, as_count, check, draft_finding, engine_finding, site_of
+from .context import DraftContext, as_count, check, draft_finding, engine_finding, site_of, warns
 from .engine_code import draft_build, followed, matches_any, reads_name
 
 
@@ -52,10 +53,10 @@ def check_draft_tp_ignored(rule: Rule, ctx: DraftContext) -> Finding | None:
         if reader is not None:
             return engine_finding(rule, ctx, Status.PASSES, f"the release builds the draft with its own parallel "
                                    f"config (read in {site_of(reader)}): TP {asked}", evidence, fn)
-        return engine_finding(rule, ctx, Status.DEGRADES,
-                               f"the release accepts draft_tensor_parallel_size = {asked} and builds the draft with the "
-                               f"target's parallel config (nothing from {site_of(loader)} on reads the draft's): the "
-                               f"drafter runs sharded over the target's {target_tp} GPUs, each draft step paying the "
-                               f"all-reduces TP {asked} was asked to avoid, with no error and no log line (acceptance "
-                               "is unchanged; the speed-up is smaller)", evidence, fn)
+        return warns(rule, ctx,
+                     f"the release accepts draft_tensor_parallel_size = {asked} and builds the draft with the target's "
+                     f"parallel config (nothing from {site_of(loader)} on reads the draft's): the drafter runs sharded "
+                     f"over the target's {target_tp} GPUs, with no error and no log line",
+                     f"acceptance unchanged; each draft step runs at TP {target_tp}, not {asked}, paying the "
+                     "all-reduces the draft TP was asked to avoid (a smaller speed-up)", evidence, fn)
     return None

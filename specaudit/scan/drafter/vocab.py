@@ -1,7 +1,8 @@
 """The drafter's vocabulary against the target's: EAGLE-3's ``lm_head`` has ``draft_vocab_size`` rows (else
-``vocab_size``), ``d2t`` maps draft id i to target id ``i + d2t[i]`` and without it the logits must have the
-target's vocabulary (``t2d`` is not loaded); a draft model's vocabulary equal to the target's; a drafter's own
-``lm_head`` or embedding replaced by the target's when the release shares them.
+``vocab_size``), ``d2t`` maps draft id i to target id ``i + d2t[i]`` (its values read from the safetensors bytes), and
+a smaller draft vocab without it, or with offsets all zero, proposes draft index i as target token i (``t2d`` is not
+loaded); a draft model's vocabulary equal to the target's; a drafter's own ``lm_head`` or embedding replaced by the
+target's when the release shares them.
 """
 
 from __future__ import annotations
@@ -10,16 +11,22 @@ from pathlib import Path
 
 from ...core.types import EngineFunction, Finding, Rule, Status
 from ...launch.checkpoint import Checkpoint, LocalFile, TensorInfo
-from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
+from .context import DraftContext, check, degrades, draft_finding, engine_finding, site_of, unread_finding
 from .engine_code import class_method, flag_when_missing, raise_message, shares_under
 
-# What a release fails on in a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``; all but d2t_short
-# where it names none, as vLLM loads d2t into a parameter of draft_vocab_size entries): lm_head_rows (lm_head's rows
-# against the config's draft vocab), vocab_size (the drafter's vocab_size against the target's), no_d2t (no d2t and a
-# draft vocab other than the target's), d2t_length (d2t of another length than the draft vocab), d2t_short (d2t
-# shorter than it: an engine that keeps d2t as loaded and indexes it by draft id, SGLang's hot_token_id), d2t_range
-# (a draft id mapped outside the target vocab), t2d_length (t2d of another length than the target vocab).
-VOCAB_PROBLEMS = ("lm_head_rows", "vocab_size", "no_d2t", "d2t_length", "d2t_range", "t2d_length")
+# What a release does with each problem of a drafter's vocab maps (a vocab_maps rule's ``params.engine.problems``
+# names those it has; all but d2t_short where it names none). It fails on these: lm_head_rows (lm_head's rows against
+# the config's draft vocab), d2t_length (d2t of another
+# length than the draft vocab: vLLM loads it into a parameter of draft_vocab_size entries), d2t_short (d2t shorter
+# than it: an engine that keeps d2t as loaded and indexes it by draft id, SGLang's hot_token_id), d2t_range (a draft
+# id mapped outside the target vocab).
+FAILS = ("lm_head_rows", "d2t_length", "d2t_short", "d2t_range")
+# And it runs with these, proposing draft index i as target token i: no_d2t (a draft vocab smaller than the target's
+# and no d2t), d2t_identity (such a d2t of offsets all zero). t2d is not a problem of either kind: neither engine loads
+# it (vLLM and SGLang load_weights skip it), so its length changes nothing; nor is the drafter config's vocab_size
+# (vLLM sizes the draft's logits by it, and nothing compares it with the target's): tokenizer.py judges the tokenizer.
+SILENT = ("no_d2t", "d2t_identity")
+VOCAB_PROBLEMS = tuple(p for p in FAILS + SILENT if p != "d2t_short")
 
 
 @check("vocab_maps")
@@ -34,44 +41,60 @@ def check_vocab_maps(rule: Rule, ctx: DraftContext) -> Finding | None:
         return unread_finding(rule, ctx, "the vocab maps (d2t, t2d, lm_head)")
     if not isinstance(target_vocab, int):
         return None
-    problems, evidence = [], []
-    if lm_head is not None:
-        evidence.append(lm_head.describe())
-        if "lm_head_rows" in wanted and draft_vocab and lm_head.shape[0] != draft_vocab:
-            problems.append(f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}")
-    declared_vocab = ctx.draft_config.get("vocab_size")
-    if "vocab_size" in wanted and declared_vocab is not None and declared_vocab != target_vocab:
-        problems.append(f"the drafter's vocab_size {declared_vocab} differs from the target's {target_vocab}")
-    if d2t is None:
-        if "no_d2t" in wanted and draft_vocab and draft_vocab != target_vocab:
-            problems.append(f"no d2t map, so the draft vocab ({draft_vocab}) must be the target's ({target_vocab})")
-    else:
-        evidence.append(d2t.describe())
-        if "d2t_length" in wanted and d2t.numel != draft_vocab:
-            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}")
-        elif "d2t_short" in wanted and isinstance(draft_vocab, int) and d2t.numel < draft_vocab:
-            problems.append(f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}: draft ids {d2t.numel} "
-                            f"to {draft_vocab - 1} index past its end at the first draft step")
-        elif "d2t_range" in wanted:
-            offsets = ctx.draft.integers(d2t)[:draft_vocab] if isinstance(draft_vocab, int) else \
-                ctx.draft.integers(d2t)  # the entries the draft ids read
-            bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
-            if bad:
-                problems.append(f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
-                                f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})")
-    if t2d is not None and "t2d_length" in wanted:
-        evidence.append(t2d.describe())
-        if t2d.numel != target_vocab:
-            problems.append(f"t2d has {t2d.numel} entries, the target vocab is {target_vocab}")
-    text = "; ".join(evidence) or f"draft vocab {draft_vocab}, target vocab {target_vocab}"
-    if problems:
-        shown = d2t or lm_head
-        error = str(engine["error"]) if engine.get("error") else \
-            f"RuntimeError: The size of tensor a ({draft_vocab}) must match the size of tensor b " \
-            f"({d2t.numel if d2t else target_vocab})"
-        return draft_finding(rule, ctx, Status.BLOCKS, "; ".join(problems), text, shown.file if shown else None, error)
+    found = _vocab_problems(ctx, wanted, target_vocab, draft_vocab, d2t, lm_head)
+    text = "; ".join(t.describe() for t in (lm_head, d2t, t2d) if t is not None) or \
+        f"draft vocab {draft_vocab}, target vocab {target_vocab}"
+    held = d2t or lm_head
+    shown = held.file if held is not None else None  # the weight file the finding names
+    fails = [(name, why) for name, why in found if name in FAILS]
+    if fails:
+        # The engine's error for the first problem it meets, as the rule gives it (params.engine.errors, with the
+        # figures of the tensor at fault).
+        given = engine.get("error") or (engine.get("errors") or {}).get(fails[0][0])
+        figures = {"found": d2t.numel if fails[0][0] == "d2t_length" and d2t else lm_head.shape[0] if lm_head else "",
+                   "expected": draft_vocab}
+        error = " ".join(str(given).split()).format(**figures) if given else None
+        return draft_finding(rule, ctx, Status.BLOCKS, "; ".join(why for _, why in fails), text, shown, error)
+    silent = [why for name, why in found if name in SILENT]
+    if silent:
+        return degrades(rule, ctx, "; ".join(silent) + " (no error, no log line)",
+                        "near zero: the draft's ids are read as target ids they were not trained to predict, on every "
+                        "request (NVIDIA-NeMo/Automodel PR #2447: without d2t \"the acceptance rate collapsed\"; "
+                        "SafeAILab/EAGLE #222: an all-zero d2t; sgl-project/SpecForge PR #534: a remapped d2t, \"a "
+                        "catastrophic drop in draft acceptance\")", text, file=shown)
     return draft_finding(rule, ctx, Status.PASSES,
-                    f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
+                         f"draft vocab {draft_vocab} maps into the target vocab {target_vocab}", text)
+
+
+def _vocab_problems(ctx: DraftContext, wanted: set[str], target_vocab: int, draft_vocab: object,
+                    d2t: TensorInfo | None, lm_head: TensorInfo | None) -> list[tuple[str, str]]:
+    """The problems of the drafter's vocab maps that the release has (``wanted``), each with what it is; d2t's values
+    read from its bytes (a few KB) where its length lets the release read it."""
+    found: list[tuple[str, str]] = []
+    if lm_head is not None and draft_vocab and lm_head.shape[0] != draft_vocab:
+        found.append(("lm_head_rows", f"lm_head has {lm_head.shape[0]} rows, the config's draft vocab is {draft_vocab}"))
+    reduced = isinstance(draft_vocab, int) and draft_vocab < target_vocab
+    if d2t is None and reduced:
+        found.append(("no_d2t", f"the draft vocab is {draft_vocab} tokens of the target's {target_vocab} and the "
+                                "checkpoint has no d2t: the release maps draft id i to target id i (vLLM's "
+                                "draft_id_to_target_id stays zeros, SGLang maps nothing), so the head's ids name the "
+                                f"first {draft_vocab} tokens of the target's vocabulary"))
+    if d2t is not None and d2t.numel != draft_vocab:
+        found.append(("d2t_length", f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}"))
+        if isinstance(draft_vocab, int) and d2t.numel < draft_vocab:
+            found.append(("d2t_short", f"d2t has {d2t.numel} entries, the draft vocab is {draft_vocab}: draft ids "
+                                       f"{d2t.numel} to {draft_vocab - 1} index past its end at the first draft step"))
+    if d2t is not None and not ({"d2t_length", "d2t_short"} & wanted & {name for name, _ in found}):
+        offsets = ctx.draft.integers(d2t)[:draft_vocab] if isinstance(draft_vocab, int) else ctx.draft.integers(d2t)
+        bad = [i for i, off in enumerate(offsets) if not 0 <= i + off < target_vocab]
+        if bad:
+            found.append(("d2t_range", f"{len(bad)} draft ids map outside the target vocab (first: {bad[0]} -> "
+                                       f"{bad[0] + offsets[bad[0]]}, target vocab {target_vocab})"))
+        elif reduced and not any(offsets):
+            found.append(("d2t_identity", f"d2t's {len(offsets)} offsets are all zero: draft id i is target id i, so "
+                                          f"the head's ids name the first {len(offsets)} tokens of the target's "
+                                          f"{target_vocab}, not the ones it was trained on"))
+    return [(name, why) for name, why in found if name in wanted]
 
 
 @check("equal_vocab")
@@ -160,7 +183,7 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
     if same:
         return engine_finding(rule, ctx, Status.PASSES, f"{replaced}; the sampled rows of both heads are identical: "
                                "a copy, nothing lost", evidence, sharer)
-    return engine_finding(rule, ctx, Status.DEGRADES,
-                           f"{replaced}, and the drafter's own head differs from the target's (rows sampled over the "
-                           "vocabulary): the head it was trained with is silently replaced, so it drafts from a "
-                           "distribution it was not trained to produce (no error, no log line)", evidence, sharer)
+    return degrades(rule, ctx, f"{replaced}, and the drafter's own head differs from the target's (rows sampled over "
+                    "the vocabulary): the head it was trained with is silently replaced (no error, no log line)",
+                    "near zero: the drafter's last hidden states were trained against its own head, and the "
+                    "target's reads them as other tokens on every request", evidence, sharer)
