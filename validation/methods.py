@@ -57,7 +57,10 @@ VLLM = [
     ("medusa", {"method": "medusa", "model": "/models/medusa-llama3-8b", "num_speculative_tokens": 4}, None),
     ("medusa", {"method": "medusa", "model": "/models/medusa-llama3-8b", "num_speculative_tokens": 6}, "BLOCKED"),
     ("mlp_speculator", {"model": "/models/llama3-8b-accelerator", "num_speculative_tokens": 3}, None),
-    ("mlp_speculator", {"model": "/models/llama3-8b-accelerator", "num_speculative_tokens": 4}, "BLOCKED"),
+    # 0.34.0 has no MLPSpeculator: its architecture is in no registry, which the draft's ModelConfig refuses, past
+    # what the method's resolution plays (the model class's declared speculator is not known): UNKNOWN there
+    ("mlp_speculator", {"model": "/models/llama3-8b-accelerator", "num_speculative_tokens": 4},
+     {"vllm==0.34.0": "BLOCKED|UNKNOWN", "*": "BLOCKED"}),
     # the draft's 14 heads against the draft TP (ModelConfig.verify_with_parallel_config): 4 does not divide them
     ("draft model", {"model": "/models/Qwen2.5-0.5B-Instruct", "num_speculative_tokens": 3}, None,
      {"tensor-parallel-size": 4}),
