@@ -610,7 +610,8 @@ def verdicts_section(old: Release, new: Release) -> tuple[list[str], dict[str, i
     crashes = [r for r in rows if "crash" in (r[2].verdict, r[3].verdict)]
     lines = ["## Verdicts on validation/methods.py's launches", "",
              f"{len(rows)} launches (methods.py's {new.tree.engine.name} launches on its presets), scanned on both releases "
-             f"by the current specaudit, before any change for {new.label}. {len(changed)} change verdict; "
+             f"by specaudit as it stands (the first run, before any work for {new.label}, is in this file's git "
+             f"history). {len(changed)} change verdict; "
              f"{len(crashes)} crash the scan (on either release).", "",
              f"| verdict | {old.label} | {new.label} |", "|---|---|---|",
              *[f"| {k} | {old_counts.get(k, 0)} | {new_counts.get(k, 0)} |" for k in kinds], "",
