@@ -18,10 +18,9 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .core.engines import ENGINES
     from .core.errors import SpecauditError
     from .core.types import ExitCode
-    from .launch.command import LaunchCommand, parse_launch_command
-    from .launch.hub import is_hub_id, read_checkpoint_anywhere
-    from .launch.request import Launch, method_of, parse_speculative_config
-    from .launch.target import load_model, load_preset, presets
+    from .launch.command import parse_launch_command
+    from .launch.request import Launch, launch_of, parse_speculative_config
+    from .launch.target import load_preset, presets
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .results.scan import Comparison
     from .scan.audit import scan as run_scan
@@ -172,51 +171,11 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
         if command is not None and any(t.engine.name != command.engine for t in located):
             raise SpecauditError(f"the launch command is {command.engine}'s, the tree is "
                                  f"{', '.join(t.label for t in located if t.engine.name != command.engine)}")
-        launch = _launch(command, preset, model_dir, revision, draft_dir, spec_json)
+        launch = launch_of(command, preset, model_dir, revision, draft_dir, spec_json)
         results = [run_scan(tree, launch, platform=platform) for tree in located]
         report = results[0] if len(results) == 1 else Comparison(results)
         _deliver(report, console, formats, out_dir)
     sys.exit(report.exit_code)
-
-
-def _launch(command: LaunchCommand | None, preset: str | None, model_dir: str | None, revision: str | None,
-            draft_dir: str | None, spec_json: str | None) -> Launch | None:
-    """The launch to judge, from the options and/or a launch command; None for a landscape scan."""
-    speculative = parse_speculative_config(spec_json) if spec_json else {}
-    options: dict = {}
-    if command is not None:
-        options = command.options
-        speculative = {**command.speculative, **speculative}  # each checked where it was read
-        if (preset is not None or model_dir) and command.model:
-            raise SpecauditError(f"the launch command names its model ({command.model}): drop --target/--model, or the command's")
-        model_dir = model_dir or command.model
-        revision = revision or options.get("revision")
-    if preset is not None and model_dir:
-        raise SpecauditError("give --target or --model, not both")
-    if preset is not None and not preset.strip():
-        raise SpecauditError(f"--target needs a preset name ({', '.join(presets())})")
-    if revision and not model_dir:
-        raise SpecauditError("--revision is the revision of --model (a Hub id): name the model")
-    target = load_preset(preset) if preset is not None else load_model(model_dir, revision) if model_dir else None
-    draft = draft_dir or speculative.get("model")
-    # A drafter named with --draft must be readable; one named by a launch command may live on another
-    # machine, and is checked only when its directory is here, or when it is a Hub id (read as the engine would).
-    drafter = read_checkpoint_anywhere(draft, speculative.get("revision")) \
-        if draft and (draft_dir or Path(draft).is_dir() or is_hub_id(draft)) else None
-    if target is None:
-        if command is not None or speculative or draft:
-            raise SpecauditError("a launch needs a target: --target NAME, --model DIR, or a launch command with --model")
-        return None
-    # A speculative launch naming no drafter may draft with the target's own layers (MTP): read their headers.
-    weights, problem = None, ""
-    if model_dir and speculative and not draft:
-        try:
-            weights = read_checkpoint_anywhere(model_dir, revision)
-        except SpecauditError as exc:
-            problem = str(exc)
-    return Launch(target=target, method=method_of(speculative), engine=command.engine if command else None,
-                  draft=draft, drafter=drafter, speculative=speculative, options=options, target_weights=weights,
-                  target_weights_problem=problem, env=command.env if command else {})
 
 
 @main.command()

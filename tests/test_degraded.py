@@ -371,6 +371,28 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES
 
 
+@pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])
+def test_a_launch_command_holds_the_drafters_head_against_its_targets(tmp_path, release):
+    """The launch command names the target's directory and the drafter's: the target's head is read from the first,
+    as the engine loads it, so the replaced head is decided from the command alone (it cannot be given --model)."""
+    import numpy as np
+
+    from specaudit.launch.command import parse_launch_command
+    from specaudit.launch.request import launch_of
+
+    target_head = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
+    given = full_vocab_head(tmp_path, target_head, target_head[::-1].copy())
+    command = parse_launch_command(["python3", "-m", "sglang.launch_server", "--model-path", given.target.name,
+                                    "--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path",
+                                    str(given.draft), "--speculative-num-steps", "3"])
+    launched = launch_of(command)
+    assert launched is not None and launched.target_weights is not None
+    assert launched.target_weights.tensor("lm_head.weight") is not None
+    result = audit(analysis(release), launched)
+    assert result.verdict == Verdict.DEGRADED
+    assert degrading(result)["sglang-degrades-head-overwritten"].status == Status.DEGRADES
+
+
 # -- token maps as data: a reduced-vocabulary head whose d2t maps nothing ------------------------------------------
 # vLLM model_executor/models/llama_eagle3.py: __init__ builds draft_id_to_target_id as torch.zeros(draft_vocab_size)
 # (0.26.0:304; 0.33.0:340, there only where draft_vocab_size differs from the target's vocab); load_weights renames

@@ -178,8 +178,8 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
                "the target's"
     if same is None:
         return engine_finding(rule, ctx, Status.UNDECIDED, f"{replaced}; whether the drafter's head is a copy of the "
-                               "target's cannot be told without the target's lm_head here (scan with --model DIR; "
-                               "specaudit smoke measures it)", evidence, sharer)
+                               "target's cannot be told without the target's lm_head here (its checkpoint as a directory: "
+                               "--model DIR, or the launch command's model; specaudit smoke measures it)", evidence, sharer)
     if same:
         return engine_finding(rule, ctx, Status.PASSES, f"{replaced}; the sampled rows of both heads are identical: "
                                "a copy, nothing lost", evidence, sharer)
