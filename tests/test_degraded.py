@@ -331,6 +331,27 @@ def test_more_draft_tokens_than_the_drafter_declares_warn(tmp_path, release):
     assert degrading(fixed)["vllm-degrades-draft-tokens"].status == Status.PASSES
 
 
+# SGLang 0.5.8 model_executor/model_runner.py ModelRunner.__init__ (0.5.17, 0.5.23: model_runner_components/
+# spec_aux_hidden_state.py _resolve_eagle_aux_hidden_state) reads eagle_config["eagle_aux_hidden_state_layer_ids"]
+# only; models/llama.py set_eagle3_layers_to_capture (0.5.8:774, 0.5.17:885, 0.5.23:929) captures
+# [2, num_layers // 2, num_layers - 3] for None and [val + 1 for val in layer_ids] otherwise.
+@pytest.mark.parametrize("release", ["sglang==0.5.8", "sglang==0.5.17", "sglang==0.5.23"])
+def test_sglang_ignores_top_level_aux_ids_and_captures_its_default(tmp_path, release):
+    result = audit(analysis(release), launch(tmp_path, TOP, "eagle3", "sglang"))
+    assert result.verdict == Verdict.DEGRADED  # [1, 3, 5] trained: layers [2, 4, 6]; captured [2, 4, 5] on 8 layers
+    finding = degrading(result)["sglang-degrades-aux-layer-fallback"]
+    assert "[2, 4, 6]" in finding.why and "[2, 4, 5]" in finding.why and "near zero" in finding.why
+    # Under eagle_config, where SGLang reads them, the same ids are captured as trained.
+    nested = audit(analysis(release), launch(tmp_path, NESTED, "eagle3", "sglang"))
+    assert nested.verdict == Verdict.READY
+    assert degrading(nested)["sglang-degrades-aux-layer-fallback"].status == Status.PASSES
+    # Top-level ids that are the default's ([1, 3, 4]: layers [2, 4, 5]) lose nothing.
+    same = audit(analysis(release), launch(tmp_path, {**HEAD, "eagle_aux_hidden_state_layer_ids": [1, 3, 4]},
+                                           "eagle3", "sglang"))
+    assert same.verdict == Verdict.READY
+    assert degrading(same)["sglang-degrades-aux-layer-fallback"].status == Status.PASSES
+
+
 # -- SGLang: a drafter's own lm_head replaced by the target's --------------------------------------------------------
 # SGLang 0.5.23: models/llama_eagle3.py LlamaForCausalLMEagle3.__init__ sets load_lm_head_from_target = True when the
 # config's draft_vocab_size is None; speculative/eagle_worker_v2.py init_lm_head then calls

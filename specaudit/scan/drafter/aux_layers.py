@@ -103,15 +103,7 @@ def _captured_aux_layers(rule: Rule, ctx: DraftContext, engine: dict) -> Finding
     if width is None:
         return None  # no fc to fill
     sets = str(engine.get("sets") or "eagle_aux_hidden_state_layer_ids")
-    names, files = list(engine.get("readers") or ()), list(engine.get("files") or ())
-
-    def setter(found: list[EngineFunction]) -> EngineFunction | None:
-        return next((f for f in found if any(isinstance(n, ast.Assign) and any(
-            isinstance(t, ast.Attribute) and t.attr == sets for t in n.targets) for n in ast.walk(f.node))), None)
-
-    # On the traced path first, else in the files: a name the path meets elsewhere (``__init__``) must not hide the
-    # reader the path does not reach (0.5.8's ModelRunner.__init__).
-    reader = setter(judge.engine_functions(names, files)) or setter(file_functions(judge, names, files))
+    reader = _id_setter(ctx, engine)
     if reader is None:
         return draft_finding(rule, ctx, Status.UNKNOWN, f"no function of this release sets {sets} from the drafter config "
                         f"(looked for {', '.join(engine.get('readers') or ())}): which aux layers the target captures "
@@ -159,6 +151,22 @@ def _captured_aux_layers(rule: Rule, ctx: DraftContext, engine: dict) -> Finding
                            f"{ctx.draft_config.get('hidden_size')})")
 
 
+def _id_setter(ctx: DraftContext, engine: dict) -> EngineFunction | None:
+    """The function of ``engine.readers`` in ``engine.files`` that sets ``engine.sets`` from the drafter config: on the
+    traced path first, else in the files (a name the path meets elsewhere, ``__init__``, must not hide the reader the
+    path does not reach: 0.5.8's ModelRunner.__init__)."""
+    judge = ctx.judge
+    assert judge is not None
+    sets = str(engine.get("sets") or "eagle_aux_hidden_state_layer_ids")
+    names, files = list(engine.get("readers") or ()), list(engine.get("files") or ())
+
+    def setter(found: list[EngineFunction]) -> EngineFunction | None:
+        return next((f for f in found if any(isinstance(n, ast.Assign) and any(
+            isinstance(t, ast.Attribute) and t.attr == sets for t in n.targets) for n in ast.walk(f.node))), None)
+
+    return setter(judge.engine_functions(names, files)) or setter(file_functions(judge, names, files))
+
+
 @check("aux_layer_fallback")
 def check_aux_layer_fallback(rule: Rule, ctx: DraftContext) -> Finding | None:
     """Where the engine reads the aux layer ids in the drafter config (the functions ``params.engine.readers`` names,
@@ -169,6 +177,8 @@ def check_aux_layer_fallback(rule: Rule, ctx: DraftContext) -> Finding | None:
     layers = ctx.target_text.get("num_hidden_layers")
     if judge is None or not isinstance(layers, int):
         return None
+    if engine.get("capture"):  # the release turns the ids into the layers it captures, its default for none
+        return _captured_fallback(rule, ctx, engine, layers)
     readers = judge.engine_functions(engine.get("readers") or (), engine.get("files") or ())
     if not readers:
         return None  # the release reads no aux layer ids from a drafter config: nothing to fall back from
@@ -197,11 +207,47 @@ def check_aux_layer_fallback(rule: Rule, ctx: DraftContext) -> Finding | None:
         return engine_finding(rule, ctx, Status.PASSES,
                                f"the engine does not read {'.'.join(where)}, and its fallback {fallback_text} is the "
                                "same layers", evidence, reader)
-    return degrades(rule, ctx, f"the drafter was trained on the target's layers {ids} ({'.'.join(where)}), which this "
-                    f"release does not read: it captures {fallback_text} instead, and the head drafts from hidden "
-                    "states it never saw (no error, no log line)",
+    return _fell_back(rule, ctx, f"{ids} ({'.'.join(where)})", fallback_text, evidence, reader)
+
+
+def _fell_back(rule: Rule, ctx: DraftContext, trained: str, captured: str, evidence: str,
+               reader: EngineFunction) -> Finding:
+    return degrades(rule, ctx, f"the drafter was trained on the target's layers {trained}, which this release does "
+                    f"not read: it captures {captured} instead, and the head drafts from hidden states it never saw "
+                    "(no error, no log line)",
                     "near zero, about 1% of draft tokens where the trained layers give about 59% (vllm PR #50170: "
                     "every request's draft reads layers the head was not trained on)", evidence, reader)
+
+
+def _captured_fallback(rule: Rule, ctx: DraftContext, engine: dict, layers: int) -> Finding | None:
+    """aux_layer_fallback where the target's ``engine.capture`` method turns ids into the layers it captures (SGLang's
+    set_eagle3_layers_to_capture: id + 1 each, its default list for none): the layers the declared ids would capture
+    against those the release captures, reading the ids only where ``engine.readers`` reads them."""
+    judge = ctx.judge
+    assert judge is not None
+    capture, reader = judge.target_method(str(engine["capture"])), _id_setter(ctx, engine)
+    declared = declared_aux(ctx.draft_config)
+    if capture is None or reader is None or not declared:
+        return None  # no capture, no reader, or no ids declared: aux_layer_ids says what the target hands the fc
+    reads = config_reads(reader.node)
+    read_text = ", ".join(".".join(r) for r in sorted(reads) if r[-1] in {w[-1] for w in AUX_DECLARED}) or "none"
+    where, ids = next(iter(declared.items()))
+    used = next((w for w in declared if w in reads), None)
+    taken = captured_layers(capture.node, declared[used] if used else None, layers)
+    trained = captured_layers(capture.node, ids, layers)
+    evidence = f"{site_of(reader)} reads {read_text}; the drafter config declares {'.'.join(where)} = {ids}; " \
+               f"{site_of(capture)} turns them into layers {trained}"
+    if taken is None or trained is None:
+        return None  # the capture method has another shape: aux_layer_ids says it is not read
+    if used:
+        return engine_finding(rule, ctx, Status.PASSES, f"the engine reads the ids where the drafter config declares "
+                               f"them ({'.'.join(used)} = {declared[used]})", evidence, reader)
+    fallback_text = f"layers {taken} ({site_of(capture)} for no ids, on the target's {layers} layers)"
+    if sorted(set(taken)) == sorted(set(trained)):
+        return engine_finding(rule, ctx, Status.PASSES, f"the engine does not read {'.'.join(where)}, and its fallback "
+                               f"{fallback_text} is the same layers", evidence, reader)
+    return _fell_back(rule, ctx, f"{ids} ({'.'.join(where)}: captured as layers {trained})", fallback_text, evidence,
+                      reader)
 
 
 @check("algorithm_takes_head")
