@@ -158,6 +158,38 @@ def test_ctrl_c_on_a_cold_scan_exits_130_without_waiting_for_the_parse(tmp_path,
     assert not leftover  # no pool worker outlives the scan
 
 
+
+# The CI run of 2026-12-04 failed here once: the pool's SIGTERM reached a worker between its fork and its initializer,
+# ran the CLI's handler inside threading's fork hook and printed "Exception ignored ... KeyboardInterrupt".
+_EARLY_STOP = """
+import os, signal, sys, time
+from specaudit.scan.index import WorkerPool, ignore_interrupts
+
+def raising(signum, frame):  # as the CLI's SIGTERM handler, which a forked worker inherits
+    raise KeyboardInterrupt
+
+def slow_start():  # a worker still starting when the stop comes
+    time.sleep(0.5)
+    ignore_interrupts()
+
+signal.signal(signal.SIGTERM, raising)
+pool = WorkerPool(2, slow_start)
+workers = list(pool.executor()._processes.values())
+for worker in workers:
+    os.kill(worker.pid, signal.SIGTERM)
+for worker in workers:
+    worker.join(5)
+print(*[worker.exitcode for worker in workers])
+os._exit(0)
+"""
+
+
+def test_a_stop_that_reaches_a_pool_worker_before_its_own_handlers_waits_for_them():
+    proc = subprocess.run([sys.executable, "-c", _EARLY_STOP], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.stdout.split() == [str(-signal.SIGTERM)] * 2, proc.stdout + proc.stderr  # ended by the signal itself
+    assert proc.stderr == ""
+
 # -- bad input is one line and exit 2 -------------------------------------------------------------------------------
 
 def _config_dir(tmp_path: Path, name: str, text: str) -> str:

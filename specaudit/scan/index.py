@@ -215,7 +215,17 @@ class WorkerPool:
         if self._executor is None:
             from concurrent.futures import ProcessPoolExecutor  # here: a warm scan starts no pool
 
-            self._executor = ProcessPoolExecutor(max_workers=self.workers, initializer=self._initializer)
+            # The workers are forked with the stopping signals blocked and unblock them once their own handlers are
+            # set: a Ctrl-C, or the SIGTERM that stops the pool, between the fork and the initializer would run the
+            # CLI's handler (or Python's KeyboardInterrupt) inside the child's fork hooks, printed as "Exception
+            # ignored" on the terminal the two share.
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPPING)
+            try:
+                self._executor = ProcessPoolExecutor(max_workers=self.workers,
+                                                     initializer=functools.partial(_initialized, self._initializer))
+                self._executor.submit(int)  # forks every worker now (fork starts them all at the first task)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         return self._executor
 
     def start(self) -> None:
@@ -255,6 +265,14 @@ def _unreported(thread: threading.Thread | None) -> None:
             report(args)
 
     threading.excepthook = hook
+
+
+_STOPPING = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+
+
+def _initialized(initializer: Callable[[], None]) -> None:
+    initializer()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPPING)
 
 
 def _worker_init() -> None:
