@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ..launch.request import Launch
 from ..play.modules import ModuleScope, assigned, declared_default, declared_fields, module_of, strings_declared
 from ..play.player import Coverage, Outcome, Player, call, dotted
-from ..play.values import CLASS, UNKNOWN, ReleaseClass, Unknown
+from ..play.values import CLASS, UNKNOWN, Raised, ReleaseClass, Unknown
 from .catalog import INSTALLED, EngineMethods
 
 
@@ -51,9 +51,11 @@ class Resolution:
     coverage: Coverage = field(default_factory=Coverage, compare=False)
     # The speculative config's fields as the resolving code leaves them (those every way agrees on and knows).
     fields: dict[str, Any] = field(default_factory=dict, compare=False)
-    # Its own methods (`use_eagle()`, `uses_draft_model()`), played out on those fields: name -> value, UNKNOWN
+    # What `self.<expression>` is on the speculative config as those fields leave it, played out: a method of its own
+    # called (`use_eagle()`), a property or class attribute, through the objects it builds (0.34.0's
+    # `speculator_config.draft_has_own_vocab`, a property that looks the method's config class up by name); UNKNOWN
     # where the release has none of that name or its ways disagree.
-    methods: Callable[[str], Any] = field(default=lambda name: UNKNOWN, compare=False)
+    member: Callable[[str], Any] = field(default=lambda expression: UNKNOWN, compare=False)
     plugins: str = ""  # "file:line name" of the release's API by which a plugin registers a method, where it has one
 
     @property
@@ -216,7 +218,7 @@ def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolutio
         found = _resolution(requested, method, how, code, spec, named, functions, problem)
         return replace(found, stops=stops, warnings=tuple(warnings), draft_config=draft if isinstance(draft, dict)
                        else None, separate_draft=separate, coverage=coverage, fields=left,
-                       methods=functools.cache(functools.partial(_method_value, code, spec, left)))
+                       member=functools.cache(functools.partial(_member_value, code, spec, left)))
 
     model = launch.named_draft
     own = launch.target is not None and (model == launch.target.name or launch.drafter is not None
@@ -354,19 +356,31 @@ def _forbids_extra(cls: ast.ClassDef, scope: ModuleScope) -> bool:
     return False
 
 
-def _method_value(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any], name: str) -> Any:
-    """What a method of the engine's speculative config (``fields`` of the methods file) returns on these fields."""
-    found = next((f for f in (_class(code, c) for c in spec.fields) if f is not None), None)
-    function = next((n for n in found[0].body if isinstance(n, ast.FunctionDef) and n.name == name), None) \
-        if found else None
-    if found is None or function is None:
+def _member_value(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any], expression: str) -> Any:
+    """What ``self.<expression>`` is on the engine's speculative config (``fields`` of the methods file) holding these
+    fields: a method of its own called (``use_eagle()``: every way through it must end in the one value), else the
+    expression played on the object (properties played on it, class attributes, the objects they build)."""
+    found = next(((f, c) for f, c in ((_class(code, c), c) for c in spec.fields) if f is not None), None)
+    if found is None:
         return UNKNOWN
+    (cls, scope, _), qualname = found
+    name = expression.removesuffix("()")
+    if name != expression and name.isidentifier():
+        function = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+        if function is None:
+            return UNKNOWN
+        try:
+            outcomes, _ = call(function, scope, [], {}, fields={f"self.{k}": v for k, v in fields.items()})
+        except (ValueError, RecursionError):
+            return UNKNOWN
+        values = [o.method for o in outcomes if o.raises is None]
+        return values[0] if values and len(values) == len(outcomes) and all(v == values[0] for v in values) \
+            else UNKNOWN
+    this = {**copy.deepcopy(fields), CLASS: qualname}  # a property may rewrite the object it is played on
     try:
-        outcomes, _ = call(function, found[1], [], {}, fields={f"self.{k}": v for k, v in fields.items()})
-    except (ValueError, RecursionError):
+        return Player("", {}, scope).evaluate(ast.parse(f"self.{expression}", mode="eval").body, {"self": this})
+    except (Raised, ValueError, RecursionError, SyntaxError):
         return UNKNOWN
-    values = [o.method for o in outcomes if o.raises is None]
-    return values[0] if values and len(values) == len(outcomes) and all(v == values[0] for v in values) else UNKNOWN
 
 
 # pydantic's lax reading of a scalar field: what it accepts of each type, and its words for what it refuses.

@@ -38,7 +38,7 @@ MAX_WAYS = 64  # a function that forks on more unknown conditions than this is n
 # Forking on every unknown condition (``forks_every``), a list built by appends doubles its ways at each: vLLM 0.33's
 # _get_dbo_unsupported_features forks on six fields no launch option fixes, 64 ways already.
 MAX_EVERY_WAYS = 512
-MAX_CALLS = 5  # how deep the release's own functions are followed
+MAX_CALLS = 6  # how deep the release's own functions are followed
 MAX_ITERATIONS = 64  # a loop over a known sequence longer than this is not played out
 MAX_ITEMS = 4096  # nor a comprehension over more items than this (its element may follow calls for each)
 # The builtin types ``isinstance`` is played with, on plain values (a class of the release is a ``type``).

@@ -443,7 +443,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
             fixed = dict(dict(spec.runner.platforms).get(a.platform, ())) if spec.runner is not None else {}
             evaluator = Evaluator(a.resolver, launch.target, judge.target_class(), method, path,
                                   judge.target_class_problem(), options, a.registry, launch.speculative, fixed,
-                                  resolution.fields, speculative_methods=resolution.methods,
+                                  resolution.fields, speculative_member=resolution.member,
                                   draft_config=launch.drafter.config if launch.drafter is not None else None)
             decisions = settled(decide(path, evaluator), resolution, a.index)
         for decision in decisions:

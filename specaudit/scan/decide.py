@@ -22,7 +22,7 @@ from typing import Any
 from ..core.types import Finding, Phase, Status
 from ..launch.target import Target
 from ..play.operators import METHODS, compare, plain_method
-from ..play.values import EngineObject, Raised, Unknown, truth
+from ..play.values import UNKNOWN, EngineObject, Raised, Unknown, truth
 from .facts import ClassInfo, ModuleInfo, dotted_name
 from .gates import render_message
 from .registry import Registry
@@ -97,11 +97,17 @@ class ModelConfig(EngineObject):
 
 @dataclass(frozen=True)
 class SpeculativeFields(EngineObject):
-    """The engine's speculative config object: its fields as the engine's resolving code leaves them for the launch
-    (methods/resolve.py), the others not known; ``methods``: what its own methods return on them (name -> value)."""
+    """The engine's speculative config object, or an object it holds: its fields as the engine's resolving code leaves
+    them for the launch (methods/resolve.py), the others not known; ``member``: what ``self.<expression>`` is on it,
+    played by the methods stage's player (``use_eagle()``, a property, a class attribute of what a property builds)."""
 
     values: dict[str, Any]
-    methods: Callable[[str], Any] | None = None
+    member: Callable[[str], Any] | None = None
+
+    def holding(self, name: str, value: dict[str, Any]) -> SpeculativeFields:
+        """The object held under ``name``: its members are played from this one's (``speculator_config.x``)."""
+        member = self.member
+        return SpeculativeFields(value, None if member is None else lambda expression: member(f"{name}.{expression}"))
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,7 @@ class Evaluator:
                  path: TracedPath, class_problem: str = "", options: dict[str, Any] | None = None,
                  registry: Registry | None = None, speculative: dict[str, Any] | None = None,
                  fixed: dict[str, Any] | None = None, speculative_fields: dict[str, Any] | None = None,
-                 draft_config: dict[str, Any] | None = None, speculative_methods: Callable[[str], Any] | None = None):
+                 draft_config: dict[str, Any] | None = None, speculative_member: Callable[[str], Any] | None = None):
         self.resolver = resolver
         # What the launch's platform fixes, as the engine writes it (`HAS_TRITON`, `current_platform.is_rocm()`).
         self.fixed = dict(fixed or {})
@@ -185,7 +191,7 @@ class Evaluator:
             placeholder(METHOD): method,
             placeholder(OPTIONS): dict(options or {}),
             placeholder(SPECULATIVE): dict(speculative or {}),
-            placeholder(SPECULATIVE_CONFIG): SpeculativeFields(dict(speculative_fields or {}), speculative_methods),
+            placeholder(SPECULATIVE_CONFIG): SpeculativeFields(dict(speculative_fields or {}), speculative_member),
             placeholder(DRAFT_CONFIG): dict(draft_config or {}),  # the drafter's config.json, for the path's facts
             placeholder(CONFIG): Config(target.config, config_class, complete, "config"),
             placeholder(TEXT_CONFIG): Config(target.text_config, config_class if target.text_config is target.config
@@ -285,12 +291,14 @@ class Evaluator:
 
     def attribute(self, base: Any, name: str, text: str) -> Any:
         if isinstance(base, SpeculativeFields):
-            if name in base.values:
-                value = base.values[name]
-                return SpeculativeFields(value) if isinstance(value, dict) else value  # an object it holds
-            if base.methods is not None:
-                return SpeculativeMethod(base, name)
-            return Unknown(f"{text} (the speculative config's {name})")
+            value = base.values.get(name, UNKNOWN)
+            if isinstance(value, Unknown) and base.member is not None:
+                value = base.member(name)  # a property or a class attribute, played on the object
+                if isinstance(value, Unknown):
+                    return SpeculativeMethod(base, name)  # a method, called next (else not known)
+            if isinstance(value, Unknown):
+                return Unknown(f"{text} (the speculative config's {name})")
+            return base.holding(name, value) if isinstance(value, dict) else value
         if isinstance(base, ModelConfig):
             key = base.prefix + name
             found = self.model_config.get(key)
@@ -417,8 +425,8 @@ class Evaluator:
             return failed
         if isinstance(func, Function):
             return self.run(func.summary, args, kwargs)
-        if isinstance(func, SpeculativeMethod) and not args and not kwargs and func.owner.methods is not None:
-            value = func.owner.methods(func.name)
+        if isinstance(func, SpeculativeMethod) and not args and not kwargs and func.owner.member is not None:
+            value = func.owner.member(f"{func.name}()")
             return Unknown(f"{_text(node)} (the speculative config's {func.name}())") if isinstance(value, Unknown) \
                 else value
         if isinstance(func, Method):
