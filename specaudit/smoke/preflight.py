@@ -21,7 +21,7 @@ from ..core.data import parse_json
 from ..core.engines import ENGINES
 from ..core.errors import SpecauditError
 from ..core.types import SmokeVerdict, Verdict
-from ..launch.checkpoint import check_config, read_checkpoint
+from ..launch.checkpoint import Checkpoint, check_config, read_checkpoint
 from ..launch.command import LaunchCommand, strip_assignments
 from ..launch.request import Launch, method_of
 from ..launch.target import Target, load_model
@@ -111,14 +111,32 @@ class RemoteEngine:
         if draft and checkpoints[draft].get("config") is not None:
             drafter = replace(read_checkpoint(str(_mirror_checkpoint(draft, checkpoints[draft]))),
                               path=f"{self.host}:{draft}")
+        weights, problem = self._target_weights(checkpoints, draft)
         launch = Launch(target=target, method=method_of(self.command.speculative),
                         engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
-                        options=self.command.options, env=self.command.env)
+                        options=self.command.options, target_weights=weights, target_weights_problem=problem,
+                        env=self.command.env)
         # The platform branch the engine takes there: CUDA where nvidia-smi lists a GPU, else its CPU build (the
         # model runner, the attention backends and the gates differ between them). Other accelerators are not probed.
         platform = "cuda" if self.record is not None and self.record.gpus else "cpu"
         self.session.note("scan", f"platform {platform} (the node's GPUs as nvidia-smi lists them)")
         return run_scan(tree, launch, platform=platform)
+
+    def _target_weights(self, checkpoints: dict, draft: str | None) -> tuple[Checkpoint | None, str]:
+        """The target's safetensors headers as the node has them, for a speculative launch (as launch_of reads a local
+        target's): an MTP launch drafts with the target's own layers, and a drafter's head is held against the
+        target's where the engine replaces it. The probe sent them with the config; a target it could not read there
+        (a Hub id the node has not cached) is judged without them, as the scan of a Hub id with a drafter is."""
+        model = self.command.model
+        if not model or not (self.command.speculative or draft):
+            return None, ""
+        checkpoint = checkpoints.get(model) or {}
+        if checkpoint.get("config") is None:
+            return None, ""
+        try:
+            return replace(read_checkpoint(str(_mirror_checkpoint(model, checkpoint))), path=f"{self.host}:{model}"), ""
+        except SpecauditError as exc:
+            return None, str(exc)
 
     def _target(self, checkpoints: dict) -> Target | None:
         """The target's config as the node has it; a Hub id the node has not cached, as the Hub has it."""

