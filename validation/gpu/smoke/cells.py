@@ -59,7 +59,7 @@ MTP = {"method": "mtp", "num_speculative_tokens": 1}
 VLLM_CELLS = [
     # Ctrl-C (SIGINT to smoke) once the engine logs that it loads the model: teardown must leave the GPU empty
     _vllm("ctrl-c", "target-llama", eagle3("drafter-agree"), "INTERRUPTED 130", alone=True,
-          interrupt_at=r"Starting to load model|Loading weights|Loading safetensors"),
+          interrupt_at=r"Loading model from scratch|Starting to load model|Loading safetensors"),
     # the agreeing pair, with torch.compile and CUDA graphs (the default), relaunched without the drafter
     _vllm("agree-lossless", "target-llama", eagle3("drafter-agree"), "PASSED 0", ("--check-lossless",), eager=False),
     _vllm("agree-prompts-all", "target-llama", eagle3("drafter-agree"), "PASSED 0", ("--prompts", "all")),
