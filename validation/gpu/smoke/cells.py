@@ -78,12 +78,15 @@ VLLM_CELLS = [
 
 SGLANG_CELLS = [
     _sglang("ctrl-c", "target-llama", sglang_eagle3("drafter-agree"), "INTERRUPTED 130", alone=True,
-            interrupt_at=r"Load weight begin|Loading safetensors|Init torch distributed"),
+            interrupt_at=r"Load weight begin"),
     _sglang("agree-lossless", "target-llama", sglang_eagle3("drafter-agree"), "PASSED 0", ("--check-lossless",)),
     _sglang("agree-prompts-all", "target-llama", sglang_eagle3("drafter-agree"), "PASSED 0", ("--prompts", "all")),
     _sglang("d2t-identity", "target-llama", sglang_eagle3("drafter-d2t-identity"), "FLAGGED 8"),
     _sglang("gemma", "target-gemma", sglang_eagle3("drafter-agree"), "FAILED 1", ("--launch-anyway",)),
-    _sglang("nextn-deepseek-v3", "ds-mtp1", SGLANG_NEXTN, "PASSED 0"),
+    # round 1 at hidden 256: "fused_eh_norm: unsupported hidden_size=256 (must be in (256, 8192] ...)"; round 2: 512
+    _sglang("nextn-deepseek-v3", "ds-mtp1-h512", SGLANG_NEXTN, "PASSED 0"),
+    # the MTP block without its linears (SGLang's NextN loader checks nothing: the scan says DEGRADED)
+    _sglang("nextn-linears-missing", "ds-mtp-norms-h512", SGLANG_NEXTN, "FLAGGED 8"),
     # MiMo is not among the architectures NEXTN defaults the draft path for (arg_groups/speculative_hook.py): named
     _sglang("nextn-mimo", "mimo-mtp1", [*SGLANG_NEXTN, "--speculative-draft-model-path", "MODELS/mimo-mtp1"],
             "PASSED 0", extra=("--trust-remote-code",)),

@@ -52,7 +52,9 @@ vllm() {
   xz -dc /root/vb/partA/c.xz > /root/site/vllm/_C_stable_libtorch.abi3.so
   xz -dc /root/vb/partM/moe.xz > /root/site/vllm/_moe_C_stable_libtorch.abi3.so
   rm -rf /root/vb
-  printf '#!%s\nimport sys\nfrom vllm.entrypoints.cli.main import main\nsys.exit(main())\n' "$(command -v python3)" > /root/bin/vllm
+  # as pip writes a console script: the guard matters, vLLM's engine core is a spawned process that imports __main__
+  printf '#!%s\nimport sys\nfrom vllm.entrypoints.cli.main import main\nif __name__ == "__main__":\n    sys.exit(main())\n' \
+    "$(command -v python3)" > /root/bin/vllm
   chmod +x /root/bin/vllm
   python3 -m compileall -q -j 16 /root/site > /dev/null 2>&1
   t "vllm staged: $(du -sh /root/site | cut -f1)"
@@ -65,11 +67,13 @@ sglang() {
   t "sglang staged: $(du -sh /root/sgl | cut -f1)"
 }
 
-run() {  # run ENGINE: the cells, then the reports and logs packed for the trip back
+run() {  # run ENGINE: the cells, then the reports and logs packed in one file (a call brings back a few files only)
   local engine=$1
+  rm -rf "/root/o/$engine" /root/runs
   nvidia-smi > "$S/nvidia-smi-before-$engine.txt" 2>&1
-  python3 "$HERE/drive.py" "$engine" /root/m "$O/$engine" "${BUDGET:-480}" ${CELLS:-} 2>&1 | tee "$S/drive-$engine.txt"
+  python3 "$HERE/drive.py" "$engine" /root/m "/root/o/$engine" "${BUDGET:-480}" ${CELLS:-} 2>&1 | tee "$S/drive-$engine.txt"
   cp /root/ssh/keys/sshd.log "$S/sshd-$engine.log" 2>/dev/null
+  tar -C /root/o -czf "$O/$engine.tgz" "$engine"
   t "ran $engine"
 }
 

@@ -32,6 +32,10 @@ ONLY = sys.argv[5:]
 T0 = time.time()
 PORT0 = 18600 if ENGINE == "vllm" else 30100
 READY_TIMEOUT = os.environ.get("READY_TIMEOUT", "420")
+# an engine's processes (its server, EngineCore, SGLang's scheduler and detokenizer, smoke's watchdog), not the device
+# call's own shell lines that name the engine (the driver, device.sh, tee)
+ENGINE_PROCESS = re.compile(r"vllm serve|sglang\.launch_server|EngineCore|sglang::|specaudit-watchdog|multiprocessing")
+DRIVER = re.compile(r"drive\.py|device\.sh|device-run\.sh|tee /root")
 
 
 def stamp() -> float:
@@ -52,9 +56,8 @@ def snapshot(path: str) -> None:
             except (OSError, subprocess.TimeoutExpired) as exc:
                 f.write(f"{args[0]}: {exc}\n")
         ps = subprocess.run(["ps", "-eo", "pid,pgid,stat,etime,args"], capture_output=True, text=True).stdout
-        engine = [line for line in ps.splitlines()
-                  if re.search(r"vllm|sglang|EngineCore|specaudit-watchdog", line) and "drive.py" not in line]
-        f.write(f"# engine processes alive (ps, matching vllm|sglang|EngineCore|specaudit-watchdog): {len(engine)}\n")
+        engine = [line for line in ps.splitlines() if ENGINE_PROCESS.search(line) and not DRIVER.search(line)]
+        f.write(f"# engine processes alive (ps, matching {ENGINE_PROCESS.pattern}): {len(engine)}\n")
         f.write("\n".join(engine) + ("\n" if engine else ""))
 
 

