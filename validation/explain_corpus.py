@@ -14,8 +14,8 @@ two:
 
 - recognised: exit code 1 (the paste shows a failure);
 - right root cause: the thread's root line (index.yaml `root`) in the root-cause summary;
-- located: the root line found in the atlas (the explanation's located raise sites) and the line located is the
-  thread's root line (the one text holds the other), not some other line of the paste;
+- located: the root line found in the atlas (the explanation's located raise sites), the line located being the
+  thread's root line (the one text holds the other) and the first site in the thread's engine;
 - right fix: of the logs whose thread settles on a fix (index.yaml `fix`), the flag, config key or variable (and
   the value, where the thread names one) in what explain proposes: the located guard's fixes, or the hint of the
   signature that is the root cause.
@@ -77,7 +77,7 @@ def judge(entry: dict, atlas) -> Outcome:
     want = _norm(entry["root"])
     right = bool(root) and entry["root"] in summary
     where = False
-    if found is not None and found.sites:
+    if found is not None and found.sites and found.sites[0].engine == entry["engine"]:
         text = _norm(found.quotes or found.text)
         where = want in text or (len(text) >= 12 and text in want)
     offered = list(found.fixes) if found is not None else []

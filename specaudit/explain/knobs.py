@@ -39,7 +39,58 @@ def knob_of(name: str, function: str, fields: dict[str, frozenset[str]]) -> str 
 
 def _of_the_launch(parts: list[str], function: str) -> bool:
     """Whether the name is read off the launch's configuration (``self`` of a config or arguments class, a
-    ``*_config`` or ``*args`` object, SGLang's hooks' ``cfg``), not off a kernel's or a layer's own attribute of the same name."""
+    ``*_config`` or ``*args`` object, SGLang's hooks' ``cfg``), not off a kernel's or a layer's own attribute of the
+    same name. A speculative flag's name on ``self`` of any class is the flag: the workers copy them from the
+    arguments (SGLang's ``self.speculative_num_steps = server_args.speculative_num_steps``), and no layer has one."""
     owner = function.partition(".")[0] if parts[0] == "self" else ""
     return owner.endswith(("Config", "Args")) or parts[0] == "cfg" or \
-        any(p.endswith(("_config", "args")) for p in parts[:-1])
+        any(p.endswith(("_config", "args")) for p in parts[:-1]) or \
+        len(parts) == 2 and parts[0] == "self" and parts[1].startswith(_SPECULATIVE)
+
+
+_SPECULATIVE = ("speculative_", "num_speculative_")  # the names of speculative flags, whoever holds them
+
+
+# A knob the message itself tells to change: an environment variable set to a value ("Set VLLM_USE_V1=0"), a flag
+# ("--max-model-len"), or a flag's name as the message spells it ("adjust num_speculative_tokens").
+_SAID_ENV = re.compile(r"\b(?P<name>(?:VLLM|SGLANG|SGL)_[A-Z0-9_]+)(?:=(?P<value>[\w.-]*\w))?")
+_SAID_FLAG = re.compile(r"(?<![\w-])--(?P<flag>[a-z][a-z0-9]*(?:-[a-z0-9]+)+)(?:[= ](?P<value>\w[\w.-]*))?")
+_SAID_NAME = re.compile(r"\b(?P<name>[a-z][a-z0-9]*(?:_[a-z0-9]+)+)\b")
+
+
+def said_knobs(text: str, fields: dict[str, frozenset[str]]) -> list[tuple[str, str]]:
+    """(knob, value) for each knob a message's own words name as its remedy, in order; the value where the message
+    gives one ("Set VLLM_USE_V1=0"), else "". A name is a knob only where it is a field of the release's argument
+    classes (or an environment variable of the engines'), as knob_of judges a guard's."""
+    found: dict[str, str] = {}
+    for env in _SAID_ENV.finditer(text):
+        found.setdefault(f"the environment variable {env['name']}", env["value"] or "")
+    flags = fields.get("EngineArgs", frozenset()) | fields.get("ServerArgs", frozenset())
+    speculative = fields.get("SpeculativeConfig", frozenset())
+    for flag in _SAID_FLAG.finditer(text):
+        name = flag["flag"].replace("-", "_")
+        if name in flags:
+            found.setdefault("--" + flag["flag"], flag["value"] or "")
+    for word in _SAID_NAME.finditer(text):
+        name, bound = word["name"], _bound(text[word.end():word.end() + 24], text)
+        if name in speculative and name not in flags and not name.endswith("_config"):
+            found.setdefault(f'--speculative-config key "{name}"', bound)
+        elif name in flags and len(name) >= 8:
+            found.setdefault("--" + name.replace("_", "-"), bound)
+    return list(found.items())
+
+
+# "X > 1 is not supported": the message states the value it refuses, so the fix is the other side of it.
+_STATED = re.compile(r"^\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>-?\d+)\b")
+_REFUSED = re.compile(r"\b(?:not (?:yet )?supported|unsupported|cannot|can't|must not|not allowed)\b", re.IGNORECASE)
+_OTHER_SIDE = {">": "at most {}", ">=": "below {}", "<": "at least {}", "<=": "above {}", "==": "other than {}",
+               "!=": "{}"}
+
+
+def _bound(after: str, text: str) -> str:
+    """The value a message refuses right after a knob's name ("cp_kv_cache_interleave_size > 1 is not
+    supported"), turned into the fix ("at most 1"); "" where it states none."""
+    stated = _STATED.match(after)
+    if stated is None or not _REFUSED.search(text):
+        return ""
+    return _OTHER_SIDE[stated["op"]].format(stated["value"])

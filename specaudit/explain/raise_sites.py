@@ -9,12 +9,14 @@ that quotes another (``Worker failed with error '...'``) is located at the quote
 
 from __future__ import annotations
 
+import ast
+import operator
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from ..results.outcome import Frame, Located, RaiseSite
 from .atlas import Atlas, Hit, release_order, release_ranges
-from .knobs import knob_of
+from .knobs import knob_of, said_knobs
 from .tracebacks import BareLine
 
 MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
@@ -42,7 +44,8 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     engines = {hit.entry.engine for hit in hits}
     engine = engines.pop() if len(engines) == 1 else None
     said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
-    fixes = tuple(dict.fromkeys(fix for hit in hits[:5] for fix in _fixes(atlas, hit)))
+    fixes = _distinct(fix for hit in hits[:5] for fix in _fixes(atlas, hit)) or \
+        _distinct(fix for hit in hits[:5] for fix in _said(atlas, hit))
     return Located(message, sites, engine, said, best.holes, fixes, quotes=_quoted_text(best))
 
 
@@ -102,7 +105,24 @@ def _credible(hit: Hit, text: str, whole: bool) -> bool:
     literal = hit.entry.literal
     if not hit.whole and (whole or literal < MIN_PART_LITERAL):
         return False
+    if _python_own(hit.entry.template.parts):
+        return False
     return literal >= MIN_LITERAL_TO_TELL or literal >= MIN_LITERAL_SHARE * len(text.strip())
+
+
+# Python's own messages, which an engine's template may copy around holes (a __getattr__ raising "'{cls}' object has
+# no attribute '{name}'"): a template whose literal text is one of them and little else is not where the line came from.
+_PYTHON_OWN = re.compile(r"object has no attribute|object is not (?:subscriptable|callable|iterable)|not supported "
+                         r"between instances of|unsupported operand type\(s\) for|unexpected keyword argument|"
+                         r"(?:too many|not enough) values to unpack|index out of range")
+
+
+def _python_own(parts: Sequence[str]) -> bool:
+    literal = "".join(parts[0::2])
+    said = _PYTHON_OWN.search(literal)
+    if said is None:
+        return False
+    return len(re.sub(r"[\W_]+", "", literal[:said.start()] + literal[said.end():])) < 8
 
 
 def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | None) -> Located | None:
@@ -164,7 +184,8 @@ def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
 
 
 def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
-    """The guard's remedies whose name is a knob of the launch, with the values the message printed."""
+    """The guard's remedies whose name is a knob of the launch, with the values the message printed (and the value
+    they make of the remedy's expression)."""
     template, fields = hit.entry.template, atlas.fields.get(hit.entry.engine, {})
     values = dict(hit.holes)
     fixes = []
@@ -174,8 +195,62 @@ def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
             continue
         shown = [f"{hole} is {values[hole]}" for hole in values if hole == name or re.search(rf"\b{re.escape(hole)}\b",
                                                                                             value)]
-        fixes.append(f"{knob}: {value}" + (f" ({', '.join(shown)} here)" if shown else ""))
+        computed = _computed(value, values)
+        fixes.append(f"{knob}: {value}" + (f" = {computed}" if computed is not None else "") +
+                     (f" ({', '.join(shown)} here)" if shown else ""))
     return fixes
+
+
+def _said(atlas: Atlas, hit: Hit) -> list[str]:
+    """The knobs the message's own words tell to change ("Set VLLM_USE_V1=0", "adjust num_speculative_tokens"),
+    for a message whose guard reads none."""
+    fields = atlas.fields.get(hit.entry.engine, {})
+    literal = " ".join(hit.entry.template.parts[0::2])
+    return [f"{knob}: {value or 'as the message says'} (the message names it)"
+            for knob, value in said_knobs(literal, fields)]
+
+
+def _distinct(fixes: Iterable[str]) -> tuple[str, ...]:
+    """The fixes once each: the same knob and value from several tied sites (releases whose messages print more or
+    fewer values) once, the one that works the value out first."""
+    ordered = sorted(dict.fromkeys(fixes), key=lambda fix: " = " not in fix.partition(" (")[0])
+    kept: dict[str, str] = {}
+    for fix in ordered:
+        kept.setdefault(re.sub(r" = -?\d+$", "", fix.partition(" (")[0]), fix)
+    return tuple(kept.values())
+
+
+# What _remedies words a value with, before the expression itself ("at most n_predict").
+_WORDED = re.compile(r"^(?P<word>at most |below |at least |above |other than |none of |one of )?(?P<expression>.+)$")
+_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+               ast.Mod: operator.mod}
+
+
+def _computed(value: str, holes: dict[str, str]) -> int | None:
+    """The remedy's expression worked out where it is arithmetic on the numbers the message printed
+    ("self.speculative_num_steps + 1" with the step count printed as 5: 6); None where it is anything else."""
+    expression = _WORDED.match(value)
+    if expression is None or expression["expression"].strip().isdigit():
+        return None
+    try:
+        tree = ast.parse(expression["expression"], mode="eval").body
+    except SyntaxError:
+        return None
+    numbers = {name: int(text) for name, text in holes.items() if re.fullmatch(r"-?\d{1,18}", text.strip())}
+
+    def worked(node: ast.expr) -> int | None:
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return node.value
+        if isinstance(node, ast.Name | ast.Attribute):
+            return numbers.get(ast.unparse(node))
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            left, right = worked(node.left), worked(node.right)
+            if left is None or right is None or isinstance(node.op, ast.FloorDiv | ast.Mod) and right == 0:
+                return None
+            return _ARITHMETIC[type(node.op)](left, right)
+        return None
+
+    return worked(tree) if not isinstance(tree, ast.Constant) else None
 
 
 def _same_type(hit: Hit, exception: str) -> bool:

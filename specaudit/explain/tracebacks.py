@@ -20,8 +20,16 @@ What users paste is often less than a traceback, and each of these is read as on
 - text before the exception type (``while loading I got ValueError: ...``), argparse's ``prog: error: argument
   --x: invalid loads value: ...``, and a line with no exception type that the message atlas knows as a raise's
   whole message (``bare``);
-- a message a paste wrapped over several lines (kept as the crash's ``continued``, rejoined for the atlas), and a
-  frame wrapped inside its file's name.
+- a message a paste wrapped over several lines (kept as the crash's ``continued``, rejoined for the atlas), also
+  where the whole paste is indented, and a frame wrapped inside its file's name;
+- an error inside prose or an issue's title: after Markdown's list, heading and quote marks and a title's tag
+  (``[Bug]: ...``), and an exception in an inline code span or quotes in the middle of a sentence (``However, I got
+  `AssertionError: ...` ``), its message ending where the span does; a message quoted with no exception type
+  (``"Prompt logprob is not supported ..."``) is looked up as a raise's whole message, like a bare line;
+- an ``AssertionError`` with no message, named by the ``assert`` statement above it (the frame's source line, or
+  the line pasted above it);
+- frames with no header and no exception line (a tail cut off at both ends), and any cut-off traceback named by its
+  innermost frame's source line.
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ _PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?(?:\[rank\d+\]: ?)?
                      r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+\d\d-\d\d\s+[\d:.]+\s+"
                      r"(?:\[[^\]]*\]|[\w./-]+:\d+\])|:[\w.]*:|\s+\[[\w./-]+:\d+\]) ?)?")
 _START = "Traceback (most recent call last):"
+_STACK = "Stack (most recent call last):"  # logging's stack_info: frames of a call that did not fail
 # A frame, indented or not; a long one wrapped before its ", in function" (which then goes unread).
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>.+?))?,?\s*$')
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
@@ -50,7 +59,14 @@ _NAME = (r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception)|[A-Z]\w*(?:Exi
          r"|StopIteration|GeneratorExit)")
 _LONE = re.compile(rf"^(?P<type>{_NAME})(?::\s?(?P<message>.*))?$")
 # an exception line with text before it ("while loading: ValueError: ..."): only a name that says Error or Exception
-_INNER = re.compile(r"(?:^|[\s:'\"(\[])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<message>\S.*)$")
+_INNER = re.compile(r"(?:^|[\s:'\"(\[`])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)): (?P<message>\S.*)$")
+# What prose and Markdown put before an error: quote marks, a list item's or a heading's mark, an issue title's tag
+# ("[Bug]: ", "[Speculative decoding]: "); each of them, any number, at the start of a line.
+_LEADER = re.compile(r"^(?:\s*(?:>+|[-*+](?= )|\d{1,3}[.)](?= )|#{1,6}(?= )|\[[^\]\n]{1,40}\]:?(?= |$)))+\s*")
+_LEADING = frozenset(">-*+#[0123456789`\"'")  # the first characters a line with a leader (or a span) starts with
+# A span a sentence quotes: inline code or double quotes, closed or running to the end of the line.
+_SPAN = re.compile(r"`([^`]{12,})(?:`|$)|\"([^\"]{12,})(?:\"|$)")
+MAX_SPANS = 3  # spans of one line looked up as a raise's whole message
 # argparse's refusal of an argument ("vllm serve: error: argument --x: invalid loads value: '...'"): it raised
 # ArgumentError, caught it, printed this and exited 2
 _ARGPARSE = re.compile(r"^(?:usage: .*?)?[\w .-]*: error: (?P<message>(?:argument|unrecognized arguments|the following "
@@ -80,6 +96,8 @@ class _Open:
     line_number: int
     frames: list[Frame] = field(default_factory=list)
     headed: bool = True  # False: frames with no "Traceback" header above them
+    source: str = ""  # the source line under the last frame (the statement that raised, in the innermost)
+    stack: bool = False  # a logger's "Stack (most recent call last):": frames that are no failure
 
 
 BareLine = Callable[[str], "str | None"]  # a line with no exception type -> the type the engine raises it as, if it does
@@ -93,6 +111,8 @@ class TracebackReader:
         self._validation: dict[str, tuple[int, int]] = {}  # process -> (crash index, lines left) for pydantic's form
         self._wrapped: dict[str, str] = {}  # process -> the first part of a frame wrapped inside its file's name
         self._continuing: dict[str, int] = {}  # process -> the crash whose exception line may go on below
+        self._indent: dict[str, str] = {}  # process -> the indentation of that exception line (a pasted block's)
+        self._assert: dict[str, str] = {}  # process -> an `assert` statement pasted on the line just above
 
     def feed(self, number: int, line: str) -> None:
         """One log line, without colours; ``number`` counts from 1. A line that holds several joined lines is read
@@ -119,6 +139,9 @@ class TracebackReader:
         if content.rstrip().endswith(_START):
             self._open[process] = _Open(number)
             return
+        if content.rstrip().endswith(_STACK):
+            self._open[process] = _Open(number, stack=True)
+            return
         current = self._open.get(process)
         frame = _FRAME.match(content) if 'File "' in content else None
         if current is None:
@@ -129,37 +152,55 @@ class TracebackReader:
                 return
         if frame:
             current.frames.append(Frame(frame["file"], int(frame["line"]), frame["function"] or "?"))
+            current.source = ""
         elif content[:1].isspace() or not content:
-            return  # the source line of a frame, its ^^^ markers
+            source = content.strip()
+            if source and current.frames and not current.source and source.strip("^~ "):
+                current.source = source  # the source line of a frame (not its ^^^ markers)
+            return
         else:
             del self._open[process]
             found = (_EXCEPTION if current.headed else _LONE).match(content.strip())
-            if found:
-                self._add(Crash(current.line_number, process, found["type"], found["message"] or "",
-                                tuple(current.frames)), continuing=True)
+            if found and not current.stack:
+                message = found["message"] or _asserted(found["type"], current.source)
+                self._add(Crash(current.line_number, process, found["type"], message, tuple(current.frames)),
+                          continuing=True)
             else:
-                self._cut_off(current, process)
+                self._cut_off(current, process, content.strip())
                 self._lone(number, process, prefix.group("level"), content)
 
     def _continued(self, process: str, prefix: re.Match, content: str) -> bool:
         """A line that goes on with the message of the exception line above it, as a paste wraps a long one: not
         blank, not indented, not a logger's, a frame's or another exception's line. True when it was read so."""
         index = self._continuing.pop(process)
+        indent = self._indent.pop(process, "")
         crash = self.crashes[index] if index < len(self.crashes) else None
-        if crash is None or not content or content[:1].isspace() or prefix.group("level") or 'File "' in content \
-                or _START in content or _LONE.match(content) or _INNER.search(content) \
+        block = bool(indent) and content.startswith(indent) and not content[len(indent):][:1].isspace()
+        if crash is None or not content or content[:1].isspace() and not block or prefix.group("level") \
+                or 'File "' in content \
+                or _START in content or _LONE.match(content.strip()) or _INNER.search(content) \
                 or len(crash.continued) >= MAX_CONTINUED \
                 or content.startswith(("During handling", "The above exception")):
             return False
-        self.crashes[index] = replace(crash, continued=(*crash.continued, content.rstrip()))
+        self.crashes[index] = replace(crash, continued=(*crash.continued, content.strip()))
         self._continuing[process] = index
+        if indent:
+            self._indent[process] = indent
         return True
 
-    def _cut_off(self, current: _Open, process: str) -> None:
-        """A traceback with its header and no exception line: still a sign that something failed."""
-        if current.headed and current.frames:
-            self._add(Crash(current.line_number, process, CUT_OFF, "cut off before its exception line",
-                            tuple(current.frames)))
+    def _cut_off(self, current: _Open, process: str, after: str = "") -> None:
+        """A traceback with no exception line (its header or not; a logger's stack is none): still a sign that
+        something failed. The source line under its innermost frame says what it was doing; ``after``: the line
+        that ended it, where that is a fragment a paste cut (``torch.O``)."""
+        said = current.source.startswith(("assert ", "raise "))  # the statement that failed is there
+        if current.stack or not current.frames or not current.headed and len(current.frames) < 2 and not said:
+            return
+        message = "cut off before its exception line"
+        if current.source:
+            message += f", at {current.source}"
+        if after and len(after) <= 40 and " " not in after:
+            message += f" (then '{after}')"
+        self._add(Crash(current.line_number, process, CUT_OFF, message, tuple(current.frames)))
 
     def close(self) -> None:
         """The log ended: the tracebacks still open were cut off."""
@@ -169,28 +210,54 @@ class TracebackReader:
 
     def _lone(self, number: int, process: str, level: str | None, content: str) -> None:
         """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning."""
-        stripped = content.strip().strip("`").strip()  # a line pasted as Markdown code: `KeyError: 'x'`
-        if level in _QUIET or not stripped[:1].isalpha():
+        stripped = content.strip()
+        if level in _QUIET or not stripped:
+            return
+        if stripped[0] in _LEADING:  # Markdown's marks, a title's tag: what they mark is the line
+            stripped = _LEADER.sub("", stripped, count=1)
+        if stripped.startswith("`") and stripped.endswith("`"):
+            stripped = stripped.strip("`").strip()  # a line pasted as Markdown code: `KeyError: 'x'`
+        if not stripped[:1].isalpha() and stripped[:1] not in "`\"'":
             return
         found = _LONE.match(stripped) or _REPR.match(stripped)
         if found:
-            self._add(Crash(number, process, found["type"], found["message"] or "", ()), continuing=True)
+            message = found["message"] or _asserted(found["type"], self._assert.get(process, ""))
+            self._add(Crash(number, process, found["type"], message, ()), continuing=True)
+            self._indent[process] = content[:len(content) - len(content.lstrip())]
             return
+        if stripped.startswith("assert "):
+            self._assert[process] = stripped  # the statement an AssertionError on the next line was raised by
+            return
+        self._assert.pop(process, None)
         argparse = _ARGPARSE.match(stripped) if ": error: " in stripped else None
         if argparse:
             self._add(Crash(number, process, ARGUMENT_ERROR, argparse["message"], ()))
             return
         inner = _INNER.search(stripped) if "Error: " in stripped or "Exception: " in stripped else None
         if inner:
-            self._add(Crash(number, process, inner["type"], inner["message"], ()), continuing=True)
+            message = inner["message"]
+            opened = stripped[inner.start("type") - 1] if inner.start("type") else ""
+            if opened in "`\"" and opened:  # in a code span or quotes: the message ends where they close
+                message = message.partition(opened)[0].rstrip()
+            self._add(Crash(number, process, inner["type"], message, ()), continuing=True)
             return
         pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
         if pydantic:
             self._add(Crash(number, process, "ValidationError", pydantic["message"], ()))
             return
-        raised = self.bare(stripped) if self.bare is not None and level is None else None
+        if self.bare is None or level is not None:
+            return
+        raised = self.bare(stripped)
         if raised:
             self._add(Crash(number, process, raised, stripped, ()))
+            return
+        spans = _SPAN.finditer(stripped) if "`" in stripped or '"' in stripped else iter(())
+        for _, span in zip(range(MAX_SPANS), spans):
+            quoted = (span[1] or span[2]).strip()
+            raised = self.bare(quoted)
+            if raised:
+                self._add(Crash(number, process, raised, quoted, ()))
+                return
 
     def _add(self, crash: Crash, continuing: bool = False) -> None:
         """``continuing``: its exception line may go on over the next lines (a paste wrapped it)."""
@@ -229,6 +296,14 @@ class TracebackReader:
         whole = [c for c in self.crashes if c.exception != CUT_OFF]
         return next((c for c in whole if not any(w.search(c.text) for w in wrappers)),
                     whole[0] if whole else self.crashes[0] if self.crashes else None)
+
+
+def _asserted(exception: str, statement: str) -> str:
+    """The message of an exception that printed none: for an AssertionError, the ``assert`` statement that raised
+    it (as its frame's source line or the line pasted above it shows it)."""
+    if exception.rpartition(".")[2] == "AssertionError" and statement.startswith("assert "):
+        return statement
+    return ""
 
 
 def split_joined(line: str) -> list[str]:

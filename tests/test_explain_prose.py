@@ -1,0 +1,146 @@
+"""Errors as people paste them in prose, titles and Markdown (tracebacks.py), and the fixes explain derives for a
+located line (raise_sites.py, knobs.py): each form on a few made-up lines, read without an atlas where the reader
+alone decides; the forms come from tests/fixtures/logs/public2 (issue 38), the lines here are not its logs."""
+
+from __future__ import annotations
+
+import pytest
+
+from specaudit.explain.knobs import knob_of, said_knobs
+from specaudit.explain.raise_sites import _computed, _distinct, _python_own
+from specaudit.explain.signatures import classify, load_signatures, load_wrappers, match_line
+from specaudit.explain.tracebacks import CUT_OFF
+
+FRAME = '  File "/usr/lib/python3.12/site-packages/vllm/v1/worker/gpu_model_runner.py", line 2001, in load_model'
+
+
+def crash(lines: list[str], bare=None):
+    return classify(lines, [], "-", load_wrappers(), bare=bare).crash
+
+
+@pytest.mark.parametrize("line", [
+    "[Bug] AssertionError: Currently the backend does not support speculative decoding.",
+    "[Bug]: my server fails with AssertionError: Currently the backend does not support speculative decoding.",
+    "1. Fixes AssertionError: Currently the backend does not support speculative decoding.",
+    "- AssertionError: Currently the backend does not support speculative decoding.",
+    "> ## AssertionError: Currently the backend does not support speculative decoding.",
+])
+def test_an_error_after_a_title_tag_or_markdown_marks_is_read(line):
+    found = crash([line])
+    assert found.exception == "AssertionError"
+    assert found.message == "Currently the backend does not support speculative decoding."
+
+
+def test_an_error_in_an_inline_code_span_ends_where_the_span_does():
+    found = crash(["However, I got `AssertionError: Speculative decoding not yet supported for RayGPU backend.` "
+                   "when I start it"])
+    assert (found.exception, found.message) == ("AssertionError",
+                                                "Speculative decoding not yet supported for RayGPU backend.")
+    title = crash(["[Speculative decoding]: `AttributeError: 'NoneType' object has no attribute 'numel'` when x"])
+    assert title.message == "'NoneType' object has no attribute 'numel'"
+    whole = crash(["`KeyError: 'embed_tokens.weight'`"])  # a whole line in a span, as before
+    assert whole.text == "KeyError: 'embed_tokens.weight'"
+
+
+def test_prose_and_bracketed_log_lines_without_an_error_stay_no_crash():
+    assert crash(["[Bug]: speculative decoding is slow on H100", "1. Launch the server", "> it hangs", "- no error",
+                  "[W1206 10:00:00.1 ProcessGroupNCCL.cpp:9] Warning: something"]) is None
+
+
+def test_a_message_quoted_in_a_title_is_looked_up_as_a_raise_whole_message():
+    known = {"Prompt logprob is not supported by multi step workers": "ValueError"}
+    found = crash(['[Bug]: "Prompt logprob is not supported by multi step workers" for ngram'], bare=known.get)
+    assert (found.exception, found.message) == ("ValueError", "Prompt logprob is not supported by multi step workers")
+    assert crash(['[Bug]: "a quoted phrase nobody raises" somewhere'], bare=known.get) is None
+
+
+def test_an_assertion_error_without_a_message_is_named_by_the_assert_above_it():
+    lone = crash(["assert all(vocab_sizes[0] == v for v in vocab_sizes)", "AssertionError"])
+    assert lone.text == "AssertionError: assert all(vocab_sizes[0] == v for v in vocab_sizes)"
+    framed = crash(["Traceback (most recent call last):", FRAME, "    assert self.drafter is not None",
+                    "           ^^^^^^^^^^^^^^^^^^^^^^^^", "AssertionError"])
+    assert framed.message == "assert self.drafter is not None"
+    other = crash(["x = 1", "AssertionError"])  # no assert statement above: no message made up
+    assert other.text == "AssertionError"
+
+
+def test_frames_cut_off_at_both_ends_are_a_failure_named_by_their_innermost_statement():
+    tail = crash([FRAME, "    self.drafter.load_model(self.model)",
+                  '  File "/usr/lib/python3.12/site-packages/vllm/v1/spec_decode/eagle.py", line 90, in load_model',
+                  "    self.attn = torch.empty(", "torch.O"])
+    assert tail.exception == CUT_OFF and "at self.attn = torch.empty(" in tail.message and "'torch.O'" in tail.message
+    one = crash(['  File "/x/vllm/compilation/piecewise_backend.py", line 186, in __call__',
+                 "    assert range_entry is not None, ("])
+    assert one.exception == CUT_OFF and one.message.endswith("at assert range_entry is not None, (")
+    stack = classify(["Stack (most recent call last):", FRAME, "    self.load()", "INFO done"], [], "-",
+                     load_wrappers())
+    assert stack.crash is None and stack.exit_code == 0  # a logger's stack_info is no failure
+
+
+def test_a_pasted_block_indented_as_a_whole_goes_on_over_its_indented_lines():
+    found = crash(["    ValueError: There is no module or parameter named 'layers.0.conv'",
+                   "    in DraftModel. The available parameters are: {...}", "", "    unrelated"])
+    assert found.continued == ("in DraftModel. The available parameters are: {...}",)
+    flush = crash(["ValueError: no module named 'x'", "    in DraftModel"])  # an indented line under a flush one
+    assert flush.continued == ()
+
+
+def test_a_kernel_assert_a_paste_wrapped_before_its_assertion_is_the_device_signature():
+    signatures = load_signatures()
+    for line in ("Assertion `srcIndex < srcSelectDimSize` failed.",
+                 "/pytorch/aten/src/ATen/native/cuda/Indexing.cu:1524: indexSelectSmallIndex: block: [1,0,0], "
+                 "thread: [2,0,0] Assertion `srcIndex < srcSelectDimSize` failed."):
+        hit = match_line(line, signatures)
+        assert hit is not None and hit[0].id == "cuda-device-assert", line
+    glibc = "python3: ../nptl/pthread_mutex_lock.c:81: __pthread_mutex_lock: Assertion `mutex->__owner == 0' failed."
+    assert (match_line(glibc, signatures) or [None])[0] is None or match_line(glibc, signatures)[0].id != \
+        "cuda-device-assert"
+
+
+FIELDS = {"SpeculativeConfig": frozenset({"method", "num_speculative_tokens", "tensor_parallel_size"}),
+          "EngineArgs": frozenset({"max_model_len", "tensor_parallel_size", "cp_kv_cache_interleave_size"}),
+          "ServerArgs": frozenset({"speculative_num_steps", "speculative_num_draft_tokens", "page_size"})}
+
+
+@pytest.mark.parametrize(("name", "function", "knob"), [
+    # SGLang's workers copy the speculative flags onto themselves: the flag, whoever reads it
+    ("self.speculative_num_draft_tokens", "MultiLayerEagleDraftWorker.__init__", "--speculative-num-draft-tokens"),
+    ("self.speculative_num_steps", "EAGLEWorker.draft", "--speculative-num-steps"),
+    # a layer's own attribute of a flag's name that is not a speculative one stays no knob
+    ("self.page_size", "FlashAttentionBackend.__init__", None),
+    ("self.draft.speculative_num_steps", "EAGLEWorker.draft", None),
+])
+def test_a_speculative_flag_read_off_a_worker_is_the_flag(name, function, knob):
+    assert knob_of(name, function, FIELDS) == knob
+
+
+def test_the_knobs_a_message_names_are_its_fixes_with_the_value_it_gives():
+    assert said_knobs("Head size 288 is not supported. Set VLLM_USE_V1=0 to use another attention backend.",
+                      FIELDS) == [("the environment variable VLLM_USE_V1", "0")]
+    assert said_knobs("MTP with cp_kv_cache_interleave_size > 1 is not supported in X.", FIELDS) == [
+        ("--cp-kv-cache-interleave-size", "at most 1")]
+    assert said_knobs("please adjust num_speculative_tokens or the --max-model-len", FIELDS) == [
+        ("--max-model-len", ""), ('--speculative-config key "num_speculative_tokens"', "")]
+    assert said_knobs("tensor_parallel_size is 4", FIELDS) == [("--tensor-parallel-size", "")]  # a flag first
+    assert said_knobs("the method is not known and page size is 16", FIELDS) == []  # no name with an underscore
+
+
+def test_a_remedy_is_worked_out_from_the_numbers_the_message_printed():
+    holes = {"self.speculative_num_steps": "5", "self.speculative_num_draft_tokens": "8", "name": "x"}
+    assert _computed("self.speculative_num_steps + 1", holes) == 6
+    assert _computed("at most self.speculative_num_steps * 2 - 1", holes) == 9
+    assert _computed("one of supported_sizes", holes) is None  # not arithmetic on printed numbers
+    assert _computed("3", holes) is None  # a constant needs no working out
+    assert _computed("name + 1", holes) is None and _computed("self.speculative_num_steps // 0", holes) is None
+
+
+def test_the_same_fix_from_several_tied_sites_is_given_once_worked_out_first():
+    assert _distinct(["--a: b + 1 (b is 5 here)", "--a: b + 1 = 6 (b is 5 here)", "--c: set"]) == (
+        "--a: b + 1 = 6 (b is 5 here)", "--c: set")
+
+
+def test_a_template_that_copies_pythons_own_message_is_not_where_the_line_came_from():
+    assert _python_own(("'", "cls", "' object has no attribute '", "name", "'"))
+    assert _python_own(("", "a", " not supported between instances of ", "b", ""))
+    assert not _python_own(("Target model does not have 'model' attribute: ", "x", " object has no attribute"))
+    assert not _python_own(("Eagle3 is only supported for ", "x", " models"))
