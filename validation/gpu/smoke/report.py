@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -103,8 +104,34 @@ def _phases(report: dict) -> str:
     return "; ".join(seen) or "-"
 
 
+DRIVER = re.compile(r"drive\.py|device\.sh|device-run\.sh|tee /root")  # the device call's own shell lines (drive.py)
+
+
+def snapshot(path: Path) -> str:
+    """What an nvidia-smi snapshot of drive.py says: the GPU's memory in use, its processes, the engine's processes
+    still alive (round 1's files counted the call's own shell lines, which name the engine: left out here)."""
+    text = path.read_text()
+    used = re.search(r"(\d+)MiB\s*/\s*(\d+)MiB", text)
+    gpu = "no GPU process" if "No running processes found" in text else "GPU processes listed"
+    listed = text.split("# engine processes alive", 1)[1].splitlines()[1:] if "# engine processes alive" in text else []
+    engine = [line for line in listed if line.strip() and not DRIVER.search(line)]
+    return (f"{used.group(1)} of {used.group(2)} MiB in use, {gpu}, {len(engine)} engine process(es) alive"
+            if used else "no nvidia-smi table")
+
+
+def device_time(rounds: dict) -> list[str]:
+    lines, total = [], 0
+    for name, meta in rounds.items():
+        seconds = meta.get("device_seconds") or {}
+        if seconds:
+            total += sum(seconds.values())
+            lines.append(f"- {name}: {sum(seconds.values())} s (" + "; ".join(f"{k}: {v} s" for k, v in seconds.items())
+                         + ")")
+    return [*lines, f"- in all: {total} s of the session's 1800 s"] if lines else []
+
+
 def render() -> str:
-    out = ["# `specaudit smoke` on the lent H200, over a real OpenSSH connection",
+    out = ["# `specaudit smoke` on the lent GPU (an H200; round 2 an H100), over a real OpenSSH connection",
            "",
            "Made by `python validation/gpu/smoke/report.py` from `validation/gpu/smoke/logs/` (what the device calls "
            "brought back; the recipe and the calls: `validation/gpu/smoke/README.md`). Each cell is one "
@@ -114,6 +141,7 @@ def render() -> str:
            "an ssh port forward, /metrics or /generate's meta_info, teardown.",
            ""]
     rounds = json.loads((LOGS / "rounds.json").read_text()) if (LOGS / "rounds.json").exists() else {}
+    out += ["## Device time (the lease's seconds, as `run` counted them)", "", *device_time(rounds), ""]
     for round_dir in sorted(d for d in LOGS.iterdir() if d.is_dir()):
         meta = rounds.get(round_dir.name, {})
         out += [f"## {round_dir.name}: {meta.get('what', '')}", ""]
@@ -144,13 +172,20 @@ def render() -> str:
                        f"{scan.get('verdict', '-')} | {agrees}{': ' + why[:160].replace('|', chr(92) + '|') if why else ''} | "
                        f"{_acceptance(r)} | {r.get('seconds')} | {_phases(r).replace('|', chr(92) + '|')} |")
         out.append("")
+        for engine_dir in sorted(d for d in round_dir.iterdir() if d.is_dir() and d.name != "stage"):
+            for before in sorted(engine_dir.glob("*.before.txt")):
+                after = before.with_name(before.name.replace(".before.", ".after."))
+                if after.exists():
+                    out.append(f"`{before.name.split('.')[0]}`: nvidia-smi before the smoke: {snapshot(before)}; "
+                               f"2 s after it ended: {snapshot(after)}.")
+                    out.append("")
         out += ["Commands (as smoke got them after `--`; MODELS is /root/m on the device):", ""]
         for _engine, cell in rows:
             c = CELLS.get(cell.name)
             driver = json.loads((cell / "cell.json").read_text()) if (cell / "cell.json").exists() else {}
             argv = driver.get("smoke_argv") or (["specaudit", "smoke", "localhost", *c["smoke"], "--",
                                                  *command(c, "/root/m", 0)] if c else [])
-            out.append(f"- `{cell.name}`: `{' '.join(argv)}`")
+            out.append(f"- `{cell.name}`: `{shlex.join(argv)}`")
         out.append("")
     closing = HERE / "closing.md"
     if closing.exists():
