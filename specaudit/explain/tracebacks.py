@@ -136,11 +136,9 @@ class TracebackReader:
             return
         if self._continuing and process in self._continuing and self._continued(process, prefix, content):
             return
-        if content.rstrip().endswith(_START):
-            self._open[process] = _Open(number)
-            return
-        if content.rstrip().endswith(_STACK):
-            self._open[process] = _Open(number, stack=True)
+        tail = content.rstrip()
+        if tail.endswith(_START) or tail.endswith(_STACK):
+            self._open[process] = _Open(number, stack=tail.endswith(_STACK))
             return
         current = self._open.get(process)
         frame = _FRAME.match(content) if 'File "' in content else None
@@ -210,8 +208,10 @@ class TracebackReader:
 
     def _lone(self, number: int, process: str, level: str | None, content: str) -> None:
         """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning."""
+        if level in _QUIET:
+            return
         stripped = content.strip()
-        if level in _QUIET or not stripped:
+        if not stripped:
             return
         if stripped[0] in _LEADING:  # Markdown's marks, a title's tag: what they mark is the line
             stripped = _LEADER.sub("", stripped, count=1)
@@ -228,7 +228,8 @@ class TracebackReader:
         if stripped.startswith("assert "):
             self._assert[process] = stripped  # the statement an AssertionError on the next line was raised by
             return
-        self._assert.pop(process, None)
+        if self._assert:
+            self._assert.pop(process, None)
         argparse = _ARGPARSE.match(stripped) if ": error: " in stripped else None
         if argparse:
             self._add(Crash(number, process, ARGUMENT_ERROR, argparse["message"], ()))
