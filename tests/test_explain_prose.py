@@ -93,8 +93,8 @@ def test_a_kernel_assert_a_paste_wrapped_before_its_assertion_is_the_device_sign
         hit = match_line(line, signatures)
         assert hit is not None and hit[0].id == "cuda-device-assert", line
     glibc = "python3: ../nptl/pthread_mutex_lock.c:81: __pthread_mutex_lock: Assertion `mutex->__owner == 0' failed."
-    assert (match_line(glibc, signatures) or [None])[0] is None or match_line(glibc, signatures)[0].id != \
-        "cuda-device-assert"
+    hit = match_line(glibc, signatures)
+    assert hit is None or hit[0].id != "cuda-device-assert"
 
 
 FIELDS = {"SpeculativeConfig": frozenset({"method", "num_speculative_tokens", "tensor_parallel_size"}),
@@ -144,3 +144,34 @@ def test_a_template_that_copies_pythons_own_message_is_not_where_the_line_came_f
     assert _python_own(("", "a", " not supported between instances of ", "b", ""))
     assert not _python_own(("Target model does not have 'model' attribute: ", "x", " object has no attribute"))
     assert not _python_own(("Eagle3 is only supported for ", "x", " models"))
+
+
+SHAPES = "RuntimeError: The size of tensor a (96) must match the size of tensor b (90) at non-singleton dimension 1"
+
+
+def _classified(lines: list[str]):
+    return classify(lines, load_signatures(), "-", load_wrappers())
+
+
+def test_a_vllm_signature_is_no_root_cause_of_an_sglang_paste():
+    sglang_frames = _classified(["Traceback (most recent call last):",
+                                 '  File "/sgl-workspace/sglang/python/sglang/srt/speculative/eagle_worker.py", line 9, '
+                                 "in draft", "    x = y", SHAPES])
+    assert sglang_frames.cause is None and sglang_frames.crash.text == SHAPES
+    assert any(m.signature == "vllm-drafter-vocab-mismatch" and not m.root for m in sglang_frames.matches)
+    said = _classified([f"[Bug] model X with sglang {SHAPES}"])
+    assert said.cause is None and said.crash.text == SHAPES
+    vllm = _classified([f"[Bug] model X with vllm {SHAPES}"])  # the signature's own engine: it stays the cause
+    assert vllm.cause is not None and vllm.cause.signature == "vllm-drafter-vocab-mismatch"
+
+
+def test_a_generic_text_signature_names_a_root_only_within_the_code_it_is_about():
+    def traceback(path: str, function: str) -> list[str]:
+        return ["Traceback (most recent call last):", f'  File "/x/site-packages/vllm/{path}", line 215, in {function}',
+                "    self.b[index] = b", SHAPES]
+    lora = _classified(traceback("lora/layers.py", "set_lora"))
+    assert lora.cause is None and lora.crash.text == SHAPES  # torch's text, raised loading a LoRA adapter
+    drafter = _classified(traceback("v1/spec_decode/eagle.py", "load_model"))
+    assert drafter.cause is not None and drafter.cause.signature == "vllm-drafter-vocab-mismatch"
+    lone = _classified([SHAPES])  # no frames to tell: the signature as before
+    assert lone.cause is not None and lone.cause.signature == "vllm-drafter-vocab-mismatch"

@@ -51,6 +51,10 @@ class Signature:
     # A crash signature (`frames:` in the file): ``frame`` is searched in "file:function" of the root traceback's
     # frames and ``pattern`` in its exception text; both must match.
     frame: re.Pattern | None = None
+    # Where the signature's text is a generic one (a torch shape error): searched in "file:function" of the frames of
+    # the traceback whose exception line it matched; where that traceback has frames and none is here, the line is
+    # that text raised elsewhere, and the signature names no root cause.
+    within: re.Pattern | None = None
     warning: bool = False  # a line that says the engine went on (a logger's WARNING): never a failure
     method: str | None = None  # the speculative method whose launches print it (reported as the match's "method")
     needles: tuple[str, ...] = field(default=(), compare=False)  # literals one of which its every match holds
@@ -96,6 +100,7 @@ def _signature(engine: str, entry: dict) -> Signature:
         root=entry.get("root", True), examples=tuple(entry.get("examples", ())),
         counterexamples=tuple(entry.get("counterexamples", ())),
         frame=re.compile(entry["frame"]) if "frame" in entry else None, warning=bool(entry.get("warning", False)),
+        within=re.compile(entry["within"]) if "within" in entry else None,
         method=entry.get("method"))
 
 
@@ -302,8 +307,11 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
                                        signature.gate, signature.gate_ids, signature.hint,
                                        signature.root and not quiet and not signature.warning, tuple(context)))
     tracebacks.close()
-    cause = next((m for m in distinct if m.root), None)
     crash = tracebacks.root(wrappers or [])
+    engine, by_id = _log_engine(named, crash), {s.id: s for s in signatures}
+    distinct = [m if not m.root or _fits(by_id.get(m.signature), m, crash, engine) else replace(m, root=False)
+                for m in distinct]
+    cause = next((m for m in distinct if m.root), None)
     framed = match_crash(crash, crashes or []) if crash is not None else None
     if framed is not None and crash is not None and (cause is None or _names(cause, crash)):
         cause = framed  # known by the code its traceback passes through: more than by the text of its line
@@ -316,6 +324,36 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
         cause = replace(matched[0], root=True)
         matched[0] = cause
     return Explanation(log, count, cause, distinct + matched, crash, named)
+
+
+_OTHER_ENGINE = {"vllm": "sglang", "sglang": "vllm"}
+
+
+def _log_engine(named: dict[str, str], crash: Crash | None) -> str | None:
+    """The engine the log is one of: the one its release lines name, else the one whose package the root
+    traceback's frames are in (None where they are in both, or in neither)."""
+    if named.get("engine") in _OTHER_ENGINE:
+        return named["engine"]
+    packages = {e for f in crash.frames for e in _OTHER_ENGINE if f"/{e}/" in f.file.replace("\\", "/")} \
+        if crash is not None else set()
+    return packages.pop() if len(packages) == 1 else None
+
+
+def _fits(signature: Signature | None, match: SignatureMatch, crash: Crash | None, engine: str | None) -> bool:
+    """Whether a root signature's match is the root cause it names: an engine's signature on a log of that engine
+    (the release it names or its frames, else its line naming the other engine and not this one: a vLLM text in an
+    SGLang paste is SGLang's own failure), and one with a ``within`` on a traceback that passes there."""
+    if signature is None or signature.engine not in _OTHER_ENGINE:
+        return True
+    other = _OTHER_ENGINE[signature.engine]
+    if engine is not None and engine != signature.engine:
+        return False
+    line = match.line.lower()
+    if engine is None and re.search(rf"\b{other}\b", line) and not re.search(rf"\b{signature.engine}\b", line):
+        return False
+    if signature.within is not None and crash is not None and crash.frames and _names(match, crash):
+        return any(signature.within.search(f"{f.file}:{f.function}") for f in crash.frames)
+    return True
 
 
 def _names(match: SignatureMatch, crash: Crash) -> bool:
