@@ -4,6 +4,7 @@ words them its own way."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,11 +54,16 @@ def _clean(value: Any) -> Any:
         pairs = [(_clean(k), _clean(v)) for k, v in value.items()]
         return value if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items())) else dict(pairs)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+        fields = {name: getattr(value, name) for name in _init_fields(type(value))}
         cleaned = {name: _clean(field) for name, field in fields.items()}
         changed = {name: field for name, field in cleaned.items() if field is not fields[name]}
         return dataclasses.replace(value, **changed) if changed else value
     return value
+
+
+@functools.cache
+def _init_fields(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(kind) if f.init)
 
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",

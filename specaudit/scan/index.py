@@ -569,9 +569,12 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     for rule in rules:
         index.sites[rule.id] = []
     patterns = [(rule, re.compile("|".join(fnmatch.translate(g) for g in rule.files))) for rule in rules]
+    # Most files are in no rule's globs: one pattern of them all passes those over at one match each.
+    any_rule = re.compile("|".join(f"(?:{pattern.pattern})" for _, pattern in patterns))
     by_path: dict[str, tuple] = {}
     for relpath in sorted(files.values()):
-        matching = tuple(rule for rule, pattern in patterns if pattern.match(relpath))
+        matching = tuple(rule for rule, pattern in patterns if pattern.match(relpath)) if any_rule.match(relpath) \
+            else ()
         if matching:
             by_path[relpath] = matching
     prefix = tree.engine.models_package + "."

@@ -78,6 +78,7 @@ class Resolver:
         self.index = index
         self.package = index.tree.engine.package
         self._hierarchies: dict[str, Hierarchy] = {}
+        self._conditional: dict[str, dict[str, str]] = {}  # a class's qualname -> its MRO's conditional layers
         # Classes a factory built: the names its parameters are bound to, and, when the factory may return
         # its argument unchanged instead, that argument.
         self._made: dict[str, tuple[dict[str, Resolved], ClassInfo | None]] = {}
@@ -418,7 +419,9 @@ class Resolver:
                     protocol: ClassInfo | None = None) -> Conformance:
         """Whether ``hasattr(cls, m)`` holds for every member, reading the class's MRO."""
         hierarchy = self.hierarchy(cls)
-        conditional = self._conditional_layers(hierarchy)
+        conditional = self._conditional.get(cls.qualname)
+        if conditional is None:  # a landscape asks it of each class for every protocol
+            conditional = self._conditional[cls.qualname] = self._conditional_layers(hierarchy)
         provided: dict[str, str] = {}
         maybe: dict[str, str] = {}
         for member in members:
