@@ -175,3 +175,37 @@ def test_a_generic_text_signature_names_a_root_only_within_the_code_it_is_about(
     assert drafter.cause is not None and drafter.cause.signature == "vllm-drafter-vocab-mismatch"
     lone = _classified([SHAPES])  # no frames to tell: the signature as before
     assert lone.cause is not None and lone.cause.signature == "vllm-drafter-vocab-mismatch"
+
+
+def test_an_assert_statement_prose_says_failed_is_an_assertion_error():
+    found = crash(["[Bug]: 4xH800 MTP, assert error, assert (m.num_reqs * (self.num_spec + 1) <= m.num_actual_tokens"])
+    assert found.text == "AssertionError: assert (m.num_reqs * (self.num_spec + 1) <= m.num_actual_tokens"
+    assert crash(["we assert that the failure is rare"]) is None  # an assert word, no statement said to fail
+
+
+def test_a_wrapper_quoting_a_failure_the_atlas_does_not_know_offers_no_fix_of_its_own_guard():
+    from specaudit.explain.raise_sites import locate
+
+    class Template:  # a wrapper whose guard reads a flag: "if not enable_x: raise RuntimeError(f'... {e!r} ...')"
+        parts = ("Worker failed with error '", "e", "', please check the stack trace above for the root cause")
+        remedies = (("self.enable_x", "set (true)"),)
+        function, kind, exception, guard = "Executor.run", "raise", "RuntimeError", "not self.enable_x"
+
+    class Entry:
+        template, engine, file, literal, logged = Template, "vllm", "vllm/executor.py", 75, False
+        releases, lines = ("0.17.0",), (10,)
+
+    class Hit:
+        entry, whole, rank = Entry, True, (True, 75)
+        holes = (("e", "'Runner' object has no attribute 'builder'"),)
+
+    class Atlas:
+        releases = {"vllm": ["0.17.0"]}
+        fields = {"vllm": {"EngineArgs": frozenset({"enable_x"})}}
+
+        def lookup(self, text):
+            return [Hit] if text.startswith("Worker failed") else []
+
+    found = locate(Atlas(), "Worker failed with error ''Runner' object has no attribute 'builder'', please check the "
+                   "stack trace above for the root cause", exception="RuntimeError")
+    assert found.quotes == "'Runner' object has no attribute 'builder'" and found.fixes == ()

@@ -26,12 +26,11 @@ CORPUS = HERE / "fixtures" / "logs" / "public2"
 INDEX = yaml.safe_load((CORPUS / "index.yaml").read_text(encoding="utf-8"))["logs"]
 TUNED = [e for e in INDEX if not e.get("held_out")]
 # the logs not held out that explain does not read yet: a message of a release older than the atlas's (0.5-0.6:
-# 10483, 6306) or newer (50708), a title with no error line (4847, 30436, 25647's assert without its type), and a
-# logger's line with the message before a traceback cut off (7232)
+# 10483, 6306) or newer (50708), a title with no error line (4847, 30436), and a logger's line with the message
+# before a traceback cut off (7232)
 UNREAD = {"vllm-50708-dflash-negative-scheduled-tokens.log", "vllm-10483-draft-tp-title.log",
           "vllm-6306-ngram-prompt-logprob-title.log", "vllm-7232-spec-logprobs-none-prefixed.log",
-          "vllm-25647-qwen3next-mtp-num-reqs-assert-title.log", "sglang-4847-dp-attention-eagle-title.log",
-          "vllm-30436-pp-drafter-missing-title.log"}
+          "sglang-4847-dp-attention-eagle-title.log", "vllm-30436-pp-drafter-missing-title.log"}
 LOCATED = {"vllm-18435-mtp-worker-failed-attn-builder.log", "vllm-56722-mtp-cp-interleave-assert.log",
            "vllm-47825-mlp-speculator-unknown-method.log", "vllm-39562-suffix-mamba-blocks-assert.log",
            "vllm-53612-dflash2-attention-conv-wrapped.log", "sglang-36536-multi-layer-eagle-draft-tokens-assert.log",

@@ -46,7 +46,10 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
     fixes = _distinct(fix for hit in hits[:5] for fix in _fixes(atlas, hit)) or \
         _distinct(fix for hit in hits[:5] for fix in _said(atlas, hit))
-    return Located(message, sites, engine, said, best.holes, fixes, quotes=_quoted_text(best))
+    quotes = _quoted_text(best)
+    if quotes:  # a wrapper quoting a failure the atlas does not know: its guard is the wrapper's, no fix of that
+        fixes = ()
+    return Located(message, sites, engine, said, best.holes, fixes, quotes=quotes)
 
 
 # Lines with no exception type looked up in one log: a paste's few, not a log's millions; each no longer than an

@@ -63,6 +63,9 @@ _INNER = re.compile(r"(?:^|[\s:'\"(\[`])(?P<type>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:E
 # What prose and Markdown put before an error: quote marks, a list item's or a heading's mark, an issue title's tag
 # ("[Bug]: ", "[Speculative decoding]: "); each of them, any number, at the start of a line.
 _LEADER = re.compile(r"^(?:\s*(?:>+|[-*+](?= )|\d{1,3}[.)](?= )|#{1,6}(?= )|\[[^\]\n]{1,40}\]:?(?= |$)))+\s*")
+# An assert statement quoted in prose that says it failed ("MTP, assert error, assert (m.num_reqs * 2 <= n)")
+_SAID_ASSERT = re.compile(r"\bassert(?:ion)?[ _-]?(?:error|failed|failure)\b[,:]?\s+(?P<statement>assert\b\W.*)$",
+                          re.IGNORECASE)
 _LEADING = frozenset(">-*+#[0123456789`\"'")  # the first characters a line with a leader (or a span) starts with
 # A span a sentence quotes: inline code or double quotes, closed or running to the end of the line.
 _SPAN = re.compile(r"`([^`]{12,})(?:`|$)|\"([^\"]{12,})(?:\"|$)")
@@ -217,7 +220,7 @@ class TracebackReader:
             stripped = _LEADER.sub("", stripped, count=1)
         if stripped.startswith("`") and stripped.endswith("`"):
             stripped = stripped.strip("`").strip()  # a line pasted as Markdown code: `KeyError: 'x'`
-        if not stripped[:1].isalpha() and stripped[:1] not in "`\"'":
+        if not stripped[:1].isalnum() and stripped[:1] not in "`\"'":
             return
         found = _LONE.match(stripped) or _REPR.match(stripped)
         if found:
@@ -241,6 +244,10 @@ class TracebackReader:
             if opened in "`\"" and opened:  # in a code span or quotes: the message ends where they close
                 message = message.partition(opened)[0].rstrip()
             self._add(Crash(number, process, inner["type"], message, ()), continuing=True)
+            return
+        said = _SAID_ASSERT.search(stripped) if "ssert" in stripped else None
+        if said:
+            self._add(Crash(number, process, "AssertionError", said["statement"].rstrip(), ()))
             return
         pydantic = _PYDANTIC_LONE.match(content) if ", " in content else None
         if pydantic:
