@@ -39,9 +39,10 @@ if [ ! -s .gpu/partM/moe.xz ]; then
   unzip -o -q "$VLLM_DL"/vllm-0.26.0-*.whl 'vllm/_moe_C_stable_libtorch.abi3.so' -d "$W/moe"
   xz -9 -T2 -c "$W/moe/vllm/_moe_C_stable_libtorch.abi3.so" > .gpu/partM/moe.xz
 fi
-# 4. the pieces: what a call may carry = 64 MiB - the working tree (tracked and untracked-not-ignored) - 1 MiB
+# 4. the pieces: what a call may carry = 64 MiB - the working tree (tracked and untracked-not-ignored) - 2.5 MiB (the
+#    device tool counts more than the files' bytes: 66.06 MB in all passed in round 1, 66.19 MB was refused in round 3)
 TREE=$( (git ls-files -z; git ls-files -z --others --exclude-standard) | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s}')
-ROOM=$(( 64 * 1048576 - TREE - 1048576 ))
+ROOM=$(( 64 * 1048576 - TREE - 5 * 524288 ))
 SMOKE=$(du -cb .gpu/smoke/* | tail -1 | cut -f1)
 rm -f .gpu/pieces/vllm.*
 tar -C .gpu -cf "$W/vllm.tar" partB/rest.tar.xz partA/c.xz partM/moe.xz

@@ -142,7 +142,8 @@ def render() -> str:
            ""]
     rounds = json.loads((LOGS / "rounds.json").read_text()) if (LOGS / "rounds.json").exists() else {}
     out += ["## Device time (the lease's seconds, as `run` counted them)", "", *device_time(rounds), ""]
-    for round_dir in sorted(d for d in LOGS.iterdir() if d.is_dir()):
+    kept = (d for d in LOGS.iterdir() if d.is_dir() and d.name != "sarif")
+    for round_dir in sorted(kept, key=lambda d: (d.name.startswith("dry"), d.name)):  # the GPU's rounds first
         meta = rounds.get(round_dir.name, {})
         out += [f"## {round_dir.name}: {meta.get('what', '')}", ""]
         for line in meta.get("notes", []):
