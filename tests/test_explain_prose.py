@@ -209,3 +209,23 @@ def test_a_wrapper_quoting_a_failure_the_atlas_does_not_know_offers_no_fix_of_it
     found = locate(Atlas(), "Worker failed with error ''Runner' object has no attribute 'builder'', please check the "
                    "stack trace above for the root cause", exception="RuntimeError")
     assert found.quotes == "'Runner' object has no attribute 'builder'" and found.fixes == ()
+
+
+def test_an_assert_without_a_message_is_a_template_of_its_statement():
+    from specaudit.explain.templates import file_templates
+
+    source = b"def f(x, ys):\n    assert all(y == x for y in ys_of_the_batch)\n    assert x is not None\n"
+    found, _ = file_templates(source)
+    assert [t.parts for t in found] == [("assert all((y == x for y in ys_of_the_batch))",)]  # the short one: no site
+    bare = found[0]
+    assert bare.kind == "assert" and bare.exception == "AssertionError" and bare.line == 2
+    assert bare.guard == "not (all(y == x for y in ys_of_the_batch))"
+
+
+def test_a_pasted_assert_statement_is_looked_up_as_ast_writes_it():
+    from specaudit.explain.raise_sites import _as_written
+
+    assert _as_written("assert all(y == x for y in ys)") == ["assert all((y == x for y in ys))"]
+    assert _as_written("assert not (a > 0 and b > 0), (") == ["assert not (a > 0 and b > 0)"]
+    assert _as_written("assert x is not None") == []  # already as ast writes it
+    assert _as_written("assert (broken") == [] and _as_written("KeyError: 'x'") == []

@@ -17,7 +17,7 @@ import yaml
 from specaudit.explain.atlas_build import load_atlas
 from specaudit.explain.diagnose import located, root_cause
 from specaudit.explain.raise_sites import bare_line
-from specaudit.explain.signatures import explain_file
+from specaudit.explain.signatures import classify, explain_file, load_wrappers
 
 from conftest import engine_tree
 
@@ -93,3 +93,15 @@ def test_the_fix_explain_derives_is_the_threads(atlas, name):
     flag = "--" + key.replace("_", "-")
     assert any((key in fix or flag in fix) and (not value or re.search(rf"\b{value}\b", fix)) for fix in found.fixes), \
         found.fixes
+
+
+def test_a_bare_assertion_error_is_located_at_its_assert_statement(atlas):
+    # vllm-0.17.0 vllm/v1/spec_decode/eagle.py:402, in EagleProposer.propose:
+    #     assert target_hidden_states.shape[-1] == self.hidden_size
+    explanation = classify(["Traceback (most recent call last):",
+                            '  File "/usr/lib/python3.12/site-packages/vllm/v1/spec_decode/eagle.py", line 402, in '
+                            "propose", "    assert target_hidden_states.shape[-1] == self.hidden_size",
+                            "AssertionError"], [], "-", load_wrappers())
+    found = located(explanation, atlas)
+    assert explanation.crash.message == "assert target_hidden_states.shape[-1] == self.hidden_size"
+    assert found is not None and "vllm/v1/spec_decode/eagle.py:402" in {s.location for s in found.sites}

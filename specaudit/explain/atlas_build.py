@@ -30,7 +30,7 @@ from ..tree.locate import EngineTree, locate_directory
 from .atlas import Atlas, Row, index_of, release_order, row_of
 from .templates import file_templates
 
-FORMAT = 3  # the cache files' format: another one is built again, not read
+FORMAT = 5  # the cache files' format: another one is built again, not read (5: asserts without a message)
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 

@@ -81,7 +81,7 @@ def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | 
     and with the lines it may go on over (rejoined where the paste cut a word, or between two); ``whole``: only
     templates that are the whole message (a wrapper's quote is one message, not a line around one)."""
     rejoined = [message + "".join(continued), message + " " + " ".join(continued)] if continued else []
-    texts = [message, *rejoined]
+    texts = [message, *rejoined, *_as_written(message)]
     texts += [found["message"] for text in texts for found in [_PYDANTIC.search(text)] if found]
     hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text) if _credible(h, text, whole)]
     packages = {engine for engine in atlas.releases if any(f"/{engine}/" in _path(f) for f in frames)}
@@ -99,6 +99,23 @@ def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | 
     # a site at a frame's line first, then a raise before a log, then the newest release's first
     best.sort(key=lambda h: release_order(h.entry.releases[-1]), reverse=True)
     return sorted(best, key=lambda h: (_at_line(h, frames) is None, h.entry.logged))
+
+
+def _as_written(message: str) -> list[str]:
+    """An ``assert`` statement as pasted (its frame's source line, perhaps cut at a message's opening parenthesis),
+    as ast writes it: how the atlas holds an assert with no message."""
+    if not message.startswith("assert "):
+        return []
+    statement = re.sub(r"[\s,(]+$", "", message)
+    for candidate in (statement, statement.rpartition(",")[0]):
+        try:
+            tree = ast.parse(candidate.strip()) if candidate else None
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        if tree is not None and len(tree.body) == 1 and isinstance(tree.body[0], ast.Assert):
+            written = f"assert {ast.unparse(tree.body[0].test)}"
+            return [written] if written != message else []
+    return []
 
 
 def _credible(hit: Hit, text: str, whole: bool) -> bool:

@@ -3,8 +3,9 @@
 A template is where the message is made (function, line), what makes it (``raise ValueError``, ``assert``,
 ``logger.warning``), its text as parts (messages.py), and the condition that guards it: the innermost enclosing
 ``if`` test (negated in its ``else``), an assert's own condition (negated: it raises when that is false), or the
-``except`` clause it is raised in. The names the guard compares are kept with what would make it false: the fix,
-once a name is known to be a flag (knobs.py).
+``except`` clause it is raised in. An assert with no message is a template too: its statement, as ast writes it,
+which is what a paste of its bare AssertionError shows above it. The names the guard compares are kept with what
+would make it false: the fix, once a name is known to be a flag (knobs.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass
 
 from .messages import Parts, message_parts
 
+# An assert with no message is kept where its statement tells a site (as raise_sites.MIN_LITERAL_TO_TELL: "assert x is
+# not None" is in a thousand places, and a third of the atlas) and a paste can hold it whole.
+MIN_BARE_ASSERT, MAX_BARE_ASSERT = 40, 200
 _LOGGER = re.compile(r"^_?(?:logger|log|LOGGER|_LOG)$")
 LOG_LEVELS = frozenset({"info", "info_once", "warning", "warning_once", "warn", "error", "error_once", "exception",
                         "critical", "fatal"})
@@ -96,6 +100,8 @@ class _Walker:
             self._raise(node)
         elif isinstance(node, ast.Assert) and node.msg is not None:
             self._add("assert", "AssertionError", node.lineno, node.msg, [(node.test, False)])
+        elif isinstance(node, ast.Assert):
+            self._bare_assert(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._logged(node.value)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -115,6 +121,16 @@ class _Walker:
         call = node.exc
         if isinstance(call, ast.Call) and len(call.args) == 1:
             self._add("raise", ast.unparse(call.func), node.lineno, call.args[0], self.guards[-1:])
+
+    def _bare_assert(self, node: ast.Assert) -> None:
+        """An assert with no message: Python prints a bare AssertionError, and a paste shows the statement above it
+        (its frame's source line); the template is that statement as ast writes it, all literal."""
+        statement = f"assert {ast.unparse(node.test)}"
+        if not MIN_BARE_ASSERT <= len(statement) <= MAX_BARE_ASSERT:
+            return
+        guard, remedies = self._guard(node.test, False)
+        self.found.append(Template("assert", "AssertionError", ".".join(self.scope) or "<module>", node.lineno,
+                                   (statement,), guard, remedies))
 
     def _logged(self, call: ast.Call) -> None:
         func = call.func
