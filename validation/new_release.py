@@ -28,6 +28,12 @@ list of expected changes: every line of the report is a difference between what 
 
 The report is printed and written to validation/new-release/<engine>-<version>.md. Exit 0 with a report; 2, with one
 line, on bad input (an unknown release, no network to fetch it).
+
+Once the release's work is done (its tests pass, the report's rules resolve or are known gone), `--verified` records it
+in rules/verified.yaml as the release the engine's rules were verified on, with the code rules that have sites in it:
+on a newer release, those whose code is not found are UNKNOWN in every scan until the drill is run on it.
+
+    python validation/new_release.py vllm==0.34.0 --verified
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from typing import NoReturn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import methods  # noqa: E402  (validation/methods.py: the launches, and how each is scanned and held)
+import yaml  # noqa: E402
 from packaging.version import InvalidVersion, Version  # noqa: E402
 
 import specaudit  # noqa: E402
@@ -65,7 +72,8 @@ from specaudit.scan.index import TreeIndex  # noqa: E402
 from specaudit.scan.trace import PathSpec, Tracer, load_path_spec, raised_exception  # noqa: E402
 from specaudit.tree.locate import EngineTree, locate  # noqa: E402
 
-OUT = Path(__file__).resolve().parent / "new-release"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "validation" / "new-release"
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -659,14 +667,39 @@ def report(old: Release, new: Release, command: str) -> tuple[str, str]:
         f"verdicts changed, {v['crashes']} crashes"
 
 
+VERIFIED = ROOT / "rules" / "verified.yaml"
+VERIFIED_HEADER = """\
+# The release of each engine that specaudit's code rules were last verified on (the newest the tests scan), and the
+# rules with code of their shape in it. On a newer release, such a rule whose code is not found is UNKNOWN (the gate
+# may have moved: scan/audit.py unverified_gates), until the drill has been run on it and the work it shows is done.
+# Written by `python validation/new_release.py <engine>==<version> --verified`; not by hand.
+"""
+
+
+def record_verified(release: Release) -> str:
+    """Write the release into rules/verified.yaml (the other engines' entries kept); what was written."""
+    data = yaml.safe_load(VERIFIED.read_text(encoding="utf-8")) if VERIFIED.exists() else {}
+    engine = release.tree.engine.name
+    data[engine] = {"release": release.tree.version,
+                    "with_sites": sorted(r.id for r in release.analysis.code_rules if release.index.sites.get(r.id))}
+    VERIFIED.write_text(VERIFIED_HEADER + yaml.safe_dump(data, sort_keys=True, width=100), encoding="utf-8")
+    return f"{engine} {release.tree.version}: {len(data[engine]['with_sites'])} code rules with sites, in " \
+           f"{VERIFIED.relative_to(ROOT)}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _OneLineParser(prog="new_release.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("release", help="the new release, e.g. vllm==0.34.0 (or anything `specaudit scan` reads)")
     parser.add_argument("--against", help="the release to hold it against (default: the newest methods.py covers)")
+    parser.add_argument("--verified", action="store_true",
+                        help="record the release in rules/verified.yaml as the one the rules were verified on")
     started = time.perf_counter()
     try:
         args = parser.parse_args(argv)
         new_tree = locate(args.release)
+        if args.verified:
+            print(record_verified(load(new_tree)))
+            return 0
         against = args.against or default_against(new_tree)
         old_tree = locate(against)
         if old_tree.engine.name != new_tree.engine.name:

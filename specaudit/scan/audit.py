@@ -44,7 +44,7 @@ from .index import TreeIndex, build_index
 from .landscape import landscape as scan_landscape
 from .registry import Registry, RegistryEntry, read_registry
 from .resolve import Conformance, Protocol, Resolver
-from .ruleset import load_rules
+from .ruleset import Verified, load_rules, load_verified
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
 from .runner import refusal as refuse_runner
@@ -285,6 +285,7 @@ class Analysis:
     seconds: float  # what building it took
     engine_methods: EngineMethods  # how the engine resolves a launch's method
     methods: dict[str, Method]  # the methods specaudit models for this engine
+    verified: Verified | None = None  # the release its code rules were last verified on (rules/verified.yaml)
     _paths: dict[str, TracedPath] = field(default_factory=dict, repr=False)
 
     def path_for(self, method: str, launch: Launch | None = None) -> TracedPath:
@@ -380,7 +381,8 @@ def analyze(tree: EngineTree, rules: list[Rule] | None = None, overlay: dict[str
         protocols = resolver.protocols(tree.engine.interfaces_module) if tree.engine.interfaces_module else {}
     engine = tree.engine.name
     return Analysis(tree, platform, dict(overlay or {}), rules, index, resolver, path, registry, protocols,
-                    time.perf_counter() - started, load_engine_methods(engine), load_methods(engine))
+                    time.perf_counter() - started, load_engine_methods(engine), load_methods(engine),
+                    load_verified(engine))
 
 
 def scan(tree: EngineTree, launch: Launch | None, rules: list[Rule] | None = None,
@@ -421,6 +423,7 @@ def _audit(analysis: Analysis, launch: Launch | None) -> ScanResult:
         judge.path = path
         for rule in gate_rules:
             findings += [KINDS[rule.kind].judge(rule, site, judge) for site in sites[rule.id]]
+        findings += unverified_gates(a, gate_rules, sites)
         for rule in rules:
             if KINDS[rule.kind].siteless:
                 finding = KINDS[rule.kind].judge_launch(rule, judge)
@@ -504,6 +507,21 @@ def _with_method(a: Analysis, launch: Launch) -> tuple[Launch, list[Finding], Me
                                                                                           launch),
                             resolution.warnings)
     return (replace(launch, method=resolution.method) if resolution.method else launch), stop, summary, resolution
+
+
+def unverified_gates(a: Analysis, rules: Sequence[Rule], sites: dict[str, list[Site]]) -> list[Finding]:
+    """The gates of a release newer than the one the rules were verified on whose code is not found: a rule with code
+    of its shape there and none here may have moved, not gone, so the gate is not known (UNKNOWN, never passed)."""
+    verified = a.verified
+    if verified is None or not verified.unverified(a.tree.version):
+        return []
+    engine = a.tree.engine.name
+    return [Finding(rule.id, rule.title, rule.phase, Status.UNKNOWN, rule.files[0] if rule.files else "", 0, "", None,
+                    f"no code of this gate's shape in {engine} {a.tree.version}, where {engine} {verified.release}, the "
+                    "newest release specaudit's rules were verified on, has it: whether the gate went or moved was not "
+                    "checked", "If the gate is gone, nothing stops the launch here; if its code moved or changed shape, "
+                    "the rule's files or shape need updating (rules/README.md, \"A new release\").")
+            for rule in rules if not sites[rule.id] and rule.id in verified.with_sites]
 
 
 def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex) -> list[Decision]:

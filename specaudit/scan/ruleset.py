@@ -1,4 +1,5 @@
-"""Loading the declarative rules in ``rules/``: gate rules (``rules/<engine>/*.yaml``).
+"""Loading the declarative rules in ``rules/``: gate rules (``rules/<engine>/*.yaml``), and the release they were last
+verified on (``rules/verified.yaml``).
 
 The format is documented in ``rules/README.md``. A rule names a *kind* (a shape of code that
 specaudit knows how to find and judge, see gates.py), the files to look in, the kind's parameters,
@@ -8,10 +9,12 @@ the launch phase at which the engine would hit the gate, a hint, and its own cod
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from packaging.version import InvalidVersion, Version
 
 from ..core.data import YAML_LOADER, rules_dir
 from ..core.errors import SpecauditError
@@ -71,3 +74,35 @@ def _rule_from(data: Any, path: Path) -> Rule:
         examples=tuple(data.get("examples") or ()),
         source=str(path),
     )
+
+
+@dataclass(frozen=True)
+class Verified:
+    """What an engine's code rules were last verified against (``rules/verified.yaml``): its newest release that the
+    tests scan, and the rules with code of their shape in it."""
+
+    release: str
+    with_sites: frozenset[str]
+
+    def unverified(self, version: str) -> bool:
+        """Whether a release is newer than the one the rules were verified on (a version not known: not said)."""
+        try:
+            return Version(version) > Version(self.release)
+        except InvalidVersion:
+            return False
+
+
+def load_verified(engine: str) -> Verified | None:
+    path = rules_dir() / "verified.yaml"
+    if not path.exists():  # no engine recorded yet
+        return None
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=YAML_LOADER)
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecauditError(f"{path}: unreadable ({exc})") from None
+    entry = data.get(engine) if isinstance(data, dict) else None
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("with_sites"), list) or "release" not in entry:
+        raise SpecauditError(f"{path}: {engine} needs a release and a with_sites list")
+    return Verified(str(entry["release"]), frozenset(str(r) for r in entry["with_sites"]))
