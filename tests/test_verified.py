@@ -40,6 +40,7 @@ def test_the_record_names_the_release_and_the_rules_with_sites_in_it():
     assert verified.with_sites <= {r.id for r in load_rules("vllm")}
     assert verified.unverified("0.35.0") and verified.unverified("0.34.1")
     assert not verified.unverified("0.34.0") and not verified.unverified("0.33.0") and not verified.unverified("unknown")
+    assert not verified.unverified("0.34.0+cu130") and verified.unverified("0.34.1.dev3")
 
 
 def test_a_gate_not_found_on_a_newer_release_is_unknown_and_on_the_verified_one_is_gone():

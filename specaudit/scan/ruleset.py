@@ -85,9 +85,10 @@ class Verified:
     with_sites: frozenset[str]
 
     def unverified(self, version: str) -> bool:
-        """Whether a release is newer than the one the rules were verified on (a version not known: not said)."""
+        """Whether a release is newer than the one the rules were verified on (a version not known: not said; a local
+        build of a release, ``0.34.0+cu130``, is that release)."""
         try:
-            return Version(version) > Version(self.release)
+            return Version(Version(version).public) > Version(self.release)
         except InvalidVersion:
             return False
 
