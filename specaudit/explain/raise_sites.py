@@ -10,10 +10,11 @@ that quotes another (``Worker failed with error '...'``) is located at the quote
 from __future__ import annotations
 
 import ast
-import operator
 import re
 from collections.abc import Iterable, Sequence
 
+from ..play.player import Player
+from ..play.values import Raised
 from ..results.outcome import Frame, Located, RaiseSite
 from .atlas import Atlas, Hit, release_order, release_ranges
 from .knobs import knob_of, said_knobs
@@ -242,13 +243,9 @@ def _distinct(fixes: Iterable[str]) -> tuple[str, ...]:
 
 # What _remedies words a value with, before the expression itself ("at most n_predict").
 _WORDED = re.compile(r"^(?P<word>at most |below |at least |above |other than |none of |one of )?(?P<expression>.+)$")
-_ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
-               ast.Mod: operator.mod}
-
-
 def _computed(value: str, holes: dict[str, str]) -> int | None:
-    """The remedy's expression worked out where it is arithmetic on the numbers the message printed
-    ("self.speculative_num_steps + 1" with the step count printed as 5: 6); None where it is anything else."""
+    """The remedy's expression worked out by the player (play/) on the numbers the message printed
+    ("self.speculative_num_steps + 1" with the step count printed as 5: 6); None where it comes to no whole number."""
     expression = _WORDED.match(value)
     if expression is None or expression["expression"].strip().isdigit():
         return None
@@ -256,21 +253,14 @@ def _computed(value: str, holes: dict[str, str]) -> int | None:
         tree = ast.parse(expression["expression"], mode="eval").body
     except SyntaxError:
         return None
-    numbers = {name: int(text) for name, text in holes.items() if re.fullmatch(r"-?\d{1,18}", text.strip())}
-
-    def worked(node: ast.expr) -> int | None:
-        if isinstance(node, ast.Constant) and type(node.value) is int:
-            return node.value
-        if isinstance(node, ast.Name | ast.Attribute):
-            return numbers.get(ast.unparse(node))
-        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-            left, right = worked(node.left), worked(node.right)
-            if left is None or right is None or isinstance(node.op, ast.FloorDiv | ast.Mod) and right == 0:
-                return None
-            return _ARITHMETIC[type(node.op)](left, right)
+    if isinstance(tree, ast.Constant):
         return None
-
-    return worked(tree) if not isinstance(tree, ast.Constant) else None
+    numbers = {name: int(text) for name, text in holes.items() if re.fullmatch(r"-?\d{1,18}", text.strip())}
+    try:
+        worked = Player("", {}).evaluate(tree, numbers)
+    except (Raised, ValueError, RecursionError):  # `n // 0`: the remedy says nothing then
+        return None
+    return worked if type(worked) is int else None
 
 
 def _same_type(hit: Hit, exception: str) -> bool:
