@@ -146,6 +146,28 @@ def test_the_watcher_stops_at_the_crash_and_classifies_it_as_explain_does(sshd, 
     assert root is not None and root.gate is not None and root.gate.location == gate
 
 
+# SGLang 0.5.17 on the H200 (validation/gpu/smoke/logs/round1, a DeepSeek-V3 NextN target of hidden size 256): the
+# scheduler logs "Scheduler hit an exception: Traceback ..." (managers/scheduler.py run_scheduler_process) over
+# RuntimeError: fused_eh_norm: unsupported hidden_size=256 (sglang/kernels/ops/layernorm/fused_eh_norm.py:52), then
+# waits 60 s for CUDA core dumps; 64 lines before, an INFO line quotes a handled "(ModuleNotFoundError: ...)".
+NEXTN_256 = "nextn-deepseek-v3--hidden256"
+
+
+def test_a_handled_failure_quoted_in_parentheses_is_not_the_root_cause():
+    explanation = explain_file(str(GPU / "sglang" / f"{NEXTN_256}.log"), ["sglang"])
+    assert explanation.crash is not None and explanation.crash.exception == "RuntimeError"
+    assert "fused_eh_norm: unsupported hidden_size=256" in explanation.crash.text
+    assert explanation.crash.frames[-1].file.endswith("fused_eh_norm.py")
+
+
+def test_the_watcher_stops_at_the_traceback_a_dying_scheduler_announces(sshd):
+    # No signature names the RuntimeError: the scheduler's own last words make its traceback the end of the launch,
+    # so smoke does not wait out the 60 s core-dump pause for the process to exit.
+    watch = _watched(sshd, "sglang", NEXTN_256)
+    assert watch.fatal_at is not None and watch.crashed_at is not None
+    assert watch.explanation().crash is not None and watch.explanation().crash.exception == "RuntimeError"
+
+
 # -- the GPU facts and the figures smoke reads --------------------------------------------------------------------
 
 

@@ -136,6 +136,12 @@ def load_wrappers(engines: Iterable[str] | None = None, directory: Path | None =
     return _entries("wrappers", lambda engine, entry: re.compile(entry), engines, directory, required=False)
 
 
+def load_dying(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[re.Pattern]:
+    """Lines that say a process is dying of the traceback that follows them (SGLang's ``Scheduler hit an exception:``):
+    that traceback ends the launch, whatever its exception."""
+    return _entries("dying", lambda engine, entry: re.compile(entry), engines, directory, required=False)
+
+
 def load_release_markers(engines: Iterable[str] | None = None, directory: Path | None = None) -> list[Milestone]:
     """Lines that name the release or the platform that wrote a log (a ``version`` or ``platform`` group)."""
     return _entries("release", lambda engine, entry: Milestone("release", engine, re.compile(entry)),

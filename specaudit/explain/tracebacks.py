@@ -241,6 +241,10 @@ class TracebackReader:
         if inner:
             message = inner["message"]
             opened = stripped[inner.start("type") - 1] if inner.start("type") else ""
+            # A reason the line gives in parentheses is a failure it handled and logs, not the line's own:
+            # "OpenAI Responses API ... disabled: ... init failed (ModuleNotFoundError: ...)" (SGLang 0.5.17).
+            if opened == "(":
+                return
             if opened in "`\"" and opened:  # in a code span or quotes: the message ends where they close
                 message = message.partition(opened)[0].rstrip()
             self._add(Crash(number, process, inner["type"], message, ()), continuing=True)

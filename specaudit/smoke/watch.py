@@ -23,6 +23,7 @@ from ..explain.signatures import (
     classify,
     clean_line,
     load_crash_signatures,
+    load_dying,
     load_milestones,
     load_signatures,
     load_wrappers,
@@ -54,12 +55,14 @@ class LogWatch:
         self.signatures = load_signatures([engine])
         self.milestones = load_milestones([engine])
         self.wrappers = load_wrappers([engine])
+        self.dying = load_dying([engine])  # lines that say a process dies of the traceback that follows them
         self.crash_signatures = load_crash_signatures([engine])
         self.tracebacks = TracebackReader()  # a wrapper's traceback is the engine saying its start-up failed
         self.lines: list[str] = []
         self.offset = 0  # bytes received
         self.fatal_at: float | None = None  # when the first root-cause line arrived (monotonic)
         self.crashed_at: float | None = None  # when its first traceback ended (monotonic)
+        self.dies = False  # a line said a process dies of the next traceback: that one ends the launch
         self.reached: list[str] = []  # milestones seen, in order
         self.ended = False  # the stream stopped: the connection dropped
         self.gpu = GpuLines()  # the runner, attention backend and CUDA-graph capture the log names (smoke/gpu.py)
@@ -82,10 +85,11 @@ class LogWatch:
             line = clean_line(raw.decode("utf-8", errors="replace"))
             self.lines.append(line)
             hit = match_line(line, self.signatures)
+            self.dies = self.dies or any(d.search(line) for d in self.dying)
             crashes = len(self.tracebacks.crashes)
             self.tracebacks.feed(len(self.lines), line)
-            wrapped = len(self.tracebacks.crashes) > crashes and any(
-                w.search(self.tracebacks.crashes[-1].text) for w in self.wrappers)
+            wrapped = len(self.tracebacks.crashes) > crashes and (self.dies or any(
+                w.search(self.tracebacks.crashes[-1].text) for w in self.wrappers))
             if (hit and hit[0].root or wrapped) and self.fatal_at is None:
                 self.fatal_at = time.monotonic()
             if len(self.tracebacks.crashes) > crashes and self.crashed_at is None:
