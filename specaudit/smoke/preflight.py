@@ -109,8 +109,7 @@ class RemoteEngine:
         draft = self.command.speculative.get("model")
         drafter = None
         if draft and checkpoints[draft].get("config") is not None:
-            drafter = replace(read_checkpoint(str(_mirror_checkpoint(draft, checkpoints[draft]))),
-                              path=f"{self.host}:{draft}")
+            drafter = self._checkpoint(draft, checkpoints[draft])
         weights, problem = self._target_weights(checkpoints, draft)
         launch = Launch(target=target, method=method_of(self.command.speculative),
                         engine=self.engine, draft=draft, drafter=drafter, speculative=self.command.speculative,
@@ -134,9 +133,13 @@ class RemoteEngine:
         if checkpoint.get("config") is None:
             return None, ""
         try:
-            return replace(read_checkpoint(str(_mirror_checkpoint(model, checkpoint))), path=f"{self.host}:{model}"), ""
+            return self._checkpoint(model, checkpoint), ""
         except SpecauditError as exc:
             return None, str(exc)
+
+    def _checkpoint(self, path: str, probed: dict) -> Checkpoint:
+        """A checkpoint of the node, read from what the probe sent of it (its config and safetensors headers)."""
+        return replace(read_checkpoint(str(_mirror_checkpoint(path, probed))), path=f"{self.host}:{path}")
 
     def _target(self, checkpoints: dict) -> Target | None:
         """The target's config as the node has it; a Hub id the node has not cached, as the Hub has it."""
