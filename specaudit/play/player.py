@@ -830,6 +830,8 @@ class Player:
                 key = self.evaluate(args[0], env)
                 default = self.evaluate(args[1], env) if len(args) == 2 else None
                 return UNKNOWN if isinstance(key, Unknown) else owner.get(key, default)
+            if isinstance(owner, dict) and CLASS not in owner and method in ("items", "keys", "values") and not args:
+                return list(getattr(owner, method)())  # a view, as a list: a loop over a table's items is played
             if isinstance(owner, dict) and method == "update" and len(args) == 1 and not node.keywords:
                 other = self.evaluate(args[0], env)
                 if isinstance(other, dict):
