@@ -26,7 +26,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .scan.audit import scan as run_scan
     from .scan.facts import PLATFORMS
     from .smoke.remote import RUNS_DIR
-    from .tree.locate import locate
+    from .tree.locate import EngineTree, locate
 except KeyboardInterrupt:
     sys.stderr.write("specaudit: interrupted\n")
     sys.exit(130)  # ExitCode.INTERRUPTED, which may not be imported yet
@@ -225,7 +225,13 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
 
 @main.command()
 @click.argument("tree", required=False)
-@click.option("--target", help="The bundle target: kimi_k2 (Kimi-K2 and Kimi-K2.5), deepseek_v3.")
+@click.option("--target", help="The bundle target: kimi_k2 (Kimi-K2 and Kimi-K2.5), deepseek_v3; any other target (a preset, "
+              "an architecture name) gets a bundle synthesized from the release's supported classes of its shape.")
+@click.option("--model", "model", help="A checkpoint directory or Hub id whose architecture gets a synthesized bundle.")
+@click.option("--revision", help="The Hub revision of --model.")
+@click.option("--bundle", "bundle_dir", type=click.Path(file_okay=False), help="Apply a bundle directory (a synthesized one).")
+@click.option("--bundle-out", type=click.Path(file_okay=False), default="bundles", show_default=True,
+              help="Where a synthesized bundle is written, for review.")
 @click.option("--path", "path", type=click.Path(), help="The engine tree (default: the installed engine).")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None)
 @click.option("--dry-run", is_flag=True, help="Print the unified diff it would apply; change nothing.")
@@ -234,19 +240,22 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
 @click.option("--force", is_flag=True, help="Patch or revert files that drifted from what specaudit expects.")
 @click.option("--format", "formats", type=click.Choice(SCAN_FORMATS), multiple=True, help="Also write the rescan's report.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="reports", show_default=True)
-def patch(tree: str | None, target: str | None, path: str | None, engine: str | None, dry_run: bool,
-          show_status: bool, do_revert: bool, force: bool, formats: tuple[str, ...], out_dir: str) -> None:
+def patch(tree: str | None, target: str | None, model: str | None, revision: str | None, bundle_dir: str | None,
+          bundle_out: str, path: str | None, engine: str | None, dry_run: bool, show_status: bool, do_revert: bool,
+          force: bool, formats: tuple[str, ...], out_dir: str) -> None:
     """Apply (or --revert, --status) the versioned patch bundle that opens the EAGLE-3 gates for a target.
 
     \b
     specaudit patch --target kimi_k2 --dry-run
-    specaudit patch --target kimi_k2 --path /opt/venv/lib/python3.12/site-packages
+    specaudit patch --target GPT2LMHeadModel --dry-run     # synthesized: written to bundles/, diff shown
+    specaudit patch --model /shared/gemma-3-1b-it           # synthesized for the checkpoint's architecture
+    specaudit patch --bundle bundles/vllm-eagle3-synth-gpt2lmheadmodel-0.26.0
     specaudit patch --status
     specaudit patch --revert
     """
     # Imported here: the codemods bring libcst, which a scan with a warm cache never needs.
     from .patch.bundles import apply as apply_patch
-    from .patch.bundles import load_bundles, select_bundle
+    from .patch.bundles import load_bundle, load_bundles, select_bundle
     from .patch.bundles import revert as revert_patch
     from .patch.bundles import status as patch_status
 
@@ -256,28 +265,53 @@ def patch(tree: str | None, target: str | None, path: str | None, engine: str | 
             raise SpecauditError("name the tree once: either TREE or --path")
         if formats:
             check_out_dir(Path(out_dir))
-        if sum((show_status, do_revert, bool(target))) != 1:
-            raise SpecauditError("give one of --target NAME, --status, --revert")
+        if sum((show_status, do_revert, bool(target), bool(model), bool(bundle_dir))) != 1:
+            raise SpecauditError("give one of --target NAME, --model DIR, --bundle DIR, --status, --revert")
         located = locate(tree or path, engine)
         if show_status:
             print_patch_status(located, *patch_status(located), console)
-        elif do_revert:
+            return
+        if do_revert:
             console.print(revert_patch(located, force=force).message, markup=False)
-        elif target:
-            bundle = select_bundle(load_bundles(located.engine.name), target, located.version)
-            outcome = apply_patch(located, bundle, dry_run=dry_run, force=force)
-            if dry_run:
-                click.echo(outcome.diff, nl=False)
-            console.print(outcome.message, markup=False)
-            if not dry_run:
-                results = [run_scan(located, Launch(load_preset(preset), method=bundle.method))
-                           for preset in bundle.presets]
-                for preset, result in zip(bundle.presets, results):
-                    console.print(f"rescan for {preset}: [bold]{result.verdict}[/]"
-                                  + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))
-                for fmt in formats:
-                    for result in results:
-                        console.print(f"report written to {write_report(result, fmt, Path(out_dir))}", markup=False)
+            return
+        shipped = load_bundles(located.engine.name)
+        if bundle_dir:
+            bundle = load_bundle(Path(bundle_dir))
+        elif target and any(b.target == target.replace("-", "_") for b in shipped):
+            bundle = select_bundle(shipped, target, located.version)
+        else:
+            bundle = load_bundle(_synthesized(located, target, model, revision, Path(bundle_out), console))
+        outcome = apply_patch(located, bundle, dry_run=dry_run, force=force)
+        if dry_run:
+            click.echo(outcome.diff, nl=False)
+        console.print(outcome.message, markup=False)
+        if not dry_run:
+            targets = bundle.targets()
+            results = [run_scan(located, Launch(t, method=bundle.method)) for t in targets.values()]
+            for name, result in zip(targets, results):
+                console.print(f"rescan for {name}: [bold]{result.verdict}[/]"
+                              + "".join(f"\n  still blocked: {f.title} ({f.location})" for f in result.blocking))
+            for fmt in formats:
+                for result in results:
+                    console.print(f"report written to {write_report(result, fmt, Path(out_dir))}", markup=False)
+
+
+def _synthesized(located: EngineTree, target: str | None, model: str | None, revision: str | None, out: Path,
+                 console: Console) -> Path:
+    """Synthesize the bundle of a target no shipped bundle names (a preset, an architecture, a checkpoint)."""
+    from .launch.target import load_model
+    from .patch.synthesize import synthesize, target_of_architecture
+    from .scan.audit import analyze
+
+    if model:
+        wanted = load_model(model, revision)
+    elif target and target.lower().replace("_", "-") in presets():
+        wanted = load_preset(target)
+    else:
+        wanted = target_of_architecture(str(target))
+    made = synthesize(analyze(located), wanted, out)
+    console.print(f"synthesized {made.bundle_id} from {made.donor}: {made.directory} (review it, commit it)", markup=False)
+    return made.directory
 
 
 @main.command(cls=_WithLaunchCommand)

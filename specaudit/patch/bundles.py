@@ -37,6 +37,7 @@ from ..core.cache import inside, write_atomic
 from ..core.data import OBJECT, Field, Kind, check_fields, data_dir
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode, Status
+from ..launch.target import Target, load_preset
 from ..tree.locate import EngineTree
 from ..tree.provenance import read_state_json, record_hashes, shadow_dir, state_problem
 from .codemods import CODEMODS, Change, PatchContext
@@ -88,6 +89,14 @@ class Bundle:
     upstream: str
     changes: tuple[Change, ...]
     path: Path
+    config: dict[str, Any] | None = None  # a synthesized bundle's target config: the launch its rescan judges
+
+    def targets(self) -> dict[str, Target]:
+        """The targets whose launches the postcondition and the rescan judge: the presets, and the config."""
+        found = {preset: load_preset(preset) for preset in self.presets}
+        if self.config is not None:
+            found[self.target] = Target(self.target, f"{self.path / 'bundle.yaml'}", self.config)
+        return found
 
 
 def load_bundles(engine: str, directory: Path | None = None) -> list[Bundle]:
@@ -109,13 +118,20 @@ def _bundle_from(path: Path) -> Bundle:
         bundle = Bundle(data["id"], data["engine"], versions, data["target"], str(data["method"]).lower(),
                         tuple(data["presets"]),
                         " ".join(data["description"].split()), data["origin"], data["forwarded"],
-                        " ".join(data["upstream"].split()), changes, path.parent)
+                        " ".join(data["upstream"].split()), changes, path.parent, data.get("config"))
     except (yaml.YAMLError, KeyError, TypeError, InvalidSpecifier) as exc:
         raise SpecauditError(f"{path}: not a valid bundle ({type(exc).__name__}: {exc})") from None
     unknown = [c.codemod for c in bundle.changes if c.codemod not in CODEMODS]
     if unknown:
         raise SpecauditError(f"{path}: unknown codemod {unknown[0]} (known: {', '.join(CODEMODS)})")
     return bundle
+
+
+def load_bundle(directory: Path) -> Bundle:
+    """A bundle directory of its own (a synthesized one, written out for review)."""
+    if not (directory / "bundle.yaml").is_file():
+        raise SpecauditError(f"{directory}: no bundle.yaml there")
+    return _bundle_from(directory / "bundle.yaml")
 
 
 def select_bundle(bundles: list[Bundle], target: str, version: str) -> Bundle:
@@ -159,11 +175,10 @@ def plan(tree: EngineTree, bundle: Bundle, analysis: Analysis | None = None) -> 
     """What the bundle would change in the tree, checked before and after, in memory. ``analysis``: the tree's,
     where the caller has it already; the edited tree is analysed on its platform."""
     from ..launch.request import Launch
-    from ..launch.target import load_preset
     from ..scan.audit import analyze, audit
 
     analysis = analysis or analyze(tree)
-    launches = {preset: Launch(load_preset(preset), method=bundle.method) for preset in bundle.presets}
+    launches = {name: Launch(target, method=bundle.method) for name, target in bundle.targets().items()}
     judges = {preset: analysis.judge(launch) for preset, launch in launches.items()}
     context = PatchContext(analysis.index, judges, analysis.index.sites, analysis.protocols)
     applied, skipped = [], []

@@ -18,12 +18,12 @@ import tokenize
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import libcst as cst
 import libcst.matchers as m
 from libcst.codemod import Codemod, CodemodContext, SkipFile, VisitorBasedCodemodCommand
-from libcst.codemod.visitors import AddImportsVisitor, ImportItem
+from libcst.codemod.visitors import ImportItem
 from libcst.helpers import calculate_module_and_package
 from libcst.metadata import ClassScope, GlobalScope, MetadataWrapper, ScopeProvider
 
@@ -31,11 +31,14 @@ from ..core.errors import SpecauditError
 from ..core.types import Site, Status
 from ..scan.facts import ClassInfo
 from ..scan.match import call_name, dotted, strings
+from .derive import CausalParts, causal_parts, stack_parts
+from .layout import AddImports, appended, inserted
+from .transplant import PassAuxToLogits, TransplantAuxCapture, alias_properties
 
 if TYPE_CHECKING:
     from ..scan.audit import LaunchJudge
     from ..scan.index import TreeIndex
-    from ..scan.resolve import Protocol
+    from ..scan.resolve import Protocol, Resolver
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,16 @@ class PatchContext:
         if len(in_registry) == 1:
             return in_registry[0]
         raise SpecauditError(f"{name} is defined in {', '.join(c.module for c in found)}: the bundle must say which")
+
+    def find_qualname(self, qualname: str) -> ClassInfo | None:
+        """A class by its dotted module path (the donor a synthesized bundle names)."""
+        module, _, name = qualname.rpartition(".")
+        info = self.index.module(module)
+        return info.classes.get(name) if info is not None else None
+
+    @property
+    def resolver(self) -> Resolver:
+        return next(iter(self.judges.values())).resolver
 
     def path_of(self, cls: ClassInfo) -> str:
         """The file that defines a class find_class returned."""
@@ -204,7 +217,7 @@ class ExtendAllowlist(VisitorBasedCodemodCommand):
         if not new:
             return node
         self.extended = True
-        return node.with_changes(elements=_inserted(node.elements, new, len(node.elements)))
+        return node.with_changes(elements=inserted(node.elements, new, len(node.elements)))
 
 
 # -- add_dispatch_branch -------------------------------------------------------------------------------
@@ -309,14 +322,16 @@ class _InsertsCode(VisitorBasedCodemodCommand):
 
     METADATA_DEPENDENCIES = (ScopeProvider,)
 
-    def __init__(self, context: CodemodContext, functions: Sequence[cst.FunctionDef]) -> None:
+    def __init__(self, context: CodemodContext, functions: Sequence[cst.FunctionDef],
+                 imports: Sequence[ImportItem] = ()) -> None:
         super().__init__(context)
-        self.functions = list(functions)
+        self.functions, self.imports = list(functions), list(imports)
 
     def visit_Module(self, node: cst.Module) -> bool:
         module_scope = cst.ensure_type(self.get_metadata(ScopeProvider, node), GlobalScope)
+        imported = {item.alias or item.obj_name or item.module for item in self.imports}
         for function in self.functions:
-            unbound = sorted(name for name in _free_names(function) if name not in module_scope)
+            unbound = sorted(name for name in _free_names(function) if name not in module_scope and name not in imported)
             if unbound:
                 raise UnboundName(f"{function.name.value} uses {unbound[0]}, which {_file(self.context)} does not bind")
         return True
@@ -331,19 +346,27 @@ def _free_names(function: cst.FunctionDef) -> set[str]:
             and all(isinstance(assignment.scope, GlobalScope) for assignment in access.referents)}
 
 
-def _template_functions(change: Change) -> dict[str, cst.FunctionDef]:
+def _template(change: Change) -> cst.Module:
     path = (change.bundle_dir / change.args["code"]).resolve()
     try:
-        module = cst.parse_module(path.read_text(encoding="utf-8"))
+        return cst.parse_module(path.read_text(encoding="utf-8"))
     except (OSError, cst.ParserSyntaxError) as exc:
         raise SpecauditError(f"{path}: cannot read the bundle's code ({exc})") from None
-    return {stmt.name.value: stmt.with_changes(leading_lines=[]) for stmt in module.body if isinstance(stmt, cst.FunctionDef)}
 
 
-def _appended(body: cst.BaseSuite, methods: Sequence[cst.FunctionDef]) -> cst.BaseSuite:
-    """A class body with methods added at its end, a blank line before each."""
-    return body.with_changes(body=[*body.body, *(f.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-                                                 for f in methods)])
+def _template_functions(change: Change) -> dict[str, cst.FunctionDef]:
+    return {stmt.name.value: stmt.with_changes(leading_lines=[]) for stmt in _template(change).body
+            if isinstance(stmt, cst.FunctionDef)}
+
+
+def _template_imports(change: Change) -> list[ImportItem]:
+    """The ``from X import Y`` lines of the bundle's code: added to the module where it does not bind Y."""
+    if "code" not in change.args:
+        return []
+    return [ImportItem(cst.Module([]).code_for_node(node.module), alias.evaluated_name, alias.evaluated_alias)
+            for stmt in _template(change).body if isinstance(stmt, cst.SimpleStatementLine)
+            for node in stmt.body if isinstance(node, cst.ImportFrom) and node.module is not None
+            and not isinstance(node.names, cst.ImportStar) for alias in node.names]
 
 
 # -- implement_protocol --------------------------------------------------------------------------------
@@ -352,19 +375,30 @@ def _appended(body: cst.BaseSuite, methods: Sequence[cst.FunctionDef]) -> cst.Ba
 @_whole
 def implement_protocol(change: Change, context: PatchContext) -> str | None:
     """Make a class satisfy a protocol: the protocol as a base, and the members the release's protocol has
-    that the class lacks, from the bundle's code file."""
+    that the class lacks, from the bundle's code file. Without a protocol (SGLang has none), the code file's
+    members the class lacks anywhere in its MRO. ``aliases``: properties for the parts the engine's code reads
+    under another name than the class holds them by."""
     cls = context.find_class(change.args["class"])
     if cls is None:
         return f"this release has no class {change.args['class']}"
-    protocol = context.protocols.get(change.args["protocol"])
-    if protocol is None:
+    members = _template_functions(change) if "code" in change.args else {}
+    resolver = next(iter(context.judges.values())).resolver
+    protocol = context.protocols.get(change.args["protocol"]) if "protocol" in change.args else None
+    if "protocol" in change.args and protocol is None:
         return f"this release has no protocol {change.args['protocol']}"
-    if context.judges and next(iter(context.judges.values())).resolver.conformance(cls, protocol).conforms:
+    if protocol is not None and resolver.conformance(cls, protocol).conforms:
         return f"{cls.name} already satisfies {protocol.cls.name}"
-    members = _template_functions(change)
+    if protocol is not None:
+        wanted = [members[name] for name in protocol.members if name in members]
+    else:
+        wanted = [f for name, f in members.items() if resolver.method_node(cls, name) is None]
+        if not wanted:
+            return f"{cls.name} already has {', '.join(members)}"
+    aliases = alias_properties(change.args.get("aliases") or {}, cls.name)
     _edit(context, context.path_of(cls), functools.partial(
-        ImplementProtocol, class_name=cls.name, protocol=protocol.cls.name, protocol_module=protocol.cls.module,
-        members=[members[name] for name in protocol.members if name in members]))
+        ImplementProtocol, class_name=cls.name, protocol=protocol.cls.name if protocol else None,
+        protocol_module=protocol.cls.module if protocol else None, members=[*wanted, *aliases],
+        imports=_template_imports(change)))
     return None
 
 
@@ -373,9 +407,9 @@ class ImplementProtocol(_InsertsCode):
     bind. Where the module does not bind the protocol's name, it is imported from ``protocol_module``: beside
     the module's other names from that module (as isort orders them), else in a new import after the others."""
 
-    def __init__(self, context: CodemodContext, class_name: str, protocol: str, protocol_module: str,
-                 members: Sequence[cst.FunctionDef]) -> None:
-        super().__init__(context, members)
+    def __init__(self, context: CodemodContext, class_name: str, protocol: str | None, protocol_module: str | None,
+                 members: Sequence[cst.FunctionDef], imports: Sequence[ImportItem] = ()) -> None:
+        super().__init__(context, members, imports)
         self.class_name, self.protocol, self.protocol_module = class_name, protocol, protocol_module
         self.found = self.changed = False
 
@@ -384,10 +418,12 @@ class ImplementProtocol(_InsertsCode):
         if not self.found:
             raise SkipFile(f"{_file(self.context)} has no class {self.class_name}")
         if not self.changed:
-            raise SkipFile(f"{self.class_name} already has {self.protocol} as a base and its members")
-        if self.protocol not in cst.ensure_type(self.get_metadata(ScopeProvider, tree), GlobalScope):
-            edited = edited.visit(_AddImports(self.context, [ImportItem(self.protocol_module, self.protocol)]))
-        return edited
+            raise SkipFile(f"{self.class_name} already has {self.protocol or 'the members'} as a base and its members")
+        scope = cst.ensure_type(self.get_metadata(ScopeProvider, tree), GlobalScope)
+        protocol = [ImportItem(self.protocol_module, self.protocol)] if self.protocol and self.protocol_module else []
+        wanted = [*self.imports, *protocol]
+        missing = [item for item in wanted if (item.alias or item.obj_name or item.module) not in scope]
+        return edited.visit(AddImports(self.context, missing)) if missing else edited
 
     def leave_ClassDef(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         if original_node.name.value != self.class_name:
@@ -396,32 +432,10 @@ class ImplementProtocol(_InsertsCode):
         class_scope = cst.ensure_type(self.get_metadata(ScopeProvider, original_node.body.body[0]), ClassScope)
         missing = [f for f in self.functions if not class_scope.assignments[f.name.value]]
         bases = list(updated_node.bases)
-        if not any(dotted(arg.value) == self.protocol for arg in bases):
-            bases = _inserted(bases, [cst.Arg(cst.Name(self.protocol))], len(bases))
+        if self.protocol and not any(dotted(arg.value) == self.protocol for arg in bases):
+            bases = inserted(bases, [cst.Arg(cst.Name(self.protocol))], len(bases))
         self.changed = len(bases) > len(updated_node.bases) or bool(missing)
-        return updated_node.with_changes(bases=bases, body=_appended(updated_node.body, missing))
-
-
-class _AddImports(AddImportsVisitor):
-    """libcst's AddImportsVisitor, which puts the names it adds to an existing ``from ... import`` first; here
-    they go where a person (or isort) puts them: in order, in the statement's own layout."""
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
-        merged = super().leave_ImportFrom(original_node, updated_node)
-        if isinstance(merged.names, cst.ImportStar) or isinstance(updated_node.names, cst.ImportStar):
-            return merged
-        names = list(updated_node.names)
-        for alias in (a for a in merged.names if not any(a is old for old in updated_node.names)):
-            key = _isort_key(alias.evaluated_name)
-            at = next((i for i, old in enumerate(names) if _isort_key(old.evaluated_name) > key), len(names))
-            names = _inserted(names, [alias], at)
-        return merged.with_changes(names=names)
-
-
-def _isort_key(name: str) -> tuple[int, str]:
-    """The order isort (and ruff, as vLLM runs it) gives imported names: CONSTANTS, Classes, then the others,
-    each case-insensitively."""
-    return (0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2), name.lower()
+        return updated_node.with_changes(bases=bases, body=appended(updated_node.body, missing))
 
 
 # -- collect_aux_hidden_states -------------------------------------------------------------------------
@@ -430,7 +444,11 @@ def _isort_key(name: str) -> tuple[int, str]:
 @_whole
 def collect_aux_hidden_states(change: Change, context: PatchContext) -> str | None:
     """Make a decoder stack's forward collect the residual stream entering the configured aux layers and
-    return it beside the final hidden states (and pass it between pipeline stages), as LlamaModel does."""
+    return it beside the final hidden states (and pass it between pipeline stages): with the bundle's code, as
+    LlamaModel does; with ``like`` (a stack the release supports), as that class's own forward does, its
+    statements moved into the target's (transplant.py)."""
+    if "like" in change.args:
+        return _collect_like(change, context)
     owner = context.find_class(change.args["for_class"])
     protocol = context.protocols.get(change.args["protocol"])
     if owner is None or protocol is None:
@@ -442,6 +460,36 @@ def collect_aux_hidden_states(change: Change, context: PatchContext) -> str | No
         return f"this release has no class {change.args['class']}"
     _edit(context, context.path_of(cls), functools.partial(
         CollectAuxHiddenStates, class_name=cls.name, helpers=list(_template_functions(change).values())))
+    return None
+
+
+def _collect_like(change: Change, context: PatchContext) -> str | None:
+    cls, donor = context.find_class(change.args["class"]), context.find_qualname(change.args["like"])
+    if cls is None or donor is None:
+        return f"this release has no {change.args['class']} or no {change.args['like']}"
+    parts = stack_parts(context.index, context.resolver, donor)
+    if isinstance(parts, str):
+        return parts
+    _edit(context, context.path_of(cls), functools.partial(
+        TransplantAuxCapture, class_name=cls.name, capture=parts.capture, bases=parts.bases,
+        attributes=parts.attributes, init=parts.init, aliases=change.args.get("aliases") or {}, imports=parts.imports))
+    return None
+
+
+@_whole
+def pass_aux_hidden_states(change: Change, context: PatchContext) -> str | None:
+    """Make a causal LM hand the aux hidden states its stack returns on as ``like`` (a causal LM the release
+    supports) does: SGLang's unpacking of the stack's output and the logits processor's aux argument."""
+    cls, donor = context.find_class(change.args["class"]), context.find_qualname(change.args["like"])
+    if cls is None or donor is None:
+        return f"this release has no {change.args['class']} or no {change.args['like']}"
+    parts = causal_parts(context.index, donor, change.args["like_stack"])
+    if not isinstance(parts, CausalParts):
+        return parts or f"{donor.name} hands its stack's output on as it is"
+    _edit(context, context.path_of(cls), functools.partial(
+        PassAuxToLogits, class_name=cls.name, stack=change.args["stack"], after_call=parts.after_call,
+        processor=parts.processor, argument=parts.argument, position=parts.position, init=parts.init,
+        imports=parts.imports))
     return None
 
 
@@ -482,7 +530,7 @@ class CollectAuxHiddenStates(_InsertsCode):
         layers = cst.parse_statement("self.aux_hidden_state_layers = tuple[int, ...]()\n")
         init_layers = init.with_changes(body=init.body.with_changes(body=[*init.body.body, layers]))
         body = [init_layers if s is init else self._forward(forward) if s is forward else s for s in updated_node.body.body]
-        return updated_node.with_changes(body=_appended(updated_node.body.with_changes(body=body), self.functions))
+        return updated_node.with_changes(body=appended(updated_node.body.with_changes(body=body), self.functions))
 
     def _forward(self, function: cst.FunctionDef) -> cst.FunctionDef:
         statements = list(function.body.body)
@@ -540,38 +588,10 @@ class _SendAux(cst.CSTTransformer):
         return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=mapping.with_changes(elements=elements))])
 
 
-# -- layout ----------------------------------------------------------------------------------------------
-
-_Item = TypeVar("_Item", cst.BaseElement, cst.ImportAlias, cst.Arg)
-
-
-def _inserted(items: Sequence[_Item], new: Sequence[_Item], at: int) -> list[_Item]:
-    """``items`` with ``new`` inserted before index ``at``, in the sequence's own layout: the old items keep their
-    commas (and the comments after them), the new ones take the separator between two items, and the last item
-    takes the sequence's tail (its trailing comma, with the line break, or none)."""
-    separator = _separator(items)
-    tail: cst.Comma | cst.MaybeSentinel = items[-1].comma if items else cst.MaybeSentinel.DEFAULT
-    separated = [item.with_changes(comma=separator) if i == len(items) - 1 else item for i, item in enumerate(items)]
-    merged = separated[:at] + [item.with_changes(comma=separator) for item in new] + separated[at:]
-    merged[-1] = merged[-1].with_changes(comma=tail)
-    return merged
-
-
-def _separator(items: Sequence[_Item]) -> cst.Comma:
-    """The comma between two items as the sequence writes it (one item a line: its line break, not a comment the
-    line may have), or ", "."""
-    comma = items[0].comma if len(items) > 1 else None
-    if not isinstance(comma, cst.Comma):
-        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    if isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
-        return comma.with_changes(whitespace_after=comma.whitespace_after.with_changes(
-            first_line=cst.TrailingWhitespace(), empty_lines=[]))
-    return comma
-
-
 CODEMODS: dict[str, ChangeApply] = {
     "extend_allowlist": extend_allowlist,
     "add_dispatch_branch": add_dispatch_branch,
     "implement_protocol": implement_protocol,
     "collect_aux_hidden_states": collect_aux_hidden_states,
+    "pass_aux_hidden_states": pass_aux_hidden_states,
 }

@@ -1,0 +1,158 @@
+"""What a class the release supports for EAGLE-3 gives a target of its shape, read from the release's own code:
+its decoder stack's aux capture with the bases, class attributes and ``__init__`` statements it reads
+(StackParts), its causal LM's handing of the aux states to the logits (CausalParts), the names the engine's
+EAGLE-3 code reaches its parts by (aliases), and the imports the moved code needs in the target's module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod.visitors import ImportItem
+
+from ..core.errors import SpecauditError
+from ..scan.facts import ClassInfo, ModuleInfo
+from ..scan.index import TreeIndex
+from ..scan.resolve import Resolver
+from .shape import AuxCapture, functions, read_capture, self_attributes, statements
+from .transplant import free_names
+
+
+@dataclass(frozen=True)
+class StackParts:
+    capture: AuxCapture
+    bases: tuple[str, ...]  # the donor's bases that give what its capture reads (vLLM's EagleModelMixin)
+    attributes: tuple[cst.BaseStatement, ...]  # its class attributes those bases declare
+    init: tuple[cst.BaseStatement, ...]  # its __init__ statements setting what the capture reads (layers_to_capture)
+    imports: tuple[ImportItem, ...]
+
+
+@dataclass(frozen=True)
+class CausalParts:
+    stack: str  # the attribute its forward calls the decoder stack by
+    after_call: tuple[cst.BaseStatement, ...]  # what it does with the aux states the stack returns
+    processor: str  # the attribute it passes them to (logits_processor)
+    argument: cst.Arg
+    position: int
+    init: tuple[cst.BaseStatement, ...]
+    imports: tuple[ImportItem, ...]
+
+
+def class_node(index: TreeIndex, cls: ClassInfo) -> tuple[ModuleInfo, cst.ClassDef]:
+    info = index.module(cls.module)
+    if info is None:
+        raise SpecauditError(f"{cls.module} is not in the index of {index.tree.root}")
+    module = cst.parse_module(index.source(info.path))
+    node = next((s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == cls.name), None)
+    if node is None:
+        raise SpecauditError(f"{cls.qualname}: not a top-level class of {info.path}")
+    return info, node
+
+
+def stack_parts(index: TreeIndex, resolver: Resolver, donor: ClassInfo) -> StackParts | str:
+    """What the donor's decoder stack does to collect the aux hidden states, or why it has no shape to move."""
+    info, node = class_node(index, donor)
+    forward = functions(node).get("forward")
+    if forward is None:
+        return f"{donor.name} has no forward"
+    capture = read_capture(forward)
+    if isinstance(capture, str):
+        return f"{donor.name}.forward: {capture}"
+    giving = [(dotted, base) for dotted in donor.bases if dotted
+              if isinstance(base := resolver.resolve(info, dotted), ClassInfo)
+              and (base.bound | base.annotated) & capture.self_reads]
+    provided = {name for _, base in giving for name in base.bound | base.annotated}
+    attributes = tuple(s for s in node.body.body if isinstance(s, cst.SimpleStatementLine)
+                       and any(_assigns(s, name) for name in provided))
+    init = _init_setting(node, capture.self_reads - provided)
+    moved = [*capture.before_loop, *capture.loop_head, *capture.loop_tail, *capture.sent, *capture.after_loop,
+             *attributes, *init]
+    names = free_names(moved, set(capture.names) | _forward_locals(forward)) | {dotted for dotted, _ in giving}
+    imports = _imports(info, names)
+    if isinstance(imports, str):
+        return imports
+    return StackParts(capture, tuple(dotted for dotted, _ in giving), attributes, init, imports)
+
+
+def causal_parts(index: TreeIndex, donor: ClassInfo, stack: str) -> CausalParts | None | str:
+    """What the donor's causal LM does with the aux states its stack returns (SGLang's: unpacks them and passes them
+    to the logits processor), None where it passes its stack's output on as it is (vLLM's), or why it cannot move."""
+    info, node = class_node(index, donor)
+    forward = functions(node).get("forward")
+    if forward is None:
+        return f"{donor.name} has no forward"
+    body = statements(forward)
+    call = next((i for i, s in enumerate(body) if _calls_self(s, stack)), None)
+    if call is None:
+        return f"{donor.name}.forward does not call self.{stack}(...)"
+    assigned_after = {n for s in body[call + 1:] for n in _assigned_names(s)}
+    for found in m.findall(forward, m.Call(func=m.Attribute(value=m.Name("self")))):
+        processor_call = cst.ensure_type(found, cst.Call)
+        for position, arg in enumerate(processor_call.args):
+            if isinstance(arg.value, cst.Name) and arg.value.value in assigned_after and arg.keyword is None:
+                aux = arg.value.value
+                after = tuple(s for s in body[call + 1:] if aux in _assigned_names(s))
+                processor = cst.ensure_type(processor_call.func, cst.Attribute).attr.value
+                reads = {a for s in after for a in self_attributes(s)}
+                init = _init_setting(node, reads)
+                imports = _imports(info, free_names([*after, *init], _forward_locals(forward)))
+                if isinstance(imports, str):
+                    return imports
+                return CausalParts(stack, after, processor, arg.with_changes(comma=cst.MaybeSentinel.DEFAULT),
+                                   position, init, imports)
+    return None
+
+
+def member_imports(index: TreeIndex, donor: ClassInfo, members: list[cst.FunctionDef]) -> tuple[ImportItem, ...] | str:
+    """The imports the donor's methods need wherever they are moved: the donor module's own, for the names they read."""
+    info, _ = class_node(index, donor)
+    names = set()
+    for function in members:
+        params = {p.name.value for p in function.params.params}
+        names |= free_names([function.body], params)
+    return _imports(info, names)
+
+
+def _imports(info: ModuleInfo, names: set[str]) -> tuple[ImportItem, ...] | str:
+    items = []
+    for name in sorted(names):
+        imported = info.imports.get(name)
+        if imported is not None and imported.name is not None:
+            items.append(ImportItem(imported.module, imported.name, None if imported.name == name else name))
+        elif imported is not None:
+            items.append(ImportItem(imported.module, None, None))
+        elif name in info.classes or name in info.functions or name in info.literals or name in info.computed:
+            items.append(ImportItem(info.name, name))
+        else:
+            return f"the code to move reads {name}, which {info.name} neither imports nor defines"
+    return tuple(items)
+
+
+def _init_setting(node: cst.ClassDef, attributes: set[str] | frozenset[str]) -> tuple[cst.BaseStatement, ...]:
+    init = functions(node).get("__init__")
+    if init is None:
+        return ()
+    return tuple(s for s in statements(init) if isinstance(s, cst.SimpleStatementLine)
+                 and any(m.matches(s, m.SimpleStatementLine([m.Assign([m.AssignTarget(
+                     m.Attribute(value=m.Name("self"), attr=m.Name(a)))])])) for a in attributes))
+
+
+def _assigns(statement: cst.SimpleStatementLine, name: str) -> bool:
+    return m.matches(statement, m.SimpleStatementLine([m.Assign([m.AssignTarget(m.Name(name))]) | m.AnnAssign(m.Name(name))]))
+
+
+def _assigned_names(statement: cst.CSTNode) -> set[str]:
+    return {cst.ensure_type(n, cst.Name).value for t in m.findall(statement, m.AssignTarget())
+            for n in m.findall(cst.ensure_type(t, cst.AssignTarget).target, m.Name())}
+
+
+def _forward_locals(forward: cst.FunctionDef) -> set[str]:
+    params = {p.name.value for p in [*forward.params.params, *forward.params.kwonly_params]}
+    return params | _assigned_names(forward) | {cst.ensure_type(n, cst.Name).value for f in m.findall(forward, m.For())
+                                                for n in m.findall(cst.ensure_type(f, cst.For).target, m.Name())}
+
+
+def _calls_self(statement: cst.CSTNode, attribute: str) -> bool:
+    return bool(m.findall(statement, m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(attribute)))))

@@ -1,0 +1,70 @@
+"""Layout of what the patch codemods insert: items in a sequence's own separators, methods at a class's end, imports
+where a person (or isort) puts them. Shared by codemods.py and transplant.py."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TypeVar
+
+import libcst as cst
+from libcst.codemod.visitors import AddImportsVisitor
+
+
+def appended(body: cst.BaseSuite, methods: Sequence[cst.FunctionDef]) -> cst.BaseSuite:
+    """A class body with methods added at its end, a blank line before each."""
+    return body.with_changes(body=[*body.body, *(f.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+                                                 for f in methods)])
+
+
+
+
+class AddImports(AddImportsVisitor):
+    """libcst's AddImportsVisitor, which puts the names it adds to an existing ``from ... import`` first; here
+    they go where a person (or isort) puts them: in order, in the statement's own layout."""
+
+    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
+        merged = super().leave_ImportFrom(original_node, updated_node)
+        if isinstance(merged.names, cst.ImportStar) or isinstance(updated_node.names, cst.ImportStar):
+            return merged
+        names = list(updated_node.names)
+        for alias in (a for a in merged.names if not any(a is old for old in updated_node.names)):
+            key = _isort_key(alias.evaluated_name)
+            at = next((i for i, old in enumerate(names) if _isort_key(old.evaluated_name) > key), len(names))
+            names = inserted(names, [alias], at)
+        return merged.with_changes(names=names)
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """The order isort (and ruff, as vLLM runs it) gives imported names: CONSTANTS, Classes, then the others,
+    each case-insensitively."""
+    return (0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2), name.lower()
+
+
+
+
+
+_Item = TypeVar("_Item", cst.BaseElement, cst.ImportAlias, cst.Arg)
+
+
+def inserted(items: Sequence[_Item], new: Sequence[_Item], at: int) -> list[_Item]:
+    """``items`` with ``new`` inserted before index ``at``, in the sequence's own layout: the old items keep their
+    commas (and the comments after them), the new ones take the separator between two items, and the last item
+    takes the sequence's tail (its trailing comma, with the line break, or none)."""
+    separator = _separator(items)
+    tail: cst.Comma | cst.MaybeSentinel = items[-1].comma if items else cst.MaybeSentinel.DEFAULT
+    separated = [item.with_changes(comma=separator) if i == len(items) - 1 else item for i, item in enumerate(items)]
+    merged = separated[:at] + [item.with_changes(comma=separator) for item in new] + separated[at:]
+    merged[-1] = merged[-1].with_changes(comma=tail)
+    return merged
+
+
+def _separator(items: Sequence[_Item]) -> cst.Comma:
+    """The comma between two items as the sequence writes it (one item a line: its line break, not a comment the
+    line may have), or ", "."""
+    comma = items[0].comma if len(items) > 1 else None
+    if not isinstance(comma, cst.Comma):
+        return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    if isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        return comma.with_changes(whitespace_after=comma.whitespace_after.with_changes(
+            first_line=cst.TrailingWhitespace(), empty_lines=[]))
+    return comma

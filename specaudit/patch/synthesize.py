@@ -1,0 +1,275 @@
+"""A patch bundle synthesized for a target the release does not support for EAGLE-3, derived from the classes it
+does support of the same shape (derive, don't declare): the first of them whose decoder stack loops over its
+layers as the target's does and collects the aux hidden states in statements of its own (shape.py) gives the
+codemods what to move (transplant.py); the bundle names that donor, and its changes re-derive from it on apply.
+
+The bundle is written out as a directory (bundle.yaml, code/, README.md) for a person to review and commit, and
+applied as any other (bundles.py: journaled, reversible, postcondition by rescan). A target whose model has no
+shape to match is refused with the difference named.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+import libcst.matchers as m
+import yaml
+
+from .. import __version__
+from ..core.errors import SpecauditError
+from ..core.types import ExitCode, Status
+from ..launch.request import Launch
+from ..launch.target import Target
+from ..scan.facts import ClassInfo
+from .derive import causal_parts, class_node, member_imports, stack_parts
+from .shape import functions, read_loop, self_attributes, sends_tensors
+
+if TYPE_CHECKING:
+    from ..core.types import Finding
+    from ..scan.audit import Analysis
+
+# Donors tried first: the families every release supports, whose code upstream copies into new models.
+_FIRST_DONORS = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+# The release's own markers of a stack whose layers are not all attention (vLLM's interfaces.py).
+_HYBRID_PROTOCOLS = ("IsHybrid", "HasInnerState")
+_ALLOWLIST = "vllm-eagle3-model-type-allowlist"
+
+
+class ShapeRefused(SpecauditError):
+    """The target's model has no shape a supported class of the release shares."""
+
+    exit_code = ExitCode.OUT_OF_RANGE
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    directory: Path  # the bundle directory written
+    bundle_id: str
+    donor: str  # the supported class the stack's capture was derived from
+
+
+def target_of_architecture(name: str) -> Target:
+    """A target named by its architecture alone: the config the engine's registry and gates read of it."""
+    return Target(name=name, source=f"architecture {name}", config={"architectures": [name]})
+
+
+def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized:
+    """Derive the bundle that opens the EAGLE-3 gates for ``target`` in the analysed release; write it out."""
+    from ..scan.audit import audit
+
+    tree, resolver = analysis.tree, analysis.resolver
+    blocking = [f for f in audit(analysis, Launch(target, method="eagle3")).findings if f.status == Status.BLOCKS]
+    if not blocking:
+        raise SpecauditError(f"{target.name} is not blocked for EAGLE-3 in {tree.label}: nothing to synthesize")
+    arch = (target.architectures or [""])[0]
+    entry = analysis.registry.entries.get(arch) if analysis.registry else None
+    if entry is None:
+        raise SpecauditError(f"{arch or target.name!r} is not an architecture {tree.label} registers")
+    cls = resolver.find_class(entry.module, entry.class_name)
+    if not isinstance(cls, ClassInfo):
+        raise SpecauditError(f"{entry.module}.{entry.class_name}: {cls.reason}")
+    for marker in _HYBRID_PROTOCOLS:
+        protocol = analysis.protocols.get(marker)
+        if protocol is not None and resolver.conformance(cls, protocol).conforms:
+            raise ShapeRefused(f"{cls.name} is {marker} in {tree.label}: a hybrid attention/SSM stack, whose layers' "
+                               "hidden states are not the residual stream of attention layers that EAGLE-3 heads read")
+    target_stack = _stack_of(analysis, cls)
+    if isinstance(target_stack, str):
+        raise ShapeRefused(f"{cls.name}: {target_stack}")
+    stack_attr, stack_cls, loop = target_stack
+    stack_forward = functions(class_node(analysis.index, stack_cls)[1])["forward"]
+    donor, reasons = None, []
+    for candidate in _supported(analysis):
+        found = _stack_of(analysis, candidate)
+        if isinstance(found, str):
+            continue
+        parts = stack_parts(analysis.index, resolver, found[1])
+        if isinstance(parts, str):
+            reasons.append(parts)
+        elif parts.capture.loop.kind != loop.kind:
+            reasons.append(f"{found[1].name} loops {parts.capture.loop.describe()}")
+        elif parts.capture.sent and not sends_tensors(stack_forward):
+            reasons.append(f"{found[1].name} sends its aux states to the next pipeline stage in IntermediateTensors, "
+                           f"which {stack_cls.name}.forward does not build")
+        else:
+            donor = (candidate, found)
+            break
+    if donor is None:
+        seen = "; ".join(dict.fromkeys(reasons)) or "no supported class has a decoder stack this reads"
+        raise ShapeRefused(f"{stack_cls.name} {loop.describe()}; no class {tree.label} supports for EAGLE-3 has that "
+                           f"shape ({seen})")
+    donor_cls, (donor_stack_attr, donor_stack, donor_loop) = donor
+    stack_aliases = {donor_loop.layers: loop.layers} if donor_loop.layers != loop.layers else {}
+    embed = _embedding(analysis, donor_stack), _embedding(analysis, stack_cls)
+    if embed[0] and embed[1] and embed[0] != embed[1]:
+        stack_aliases[embed[0]] = embed[1]
+    causal_aliases = {donor_stack_attr: stack_attr} if donor_stack_attr != stack_attr else {}
+    bundle_id = f"{tree.engine.name}-eagle3-synth-{arch.lower()}-{tree.version}"
+    directory = out_dir / bundle_id
+    (directory / "code").mkdir(parents=True, exist_ok=True)
+    changes: list[dict[str, Any]] = []
+    opens = {f.rule_id for f in blocking}
+    interface = next((f.rule_id for f in blocking if f.rule_id != _ALLOWLIST), _ALLOWLIST)
+    if _ALLOWLIST in opens:
+        changes.append({"id": "allowlist", "opens": _ALLOWLIST, "codemod": "extend_allowlist",
+                        "args": {"add": [target.text_model_type]}})
+    changes.append({"id": "aux-hidden-states", "opens": interface, "codemod": "collect_aux_hidden_states",
+                    "args": {"class": stack_cls.name, "like": donor_stack.qualname, "aliases": stack_aliases}})
+    causal = causal_parts(analysis.index, donor_cls, donor_stack_attr)
+    if isinstance(causal, str):
+        raise ShapeRefused(f"{donor_cls.name}: {causal}")
+    if causal is not None:
+        changes.append({"id": "pass-aux-hidden-states", "opens": interface, "codemod": "pass_aux_hidden_states",
+                        "args": {"class": cls.name, "stack": stack_attr, "like": donor_cls.qualname,
+                                 "like_stack": donor_stack_attr}})
+    protocol_args: dict[str, Any] = {"class": cls.name, "aliases": causal_aliases}
+    if "SupportsEagle3" in analysis.protocols:
+        protocol_args["protocol"] = "SupportsEagle3"
+    members = _required_members(analysis, blocking)
+    if members:
+        code = _members_code(analysis, cls, members, causal_aliases, donor_cls)
+        (directory / "code" / f"{arch.lower()}_members.py").write_text(code, encoding="utf-8")
+        protocol_args["code"] = f"code/{arch.lower()}_members.py"
+    changes.append({"id": "eagle3-target-contract", "opens": interface, "codemod": "implement_protocol",
+                    "args": protocol_args})
+    manifest = {
+        "id": bundle_id, "engine": tree.engine.name, "versions": f"=={tree.version}", "target": arch,
+        "method": "eagle3", "presets": [], "config": target.config,
+        "description": (f"EAGLE-3 for {cls.name} ({arch}) in {tree.engine.name} {tree.version}, which does not support "
+                        f"it: {stack_cls.name} collects the aux hidden states as {donor_stack.name} does in this release, "
+                        f"and {cls.name} takes the EAGLE-3 target contract as {donor_cls.name} has it."),
+        "origin": f"synthesized by specaudit {__version__} from {donor_cls.qualname} of {tree.label}",
+        "forwarded": "not-needed",
+        "upstream": f"none known; where a later release supports {arch}, its preconditions no longer hold.",
+        "changes": changes,
+    }
+    (directory / "bundle.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False, width=110), encoding="utf-8")
+    (directory / "README.md").write_text(_readme(manifest, blocking, donor_cls, donor_stack, stack_cls, loop.describe()),
+                                         encoding="utf-8")
+    return Synthesized(directory, bundle_id, donor_stack.qualname)
+
+
+def _supported(analysis: Analysis) -> list[ClassInfo]:
+    """The registered classes the release supports as EAGLE-3 targets, the families upstream copies from first."""
+    resolver, registry = analysis.resolver, analysis.registry
+    protocol = analysis.protocols.get("SupportsEagle3")
+    found: dict[str, ClassInfo] = {}
+    entries = sorted(registry.entries.values() if registry else [],
+                     key=lambda e: (e.class_name not in _FIRST_DONORS, _FIRST_DONORS.index(e.class_name)
+                                    if e.class_name in _FIRST_DONORS else 0, e.architecture))
+    for entry in entries:
+        cls = resolver.find_class(entry.module, entry.class_name)
+        if not isinstance(cls, ClassInfo) or cls.qualname in found:
+            continue
+        supported = (resolver.conformance(cls, protocol).conforms if protocol is not None
+                     else resolver.method_node(cls, "set_eagle3_layers_to_capture") is not None)
+        if supported:
+            found[cls.qualname] = cls
+    return list(found.values())
+
+
+def _stack_of(analysis: Analysis, cls: ClassInfo) -> tuple[str, ClassInfo, Any] | str:
+    """The attribute holding the class's decoder stack, the stack's class and its layer loop; or why none is read."""
+    reasons = []
+    for attr in sorted(analysis.resolver.instance_attributes(cls)):
+        part = analysis.resolver.part_class(cls, attr)
+        if part is None or part is cls:
+            continue
+        forward = functions(class_node(analysis.index, part)[1]).get("forward")
+        if forward is None:
+            continue
+        loop = read_loop(forward)
+        if isinstance(loop, str):
+            reasons.append(f"{part.name}.forward has {loop}")
+            continue
+        return attr, part, loop
+    return "; ".join(reasons) or "no part of it is a decoder stack with a forward (no recognisable layer loop)"
+
+
+def _embedding(analysis: Analysis, stack: ClassInfo) -> str | None:
+    """The attribute the stack keeps its token embedding in (``embed_tokens``, GPT-2's ``wte``)."""
+    init = functions(class_node(analysis.index, stack)[1]).get("__init__")
+    if init is None:
+        return None
+    assigned = [(cst.ensure_type(cst.ensure_type(a, cst.Assign).targets[0].target, cst.Attribute).attr.value,
+                 cst.Module([]).code_for_node(cst.ensure_type(cst.ensure_type(a, cst.Assign).value, cst.Call).func))
+                for a in m.findall(init, m.Assign([m.AssignTarget(m.Attribute(value=m.Name("self")))], value=m.Call()))]
+    for wanted in ("VocabParallelEmbedding", "Embedding"):
+        found = [attr for attr, made in assigned if made.endswith(wanted)]
+        if found:
+            return found[0]
+    return None
+
+
+def _required_members(analysis: Analysis, blocking: list[Finding]) -> list[str]:
+    """The methods the blocking gates call on the target (SGLang's required_method rules)."""
+    rules = {r.id: r for r in analysis.rules}
+    return [str(rules[f.rule_id].params["method"]) for f in blocking
+            if f.rule_id in rules and rules[f.rule_id].kind == "required_method"]
+
+
+def _members_code(analysis: Analysis, cls: ClassInfo, members: list[str], aliases: dict[str, str],
+                  first: ClassInfo) -> str:
+    """The required methods, from the first supported class whose methods read only what the target has."""
+    have = set(analysis.resolver.instance_attributes(cls)) | set(aliases) | {"capture_aux_hidden_states", "config"}
+    have |= {name for base in analysis.resolver.hierarchy(cls).linear if isinstance(base, ClassInfo) for name in base.bound}
+    misses = []
+    for donor in [first, *(c for c in _supported(analysis) if c is not first)]:
+        found = [analysis.resolver.method_node(donor, name) for name in members]
+        if None in found:
+            continue
+        nodes = [_function(analysis, owner, name) for (owner, _), name in zip(found, members) if owner]  # type: ignore[misc]
+        reads = {a for node in nodes for a in self_attributes(node)} - have
+        if reads:
+            misses.append(f"{donor.name}'s read self.{', self.'.join(sorted(reads))}")
+            continue
+        imports = member_imports(analysis.index, donor, nodes)
+        if isinstance(imports, str):
+            misses.append(imports)
+            continue
+        lines = [f"# {', '.join(members)} for {cls.name}, as {donor.qualname} has them in this release.",
+                 "# Derived by specaudit; each function becomes a method of the class.", ""]
+        lines += [f"from {i.module} import {i.obj_name}" + (f" as {i.alias}" if i.alias else "") for i in imports]
+        body = "\n\n".join(cst.Module([]).code_for_node(n.with_changes(leading_lines=[])).rstrip() + "\n" for n in nodes)
+        return "\n".join(lines) + "\n\n\n" + body
+    raise ShapeRefused(f"no class the release supports has {', '.join(members)} reading only what {cls.name} has "
+                       f"({'; '.join(misses)})")
+
+
+def _function(analysis: Analysis, owner: ClassInfo, name: str) -> cst.FunctionDef:
+    return functions(class_node(analysis.index, owner)[1])[name]
+
+
+def _readme(manifest: dict[str, Any], blocking: list[Finding], donor: ClassInfo, donor_stack: ClassInfo,
+            stack: ClassInfo, loop: str) -> str:
+    gates = "\n".join(f"- `{f.rule_id}` at `{f.location}`: {f.error or f.title}" for f in blocking)
+    changes = "\n".join(f"- `{c['id']}` ({c['codemod']}): {json.dumps(c['args'])}" for c in manifest["changes"])
+    return f"""# {manifest['id']}
+
+{manifest['description']}
+
+Where it came from: {manifest['origin']}. Nothing in it was written for this target by hand: `{stack.name}`
+{loop}, the shape of `{donor_stack.name}`, whose forward's aux-hidden-state statements are moved into
+`{stack.name}.forward` under its names; `{donor.name}` gives the rest of the contract.
+
+## Gates it opens ({manifest['engine']} {manifest['versions']})
+
+{gates}
+
+## Changes (re-derived from the donor when applied; see `specaudit/patch/transplant.py`)
+
+{changes}
+
+## Use
+
+```
+specaudit patch --bundle {manifest['id']} --dry-run   # the diff
+specaudit patch --bundle {manifest['id']}             # apply, rescan
+specaudit patch --status                                # what is applied, drift since
+specaudit patch --revert                                # back to the pristine files
+```
+"""
