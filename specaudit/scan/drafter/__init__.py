@@ -6,7 +6,7 @@ Each check is one function, registered with ``@check`` under the name a rule of 
 has nothing to say (e.g. no d2t tensor). A new family is a new module here, imported below.
 """
 
-from . import aux_layers, dflash, fc, heads, mtp, parallel, positions, tokenizer, vocab  # noqa: F401  (each registers its checks)
+from . import aux_layers, contract, dflash, fc, heads, mtp, parallel, positions, tokenizer, vocab  # noqa: F401  (each registers its checks)
 from .context import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext, check
 from .sglang_dspark import check_dspark_draft_config  # noqa: F401  (SGLang's DSPARK draft)
 from .sglang_frozen_kv_mtp import check_frozen_kv_assistant  # noqa: F401  (SGLang's FROZEN_KV_MTP assistant)

@@ -1,0 +1,444 @@
+"""The drafter's whole contract: every tensor of its checkpoint and every head key of its config accounted for by the
+release's own drafter class. A tensor is loaded (into which parameter, at which line of ``load_weights``), skipped
+(the line that skips it), dropped (no statement of ``load_weights`` takes it, or the loader's name map drops it), or
+loaded and then replaced by the target's; a key is read (by which function), defaulted, or ignored.
+
+``load_weights`` is played per tensor by the one player (play.player), on a copy of its loop over the weights in which
+every statement the tensor flows into ends the way with its line, and every ``continue`` of the loop with its own:
+the names the way leaves say where the tensor went. SGLang's ``params_dict`` (the model's parameters) is answered by
+the modules the drafter class builds (``self.x = Layer(...)`` in the ``__init__``s of its classes, those the
+drafter's own module defines played on its config.json, so that a module its config does not ask for is not built);
+vLLM's post-loop name map (``orig_to_new_substr[<part>] = None`` under ``if not self.model.<flag>``) drops what its
+flag, played on the config from the model class's ``__init__``, turns off.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from ...core.types import EngineFunction, Finding, Rule, Status
+from ...play.player import Coverage, LiteralScope, call, dotted
+from ...play.values import UNKNOWN
+from ..facts import SyntaxProblem
+from ..judge import Judge
+from .context import DraftContext, check, degrades, draft_finding, warns
+from .engine_code import config_reads, drafter_module
+
+LOADED, SKIPPED, DROPPED, REPLACED = "loaded", "skipped", "dropped", "replaced"
+MAX_DEPTH = 5  # modules within modules walked from the drafter class (model -> layers.i -> self_attn -> qkv_proj)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One tensor of the checkpoint or one key of the config, and what the release does with it."""
+
+    name: str
+    fate: str  # loaded / skipped / dropped / replaced (tensors); read / defaulted / ignored (keys)
+    where: str  # "file:line" of the code that decides it
+    into: str = ""  # the parameter a tensor is loaded into, or the function that reads a key
+
+
+# -- the release's drafter class --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Class:
+    module: str
+    relpath: str
+    node: ast.ClassDef
+    tree: ast.Module
+
+
+def _class(judge: Judge, module: str, name: str) -> _Class | None:
+    relpath = judge.release.files.get(module)
+    if relpath is None:
+        return None
+    try:
+        tree = judge.release.syntax(relpath)
+    except (SyntaxProblem, OSError):
+        return None
+    node = next((c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == name), None)
+    return _Class(module, relpath, node, tree) if node is not None else None
+
+
+def _method(judge: Judge, found: _Class, name: str) -> tuple[_Class, ast.FunctionDef] | None:
+    """The method an object of the class calls: the first definition along its MRO in the release."""
+    for module, class_name in judge.mro(found.module, found.node.name) or [(found.module, found.node.name)]:
+        owner = _class(judge, module, class_name)
+        method = next((f for f in owner.node.body if isinstance(f, ast.FunctionDef) and f.name == name), None) \
+            if owner is not None else None
+        if owner is not None and method is not None:
+            return owner, method
+    return None
+
+
+def _imported(judge: Judge, found: _Class, name: str) -> tuple[str, str] | None:
+    """(module, class) a name of the class's module stands for: a class it defines, or one it imports."""
+    if any(isinstance(c, ast.ClassDef) and c.name == name for c in found.tree.body):
+        return found.module, name
+    for stmt in ast.walk(found.tree):
+        if isinstance(stmt, ast.ImportFrom):
+            alias = next((a for a in stmt.names if (a.asname or a.name) == name), None)
+            if alias is None:
+                continue
+            base = found.module.split(".")[:-stmt.level] if stmt.level else []
+            module = ".".join(base + ([stmt.module] if stmt.module else []))
+            return (module, alias.name) if module in judge.release.files else None
+    return None
+
+
+# -- the modules it builds (what SGLang's params_dict holds) ----------------------------------------------------------
+
+def _config_of(function: ast.FunctionDef, config: dict) -> dict[str, Any]:
+    """The bindings that give a class's ``__init__`` the drafter's config: its ``config`` parameter, and every
+    ``<...>.hf_config`` it reads (vLLM's ``speculative_config.draft_model_config.hf_config``)."""
+    bound: dict[str, Any] = {name: config for node in ast.walk(function) if isinstance(node, ast.Attribute)
+                             and node.attr == "hf_config" and (name := dotted(node))}
+    return bound
+
+
+def _played_init(function: ast.FunctionDef, found: _Class, config: dict,
+                 stop: tuple[ast.stmt, ast.expr] | None = None) -> tuple[Coverage, Any]:
+    """A drafter ``__init__`` played on a copy of the config: what it ran, and the value at ``stop`` (if any)."""
+    coverage = Coverage()
+    fields: dict[str, Any] = {f"self.{t.attr}": UNKNOWN for node in ast.walk(function) if isinstance(node, ast.Assign)
+                              for t in node.targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)
+                              and t.value.id == "self"}
+    config = copy.deepcopy(config)
+    try:
+        outcomes, _ = call(function, LiteralScope(where=found.relpath), [], {"config": config},
+                           fields={**fields, **_config_of(function, config)}, coverage=coverage, stop=stop)
+    except (ValueError, RecursionError):
+        return Coverage(), UNKNOWN
+    values = {repr(o.method): o.method for o in outcomes if o.raises is None}
+    return coverage, next(iter(values.values())) if len(values) == 1 else UNKNOWN
+
+
+@dataclass
+class Built:
+    """The parameter names a drafter model builds, as patterns: a module path, ``*`` for an index of a ModuleList, and
+    a leaf layer (a class outside the release's models) holding any one parameter."""
+
+    leaves: set[tuple[str, ...]]
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):
+            return False
+        parts = name.split(".")
+        return any(len(parts) == len(leaf) + 1 and all(p == q or q == "*" and p.isdigit() for p, q in zip(parts, leaf))
+                   for leaf in self.leaves)
+
+    def __deepcopy__(self, memo: dict) -> Built:
+        return self  # never rewritten by the code played: the player's forks share it
+
+
+def built(judge: Judge, found: _Class, config: dict, drafter_module_name: str) -> Built:
+    leaves: set[tuple[str, ...]] = set()
+    _walk(judge, found, config, drafter_module_name, (), leaves, 0)
+    return Built(leaves)
+
+
+def _walk(judge: Judge, found: _Class, config: dict, own: str, prefix: tuple[str, ...],
+          leaves: set[tuple[str, ...]], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        leaves.add(prefix)  # deeper than read: any parameter under it is taken as built
+        return
+    for module, class_name in judge.mro(found.module, found.node.name) or [(found.module, found.node.name)]:
+        owner = _class(judge, module, class_name)
+        init = next((f for f in owner.node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None) \
+            if owner is not None else None
+        if owner is None or init is None:
+            continue
+        coverage = _played_init(init, owner, config)[0] if module == own else None
+        for stmt in ast.walk(init):
+            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+                continue
+            path = dotted(stmt.targets[0])
+            if path is None or not path.startswith("self.") or not isinstance(stmt.value, ast.Call) or \
+                    coverage is not None and coverage.not_reached(owner.relpath, stmt.lineno):
+                continue
+            _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), leaves, depth)
+
+
+def _built_by(judge: Judge, owner: _Class, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
+              leaves: set[tuple[str, ...]], depth: int) -> None:
+    """What one ``self.x = <call>`` builds at ``at``: a class of the release's models (walked), a ModuleList of them
+    (``*``), or a layer (a leaf)."""
+    called = dotted(value.func) or ""
+    if called.rsplit(".", 1)[-1] in ("ModuleList", "Sequential") and value.args:
+        items = value.args[0]
+        element = items.elt if isinstance(items, ast.ListComp) else items.elts[0] \
+            if isinstance(items, (ast.List, ast.Tuple)) and items.elts else None
+        if isinstance(element, ast.Call):
+            _built_by(judge, owner, element, config, own, at + ("*",), leaves, depth)
+        return
+    found = _imported(judge, owner, called) if called and "." not in called else None
+    inner = _class(judge, *found) if found is not None else None
+    if inner is not None and "/models/" in inner.relpath:
+        _walk(judge, inner, config, own, at, leaves, depth + 1)
+    elif called.rsplit(".", 1)[-1][:1].isupper() or inner is not None:
+        leaves.add(at)  # a layer: Linear, RMSNorm, an embedding
+
+
+# -- load_weights played per tensor ----------------------------------------------------------------------------------
+
+class _Marked(ast.NodeTransformer):
+    """The loop body with each statement the tensor (``weight``) flows into ended as ``return ("loaded", line)``
+    and each ``continue`` of the loop itself as ``return ("skipped", line)``."""
+
+    def __init__(self, weight: str):
+        self.weight, self.loops = weight, 0
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.loops += 1
+        self.generic_visit(node)
+        self.loops -= 1
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        return node  # a nested definition is not the loop's
+
+    def visit_Continue(self, node: ast.Continue) -> ast.AST:
+        return self._end(SKIPPED, node) if self.loops == 0 else node
+
+    def visit_Expr(self, node: ast.Expr) -> ast.AST:
+        return self._flows(node)
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        return self._flows(node)
+
+    def _flows(self, node: ast.Expr | ast.Assign) -> ast.AST:
+        if any(isinstance(n, ast.Name) and n.id == self.weight for n in ast.walk(node.value)):
+            return self._end(LOADED, node)
+        return node
+
+    @staticmethod
+    def _end(fate: str, node: ast.stmt) -> ast.stmt:
+        return ast.copy_location(ast.Return(ast.Tuple([ast.Constant(fate), ast.Constant(node.lineno)], ast.Load())),
+                                 node)
+
+
+def _per_tensor(load: ast.FunctionDef) -> tuple[ast.FunctionDef, str] | None:
+    """load_weights as a function of one tensor: its statements before the loop over the weights (the tables it
+    renames by), the loop's body marked (_Marked) and played with the loop's names as parameters."""
+    at = next((i for i, s in enumerate(load.body) if isinstance(s, ast.For) and isinstance(s.target, ast.Tuple)
+               and len(s.target.elts) == 2 and all(isinstance(e, ast.Name) for e in s.target.elts)), None)
+    if at is None:
+        return None
+    loop = load.body[at]
+    assert isinstance(loop, ast.For) and isinstance(loop.target, ast.Tuple)
+    name, weight = (e.id for e in loop.target.elts if isinstance(e, ast.Name))
+    before = [s for s in load.body[:at] if not (isinstance(s, ast.Assign) and dotted(s.targets[0]) == "params_dict")]
+    marker = _Marked(weight)
+    body = [marker.visit(copy.deepcopy(s)) for s in loop.body]
+    played = ast.parse(f"def played(self, {name}, {weight}, params_dict):\n    pass").body[0]
+    assert isinstance(played, ast.FunctionDef)
+    played.body = [*copy.deepcopy(before), *body]
+    return ast.fix_missing_locations(played), name
+
+
+def _dropped_by_map(judge: Judge, found: _Class, load: ast.FunctionDef, config: dict) -> dict[str, int]:
+    """vLLM: the parts of a name the loader's map drops (``orig_to_new_substr["fc."] = None`` under ``if not
+    self.model.use_aux_hidden_state``), where the model's flag is off for this config: part -> the line."""
+    dropped: dict[str, int] = {}
+    for node in ast.walk(load):
+        if not (isinstance(node, ast.If) and isinstance(node.test, ast.UnaryOp) and isinstance(node.test.op, ast.Not)):
+            continue
+        flag = dotted(node.test.operand) or ""
+        for stmt in node.body:
+            part = _dropped_part(stmt)
+            if part is not None and flag.count(".") == 2 and _flag(judge, found, flag, config) is False:
+                dropped[part] = stmt.lineno
+    return dropped
+
+
+def _dropped_part(stmt: ast.stmt) -> str | None:
+    """The part of a name a statement tells the loader to drop: ``orig_to_new_substr["fc."] = None`` (0.33: the
+    WeightsMapper maps it to nothing) or ``skip_substrs.append("fc.")`` (0.26: AutoWeightsLoader skips it)."""
+    if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Subscript) \
+            and isinstance(stmt.value, ast.Constant) and stmt.value.value is None \
+            and isinstance(stmt.targets[0].slice, ast.Constant):
+        return str(stmt.targets[0].slice.value)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == "append" and "skip" in (dotted(stmt.value.func.value) or "") \
+            and len(stmt.value.args) == 1 and isinstance(stmt.value.args[0], ast.Constant):
+        return str(stmt.value.args[0].value)
+    return None
+
+
+def _flag(judge: Judge, found: _Class, flag: str, config: dict) -> Any:
+    """``self.<part>.<attribute>`` of the drafter model for this config: the part's class ``__init__`` played to the
+    statement after the one that sets the attribute."""
+    _, part, attribute = flag.split(".")
+    init = _method(judge, found, "__init__")
+    call_of = next((s.value for s in ast.walk(init[1]) if isinstance(s, ast.Assign) and dotted(s.targets[0]) ==
+                    f"self.{part}" and isinstance(s.value, ast.Call)), None) if init else None
+    where = _imported(judge, found, dotted(call_of.func) or "") if call_of is not None else None
+    inner = _class(judge, *where) if where is not None else None
+    part_init = _method(judge, inner, "__init__") if inner is not None else None
+    if part_init is None:
+        return UNKNOWN
+    body = part_init[1].body
+    at = next((i for i, s in enumerate(body) if any(isinstance(n, ast.Assign) and any(
+        dotted(t) == f"self.{attribute}" for t in n.targets) for n in ast.walk(s))), None)
+    if at is None or at + 1 >= len(body):
+        return UNKNOWN
+    return _played_init(part_init[1], part_init[0], config, (body[at + 1], ast.parse(f"self.{attribute}",
+                                                                                        mode="eval").body))[1]
+
+
+def tensor_parts(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -> list[Part] | None:
+    """Each tensor's fate by the release's load_weights; None where it has no loop this reads."""
+    method = _method(judge, found, "load_weights")
+    if method is None:
+        return None
+    owner, load = method
+    played = _per_tensor(load)
+    if played is None:
+        return None
+    function, name_var = played
+    module = drafter_module(ctx)
+    params = built(judge, found, ctx.draft_config, module[0] if module else found.module)
+    dropped_parts = _dropped_by_map(judge, found, load, ctx.draft_config)
+    fields = {f"self.{k}": v for k, v in (engine.get("fields") or {}).items()}
+    fields["self.use_parallel_drafting"] = bool(ctx.launch.speculative.get("parallel_drafting"))
+    parts = []
+    for tensor in ctx.draft.tensors:
+        try:
+            outcomes, _ = call(function, LiteralScope(where=owner.relpath), [tensor, UNKNOWN, params], {},
+                               fields={"self": {}, **fields})
+        except (ValueError, RecursionError):
+            outcomes = []
+        ends = {(o.method if isinstance(o.method, tuple) else None, str(o.env.get("param_name") or o.env.get(name_var)),
+                 next((b.line for b in reversed(o.branches) if not b.taken), load.lineno))
+                for o in outcomes if o.raises is None}
+        if len(ends) != 1:
+            parts.append(Part(tensor, "unknown", f"{owner.relpath}:{load.lineno}"))
+            continue
+        (end, into, passed), = ends
+        if end is None:  # no statement of the loop took it: SGLang's `if param_name in params_dict` was false
+            parts.append(Part(tensor, DROPPED, f"{owner.relpath}:{passed}", f"{into}, which the model does not build"))
+            continue
+        fate, line = end
+        part = next((p for p in dropped_parts if p in into), None) if fate == LOADED else None
+        if part is not None:
+            parts.append(Part(tensor, DROPPED, f"{owner.relpath}:{dropped_parts[part]}", f"{into} (the loader drops "
+                              f"{part!r})"))
+        else:
+            parts.append(Part(tensor, fate, f"{owner.relpath}:{line}", into if fate == LOADED else ""))
+    return parts
+
+
+# -- the config's head keys ------------------------------------------------------------------------------------------
+
+def key_parts(judge: Judge, found: _Class, config: dict, head_keys: list[str]) -> list[Part]:
+    """Each head key (``params.engine.head_keys``) the drafter config declares, or the drafter module reads with a
+    default: read (by which function of the drafter's module), defaulted, or ignored."""
+    readers: dict[str, str] = {}
+    for node in ast.walk(found.tree):
+        if isinstance(node, ast.FunctionDef):
+            for read in config_reads(node):
+                readers.setdefault(read[-1], f"{found.relpath}:{node.lineno} {node.name}")
+    nested = config.get("eagle_config")
+    nested = nested if isinstance(nested, dict) else {}
+    parts = []
+    for key in head_keys:
+        declared = config.get(key, nested.get(key))
+        where = readers.get(key)
+        if declared is None and where is None:
+            continue
+        if declared is None:
+            parts.append(Part(key, "defaulted", where or ""))
+        elif where is None:
+            parts.append(Part(key, "ignored", found.relpath, repr(declared)))
+        else:
+            parts.append(Part(key, "read", where, repr(declared)))
+    return parts
+
+
+# -- the check -------------------------------------------------------------------------------------------------------
+
+def account(ctx: DraftContext, rule: Rule) -> tuple[_Class, list[Part], list[Part]] | None:
+    judge = ctx.judge
+    module = drafter_module(ctx)
+    if judge is None or module is None:
+        return None
+    found = _class(judge, *module)
+    if found is None:
+        return None
+    engine = rule.params.get("engine") or {}
+    tensors = tensor_parts(ctx, judge, found, engine) or []
+    replaced = _replaced(ctx, judge, found, engine)
+    tensors = [Part(p.name, REPLACED, replaced[1], f"{p.into}, then the target's") if p.fate == LOADED and replaced
+               and replaced[0] in p.name else p for p in tensors]
+    return found, tensors, key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()))
+
+
+def _replaced(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -> tuple[str, str] | None:
+    """("lm_head", where) where the release replaces the drafter's own head by the target's (SGLang: the class sets
+    ``params.engine.replaced_flag`` when its config lacks the key, the head_overwritten check's mechanism)."""
+    flag = engine.get("replaced_flag")
+    init = _method(judge, found, "__init__") if flag else None
+    if init is None or ctx.draft_config.get("tie_word_embeddings"):
+        return None
+    for node in ast.walk(init[1]):
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Attribute) \
+                and any(isinstance(s, ast.Assign) and any(dotted(t) == f"self.{flag}" for t in s.targets)
+                        for s in node.body) and ctx.draft_config.get(node.test.left.attr) is None:
+            return "lm_head", f"{init[0].relpath}:{node.lineno}"
+    return None
+
+
+def describe(parts: list[Part]) -> str:
+    return "; ".join(f"{p.name} {p.fate}" + (f" into {p.into}" if p.into and p.fate in (LOADED, REPLACED) else
+                                              f" ({p.into})" if p.into else "") + f" at {p.where}" for p in parts)
+
+
+def _numel(ctx: DraftContext, name: str) -> int:
+    tensor = ctx.draft.tensor(name)
+    return tensor.numel if tensor is not None else 0
+
+
+@check("drafter_account")
+def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
+    """Every tensor and head key of the drafter accounted for by the release (the module's docstring). A tensor the
+    drafter ships and the release drops (``params.engine.unused`` aside: t2d, which neither engine needs at inference)
+    is a loss: the share of the drafter's parameters it holds is the figure, and where it is most of them the drafter
+    drafts from weights it never loaded (DEGRADED); a head key the drafter sets and the release never reads is a
+    warning (the head runs as if it were unset)."""
+    found = account(ctx, rule)
+    if found is None or ctx.draft.unread:
+        return None
+    owner, tensors, keys = found
+    engine = rule.params.get("engine") or {}
+    unused = set(engine.get("unused") or ())
+    evidence = f"{owner.node.name} ({owner.relpath}): " + describe(tensors + keys)
+    lost = [p for p in tensors if p.fate == DROPPED and p.name not in unused]
+    total = sum(_numel(ctx, p.name) for p in tensors if p.name not in unused) or 1
+    share = sum(_numel(ctx, p.name) for p in lost) / total
+    where = EngineFunction(lost[0].where.rsplit(":", 1)[0], int(lost[0].where.rsplit(":", 1)[1]), "load_weights",
+                           owner.node) if lost else None
+    shown = ", ".join(f"{p.name} ({p.into})" for p in lost[:4]) + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
+    if lost and share >= 0.5:
+        return degrades(rule, ctx, f"the release loads none of {shown}: {share:.0%} of the drafter's parameters, "
+                        "so its layers keep the values they were built with (no error, no log line)",
+                        "near zero: the drafter drafts from weights it was never given, on every request", evidence,
+                        where)
+    ignored = [p for p in keys if p.fate == "ignored"]
+    said = [f"the release does not load {shown} (no error, no log line)"] if lost else []
+    said += [f"the drafter config sets {', '.join(f'{p.name} = {p.into}' for p in ignored)}, which "
+             f"{owner.node.name} never reads: the head runs as if unset"] if ignored else []
+    figures = [f"{share:.1%} of the drafter's parameters not loaded"] if lost else []
+    figures += [f"{len(ignored)} of the head's settings ignored"] if ignored else []
+    if said:
+        return warns(rule, ctx, "; ".join(said), ", ".join(figures), evidence,
+                     where or EngineFunction(owner.relpath, owner.node.lineno, owner.node.name, owner.node))
+    unknown = [p.name for p in tensors if p.fate == "unknown"]
+    if unknown:
+        return draft_finding(rule, ctx, Status.UNKNOWN, f"where {', '.join(unknown[:4])} goes could not be played out "
+                             "of the release's load_weights", evidence)
+    return draft_finding(rule, ctx, Status.PASSES, f"every tensor and head key of the drafter is accounted for "
+                         f"({len(tensors)} tensors, {len(keys)} keys)", evidence)
+
