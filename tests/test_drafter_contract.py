@@ -99,3 +99,22 @@ def test_yuhuili_s_official_head_is_wholly_accounted_for_and_stays_ready(tmp_pat
     finding = contract(result, "vllm-drafter-contract")
     assert result.verdict == Verdict.READY and finding.status == Status.PASSES
     assert "(13 tensors" not in finding.why and "15 tensors" in finding.why  # 13 of f16, d2t, t2d
+
+
+@pytest.mark.parametrize("release, argv", [
+    ("vllm==0.33.0", ["vllm", "serve", "{target}", "--speculative-config",
+                      '{{"method": "eagle3", "model": "{draft}", "num_speculative_tokens": 3}}']),
+    ("sglang==0.5.23", ["python3", "-m", "sglang.launch_server", "--model-path", "{target}", "--speculative-algorithm",
+                        "EAGLE3", "--speculative-draft-model-path", "{draft}", "--speculative-num-steps", "3"])])
+def test_the_contract_is_judged_from_a_launch_command(tmp_path, release, argv):
+    # Item 4: the target read from the command's --model / --model-path, the drafter from its speculative arguments.
+    from specaudit.launch.command import parse_launch_command
+    from specaudit.launch.request import launch_of
+
+    given = launch(tmp_path, HEAD, "eagle3", None, {"input_norm.weight": np.ones(192, np.float32)})
+    launched = launch_of(parse_launch_command([a.format(target=given.target.directory, draft=given.draft)
+                                               for a in argv]))
+    assert launched is not None
+    rule_id = "sglang-drafter-contract" if release.startswith("sglang") else "vllm-drafter-contract"
+    result = audit(analysis(release), launched)
+    assert contract(result, rule_id).status == Status.WARNS and result.verdict == Verdict.READY
