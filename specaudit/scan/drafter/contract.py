@@ -369,7 +369,9 @@ def account(ctx: DraftContext, rule: Rule) -> tuple[_Class, list[Part], list[Par
     if found is None:
         return None
     engine = rule.params.get("engine") or {}
-    tensors = tensor_parts(ctx, judge, found, engine) or []
+    tensors = tensor_parts(ctx, judge, found, engine)
+    if tensors is None:
+        return None  # a load_weights of another form (vLLM's EAGLE-1 maps a nested transform): not accounted here
     replaced = _replaced(ctx, judge, found, engine)
     tensors = [Part(p.name, REPLACED, replaced[1], f"{p.into}, then the target's") if p.fate == LOADED and replaced
                and replaced[0] in p.name else p for p in tensors]
