@@ -92,8 +92,10 @@ class PatchContext:
         return [site for site in self.sites.get(rule_id, []) if blocks(site)]
 
     def find_class(self, name: str, near: ClassInfo | None = None) -> ClassInfo | None:
-        """The model class of that name; where several modules define one (deepseek_eagle.py has its own
-        DeepseekV2Model), the one in ``near``'s module, else the one the registry names."""
+        """The model class of that name (or dotted module path); where several modules define one (deepseek_eagle.py
+        has its own DeepseekV2Model), the one in ``near``'s module, else the one the registry names."""
+        if "." in name:
+            return self.find_qualname(name)
         package = self.index.tree.engine.models_package
         found = sorted((info.classes[name] for info in list(self.index.modules.values())
                         if name in info.classes and info.name.startswith(package)), key=lambda c: c.module)

@@ -87,7 +87,7 @@ def causal_parts(index: TreeIndex, donor: ClassInfo, stack: str) -> CausalParts 
     call = next((i for i, s in enumerate(body) if _calls_self(s, stack)), None)
     if call is None:
         return f"{donor.name}.forward does not call self.{stack}(...)"
-    assigned_after = {n for s in body[call + 1:] for n in _assigned_names(s)}
+    assigned_after = {n for s in body[call + 1:] for n in _assigned_names(s)} - _assigned_names(body[call])
     for found in m.findall(forward, m.Call(func=m.Attribute(value=m.Name("self")))):
         processor_call = cst.ensure_type(found, cst.Call)
         for position, arg in enumerate(processor_call.args):
@@ -111,7 +111,7 @@ def member_imports(index: TreeIndex, donor: ClassInfo, members: list[cst.Functio
     names = set()
     for function in members:
         params = {p.name.value for p in function.params.params}
-        names |= free_names([function.body], params)
+        names |= free_names([function.params, function.body, *function.decorators], params)
     return _imports(info, names)
 
 

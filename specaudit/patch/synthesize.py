@@ -77,37 +77,25 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
         if protocol is not None and resolver.conformance(cls, protocol).conforms:
             raise ShapeRefused(f"{cls.name} is {marker} in {tree.label}: a hybrid attention/SSM stack, whose layers' "
                                "hidden states are not the residual stream of attention layers that EAGLE-3 heads read")
+    members = _required_members(analysis, blocking)
+    # vLLM's interface and SGLang's set_eagle3_layers_to_capture need the stack to collect; a class that has the
+    # capture and lacks only get_embed_and_head (SGLang 0.5.17's Qwen2-MoE) needs the members alone.
+    needs_capture = "SupportsEagle3" in analysis.protocols or "set_eagle3_layers_to_capture" in members
     target_stack = _stack_of(analysis, cls)
-    if isinstance(target_stack, str):
+    if isinstance(target_stack, str) and needs_capture:
         raise ShapeRefused(f"{cls.name}: {target_stack}")
-    stack_attr, stack_cls, loop = target_stack
-    stack_forward = functions(class_node(analysis.index, stack_cls)[1])["forward"]
-    donor, reasons = None, []
-    for candidate in _supported(analysis):
-        found = _stack_of(analysis, candidate)
-        if isinstance(found, str):
-            continue
-        parts = stack_parts(analysis.index, resolver, found[1])
-        if isinstance(parts, str):
-            reasons.append(parts)
-        elif parts.capture.loop.kind != loop.kind:
-            reasons.append(f"{found[1].name} loops {parts.capture.loop.describe()}")
-        elif parts.capture.sent and not sends_tensors(stack_forward):
-            reasons.append(f"{found[1].name} sends its aux states to the next pipeline stage in IntermediateTensors, "
-                           f"which {stack_cls.name}.forward does not build")
-        else:
-            donor = (candidate, found)
-            break
-    if donor is None:
-        seen = "; ".join(dict.fromkeys(reasons)) or "no supported class has a decoder stack this reads"
-        raise ShapeRefused(f"{stack_cls.name} {loop.describe()}; no class {tree.label} supports for EAGLE-3 has that "
-                           f"shape ({seen})")
-    donor_cls, (donor_stack_attr, donor_stack, donor_loop) = donor
-    stack_aliases = {donor_loop.layers: loop.layers} if donor_loop.layers != loop.layers else {}
-    embed = _embedding(analysis, donor_stack), _embedding(analysis, stack_cls)
-    if embed[0] and embed[1] and embed[0] != embed[1]:
-        stack_aliases[embed[0]] = embed[1]
-    causal_aliases = {donor_stack_attr: stack_attr} if donor_stack_attr != stack_attr else {}
+    donor = _donor(analysis, target_stack) if needs_capture and not isinstance(target_stack, str) else None
+    stack_aliases: dict[str, str] = {}
+    causal_aliases: dict[str, str] = {}
+    donor_cls = _supported(analysis)[0]
+    if donor is not None and not isinstance(target_stack, str):
+        stack_attr, stack_cls, loop = target_stack
+        donor_cls, (donor_stack_attr, donor_stack, donor_loop) = donor
+        stack_aliases = {donor_loop.layers: loop.layers} if donor_loop.layers != loop.layers else {}
+        embed = _embedding(analysis, donor_stack), _embedding(analysis, stack_cls)
+        if embed[0] and embed[1] and embed[0] != embed[1]:
+            stack_aliases[embed[0]] = embed[1]
+        causal_aliases = {donor_stack_attr: stack_attr} if donor_stack_attr != stack_attr else {}
     bundle_id = f"{tree.engine.name}-eagle3-synth-{arch.lower()}-{tree.version}"
     directory = out_dir / bundle_id
     (directory / "code").mkdir(parents=True, exist_ok=True)
@@ -117,19 +105,19 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
     if _ALLOWLIST in opens:
         changes.append({"id": "allowlist", "opens": _ALLOWLIST, "codemod": "extend_allowlist",
                         "args": {"add": [target.text_model_type]}})
-    changes.append({"id": "aux-hidden-states", "opens": interface, "codemod": "collect_aux_hidden_states",
-                    "args": {"class": stack_cls.name, "like": donor_stack.qualname, "aliases": stack_aliases}})
-    causal = causal_parts(analysis.index, donor_cls, donor_stack_attr)
-    if isinstance(causal, str):
-        raise ShapeRefused(f"{donor_cls.name}: {causal}")
-    if causal is not None:
-        changes.append({"id": "pass-aux-hidden-states", "opens": interface, "codemod": "pass_aux_hidden_states",
-                        "args": {"class": cls.name, "stack": stack_attr, "like": donor_cls.qualname,
-                                 "like_stack": donor_stack_attr}})
-    protocol_args: dict[str, Any] = {"class": cls.name, "aliases": causal_aliases}
+    if donor is not None and not isinstance(target_stack, str):
+        changes.append({"id": "aux-hidden-states", "opens": interface, "codemod": "collect_aux_hidden_states",
+                        "args": {"class": stack_cls.qualname, "like": donor_stack.qualname, "aliases": stack_aliases}})
+        causal = causal_parts(analysis.index, donor_cls, donor_stack_attr)
+        if isinstance(causal, str):
+            raise ShapeRefused(f"{donor_cls.name}: {causal}")
+        if causal is not None:
+            changes.append({"id": "pass-aux-hidden-states", "opens": interface, "codemod": "pass_aux_hidden_states",
+                            "args": {"class": cls.qualname, "stack": stack_attr, "like": donor_cls.qualname,
+                                     "like_stack": donor_stack_attr}})
+    protocol_args: dict[str, Any] = {"class": cls.qualname, "aliases": causal_aliases}
     if "SupportsEagle3" in analysis.protocols:
         protocol_args["protocol"] = "SupportsEagle3"
-    members = _required_members(analysis, blocking)
     if members:
         code = _members_code(analysis, cls, members, causal_aliases, donor_cls)
         (directory / "code" / f"{arch.lower()}_members.py").write_text(code, encoding="utf-8")
@@ -140,17 +128,40 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
         "id": bundle_id, "engine": tree.engine.name, "versions": f"=={tree.version}", "target": arch,
         "method": "eagle3", "presets": [], "config": target.config,
         "description": (f"EAGLE-3 for {cls.name} ({arch}) in {tree.engine.name} {tree.version}, which does not support "
-                        f"it: {stack_cls.name} collects the aux hidden states as {donor_stack.name} does in this release, "
-                        f"and {cls.name} takes the EAGLE-3 target contract as {donor_cls.name} has it."),
+                        f"it: what {donor_cls.name} does for EAGLE-3 in this release (its stack's aux-hidden-state "
+                        f"capture, the members the engine calls), moved into {cls.name} under its own names."),
         "origin": f"synthesized by specaudit {__version__} from {donor_cls.qualname} of {tree.label}",
         "forwarded": "not-needed",
         "upstream": f"none known; where a later release supports {arch}, its preconditions no longer hold.",
         "changes": changes,
     }
     (directory / "bundle.yaml").write_text(yaml.safe_dump(manifest, sort_keys=False, width=110), encoding="utf-8")
-    (directory / "README.md").write_text(_readme(manifest, blocking, donor_cls, donor_stack, stack_cls, loop.describe()),
-                                         encoding="utf-8")
-    return Synthesized(directory, bundle_id, donor_stack.qualname)
+    (directory / "README.md").write_text(_readme(manifest, blocking, donor_cls), encoding="utf-8")
+    return Synthesized(directory, bundle_id, donor_cls.qualname)
+
+
+def _donor(analysis: Analysis, target: tuple[str, ClassInfo, Any]) -> tuple[ClassInfo, tuple[str, ClassInfo, Any]]:
+    """The first supported class whose decoder stack collects the aux states in a shape the target's stack has."""
+    _, stack_cls, loop = target
+    stack_forward = functions(class_node(analysis.index, stack_cls)[1])["forward"]
+    reasons = []
+    for candidate in _supported(analysis):
+        found = _stack_of(analysis, candidate)
+        if isinstance(found, str):
+            continue
+        parts = stack_parts(analysis.index, analysis.resolver, found[1])
+        if isinstance(parts, str):
+            reasons.append(parts)
+        elif parts.capture.loop.kind != loop.kind:
+            reasons.append(f"{found[1].name} loops {parts.capture.loop.describe()}")
+        elif parts.capture.sent and not sends_tensors(stack_forward):
+            reasons.append(f"{found[1].name} sends its aux states to the next pipeline stage in IntermediateTensors, "
+                           f"which {stack_cls.name}.forward does not build")
+        else:
+            return candidate, found
+    seen = "; ".join(dict.fromkeys(reasons)) or "no supported class has a decoder stack this reads"
+    raise ShapeRefused(f"{stack_cls.name} {loop.describe()}; no class {analysis.tree.label} supports for EAGLE-3 has "
+                       f"that shape ({seen})")
 
 
 def _supported(analysis: Analysis) -> list[ClassInfo]:
@@ -214,53 +225,59 @@ def _required_members(analysis: Analysis, blocking: list[Finding]) -> list[str]:
 
 def _members_code(analysis: Analysis, cls: ClassInfo, members: list[str], aliases: dict[str, str],
                   first: ClassInfo) -> str:
-    """The required methods, from the first supported class whose methods read only what the target has."""
+    """The required methods, each from the first supported class whose method reads only what the target has and
+    hands nothing on to a part (a method of ``self.model`` the target's stack may not have)."""
     have = set(analysis.resolver.instance_attributes(cls)) | set(aliases) | {"capture_aux_hidden_states", "config"}
     have |= {name for base in analysis.resolver.hierarchy(cls).linear if isinstance(base, ClassInfo) for name in base.bound}
-    misses = []
-    for donor in [first, *(c for c in _supported(analysis) if c is not first)]:
-        found = [analysis.resolver.method_node(donor, name) for name in members]
-        if None in found:
-            continue
-        nodes = [_function(analysis, owner, name) for (owner, _), name in zip(found, members) if owner]  # type: ignore[misc]
-        reads = {a for node in nodes for a in self_attributes(node)} - have
-        if reads:
-            misses.append(f"{donor.name}'s read self.{', self.'.join(sorted(reads))}")
-            continue
-        imports = member_imports(analysis.index, donor, nodes)
-        if isinstance(imports, str):
-            misses.append(imports)
-            continue
-        lines = [f"# {', '.join(members)} for {cls.name}, as {donor.qualname} has them in this release.",
-                 "# Derived by specaudit; each function becomes a method of the class.", ""]
-        lines += [f"from {i.module} import {i.obj_name}" + (f" as {i.alias}" if i.alias else "") for i in imports]
-        body = "\n\n".join(cst.Module([]).code_for_node(n.with_changes(leading_lines=[])).rstrip() + "\n" for n in nodes)
-        return "\n".join(lines) + "\n\n\n" + body
-    raise ShapeRefused(f"no class the release supports has {', '.join(members)} reading only what {cls.name} has "
-                       f"({'; '.join(misses)})")
+    nodes, donors, imports, misses = [], [], [], []
+    for member in members:
+        for donor in [first, *(c for c in _supported(analysis) if c is not first)]:
+            found = analysis.resolver.method_node(donor, member)
+            if found is None:
+                continue
+            node = _function(analysis, found[0], member)
+            reads = self_attributes(node) - have
+            delegates = m.findall(node, m.Call(func=m.Attribute(value=m.Attribute(value=m.Name("self")))))
+            needed = member_imports(analysis.index, found[0], [node])
+            if reads or delegates or isinstance(needed, str):
+                misses.append(f"{donor.name}.{member} " + (f"reads self.{', self.'.join(sorted(reads))}" if reads else
+                                                          "calls a method of a part" if delegates else str(needed)))
+                continue
+            nodes.append(node)
+            donors.append(f"{member} from {found[0].qualname}")
+            imports += [i for i in needed if i not in imports]
+            break
+        else:
+            raise ShapeRefused(f"no class the release supports has a {member} reading only what {cls.name} has "
+                               f"({'; '.join(misses)})")
+    lines = [f"# For {cls.name}: {'; '.join(donors)}, as this release has them.",
+             "# Derived by specaudit; each function becomes a method of the class.", ""]
+    lines += [f"from {i.module} import {i.obj_name}" + (f" as {i.alias}" if i.alias else "") for i in imports]
+    body = "\n\n".join(cst.Module([]).code_for_node(n.with_changes(leading_lines=[])).rstrip() + "\n" for n in nodes)
+    return "\n".join(lines) + "\n\n\n" + body
 
 
 def _function(analysis: Analysis, owner: ClassInfo, name: str) -> cst.FunctionDef:
     return functions(class_node(analysis.index, owner)[1])[name]
 
 
-def _readme(manifest: dict[str, Any], blocking: list[Finding], donor: ClassInfo, donor_stack: ClassInfo,
-            stack: ClassInfo, loop: str) -> str:
+def _readme(manifest: dict[str, Any], blocking: list[Finding], donor: ClassInfo) -> str:
     gates = "\n".join(f"- `{f.rule_id}` at `{f.location}`: {f.error or f.title}" for f in blocking)
     changes = "\n".join(f"- `{c['id']}` ({c['codemod']}): {json.dumps(c['args'])}" for c in manifest["changes"])
     return f"""# {manifest['id']}
 
 {manifest['description']}
 
-Where it came from: {manifest['origin']}. Nothing in it was written for this target by hand: `{stack.name}`
-{loop}, the shape of `{donor_stack.name}`, whose forward's aux-hidden-state statements are moved into
-`{stack.name}.forward` under its names; `{donor.name}` gives the rest of the contract.
+Where it came from: {manifest['origin']}. Nothing in it was written for this target by hand: the target's decoder
+stack has the shape of `{donor.name}`'s (its layer loop, its layer call's hidden states and residual), whose
+forward's aux-hidden-state statements are moved into the target's under its names; `{donor.name}` and the
+release's other supported classes give the rest of the contract.
 
 ## Gates it opens ({manifest['engine']} {manifest['versions']})
 
 {gates}
 
-## Changes (re-derived from the donor when applied; see `specaudit/patch/transplant.py`)
+## Changes (re-derived from the donor when applied: specaudit/patch/transplant.py)
 
 {changes}
 

@@ -76,8 +76,8 @@ def free_names(nodes: Sequence[cst.CSTNode], bound: set[str]) -> set[str]:
             read.add(cst.ensure_type(name, cst.Name).value)
         for attribute in m.findall(node, m.Attribute()):  # an attribute's own name is not a name it reads
             read.discard(cst.ensure_type(attribute, cst.Attribute).attr.value)
-    targets = [t.target for node in nodes for t in m.findall(node, m.AssignTarget() | m.AnnAssign())
-               if isinstance(t, cst.AssignTarget | cst.AnnAssign)]
+    targets = [t.target for node in nodes for t in m.findall(node, m.AssignTarget() | m.AnnAssign() | m.CompFor() | m.For())
+               if isinstance(t, cst.AssignTarget | cst.AnnAssign | cst.CompFor | cst.For)]
     assigned = {n.value for target in targets for n in m.findall(target, m.Name()) if isinstance(n, cst.Name)}
     return read - bound - assigned - _BUILTINS
 
