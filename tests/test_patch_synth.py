@@ -1,0 +1,193 @@
+"""Synthesized EAGLE-3 bundles (issue 42), in libcst's CodemodTest style: a ten-line donor and target before/after,
+then the real releases (vLLM 0.26.0 and 0.33.0, SGLang 0.5.17), each bundle's diff and its rescan, and refusals.
+
+Facts asserted here were read in the releases' own code (paths relative to the tree):
+- vLLM 0.26.0 and 0.33.0 model_executor/models/llama.py: LlamaModel(nn.Module, EagleModelMixin) collects with
+  self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual) after each layer; 0.33.0 loops
+  `enumerate(islice(...), start=self.start_layer)` and packs `**self.pack_local_aux_hidden_states(...)` into the
+  IntermediateTensors it sends on; 0.26.0 loops `enumerate(islice(...))` and sends none.
+- vLLM gpt2.py (both): GPT2LMHeadModel holds its stack as `transformer`, GPT2Model its layers as `h` and its token
+  embedding as `wte`, and its layer call returns hidden states alone; v1/spec_decode/llm_base_proposer.py reads the
+  target's `model.embed_tokens` (_maybe_share_embeddings), interfaces.py's SupportsEagle3 defaults read `.model`.
+- vLLM jamba.py / falcon_h1.py: JambaForCausalLM and FalconH1ForCausalLM are IsHybrid.
+- SGLang 0.5.17 srt/models/llama.py: LlamaModel loops `for i in range(self.start_layer, self.end_layer)` with
+  `if i in self.layers_to_capture: aux_hidden_states.append(hidden_states + residual)` before the layer;
+  LlamaForCausalLM.forward unpacks `hidden_states, aux_hidden_states = hidden_states` when
+  self.capture_aux_hidden_states and passes them as the logits processor's fifth argument; mixtral.py's
+  MixtralModel has the same loop and no capture; gpt2.py's GPT2Model loops `range(len(self.h))`; qwen2_moe.py's
+  Qwen2MoeForCausalLM has set_eagle3_layers_to_capture but no get_embed_and_head.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodTest
+
+from specaudit.core.types import Status
+from specaudit.launch.request import Launch
+from specaudit.patch.bundles import load_bundle, plan
+from specaudit.patch.shape import functions, read_capture
+from specaudit.patch.synthesize import ShapeRefused, synthesize, target_of_architecture
+from specaudit.patch.transplant import TransplantAuxCapture
+from specaudit.scan.audit import audit
+
+from conftest import engine_analysis
+
+DONOR = '''
+class DonorModel(nn.Module, Mixin):
+    def forward(self, x, intermediate_tensors):
+        hidden_states, residual = x, None
+        aux_hidden_states = []
+        for idx, layer in enumerate(islice(self.layers, self.start_layer, self.end_layer), start=self.start_layer):
+            hidden_states, residual = layer(hidden_states, residual)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, residual)
+        hidden_states = self.norm(hidden_states)
+        if aux_hidden_states:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+'''
+
+
+def capture():
+    node = next(s for s in cst.parse_module(DONOR).body if isinstance(s, cst.ClassDef))
+    found = read_capture(functions(node)["forward"])
+    assert not isinstance(found, str)
+    return found
+
+
+class TestTransplant(CodemodTest):
+    TRANSFORM = TransplantAuxCapture
+
+    def test_a_stack_without_residual_collects_its_hidden_states_as_the_donor_does(self) -> None:
+        before = '''
+class Stack(nn.Module):
+    def forward(self, x, intermediate_tensors):
+        hidden_states = x
+        for block in islice(self.h, self.start_layer, self.end_layer):
+            hidden_states = block(hidden_states)
+        return self.ln_f(hidden_states)
+'''
+        after = '''
+from mixins import Mixin
+
+class Stack(nn.Module, Mixin):
+    def forward(self, x, intermediate_tensors):
+        hidden_states = x
+        aux_hidden_states = []
+        for idx, block in enumerate(islice(self.h, self.start_layer, self.end_layer), start=self.start_layer):
+            hidden_states = block(hidden_states)
+            self._maybe_add_hidden_state(aux_hidden_states, idx + 1, hidden_states, None)
+        if aux_hidden_states:
+            return hidden_states, aux_hidden_states
+        return self.ln_f(hidden_states)
+
+    @property
+    def layers(self):
+        # EAGLE-3's code reads .layers; Stack holds it as .h
+        return self.h
+'''
+        from libcst.codemod.visitors import ImportItem
+
+        self.assertCodemod(before, after, class_name="Stack", capture=capture(), bases=["Mixin"], attributes=[],
+                           init=[], aliases={"layers": "h"}, imports=[ImportItem("mixins", "Mixin")])
+
+
+def synthesized(requirement: str, arch: str, tmp_path: Path):
+    analysis = engine_analysis(requirement)
+    made = synthesize(analysis, target_of_architecture(arch), tmp_path)
+    bundle = load_bundle(made.directory)
+    the_plan = plan(analysis.tree, bundle, analysis)
+    after = audit(the_plan.patched, Launch(target_of_architecture(arch), method="eagle3"))
+    return made, the_plan, after
+
+
+def added(diff: str) -> str:
+    return "\n".join(line[1:].strip() for line in diff.splitlines() if line.startswith("+"))
+
+
+VLLM_TARGETS = {
+    "GPT2LMHeadModel": "gpt2.py",
+    "Gemma3ForCausalLM": "gemma3.py",
+    "MixtralForCausalLM": "mixtral.py",
+    "Qwen2MoeForCausalLM": "qwen2_moe.py",
+    "Glm4MoeForCausalLM": "glm4_moe.py",
+}
+
+
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+@pytest.mark.parametrize("arch", list(VLLM_TARGETS))
+def test_vllm_bundle_moves_llamas_capture_and_the_rescan_opens_the_gate(tmp_path, version, arch):
+    made, the_plan, after = synthesized(f"vllm=={version}", arch, tmp_path)
+    assert made.donor == "vllm.model_executor.models.llama.LlamaForCausalLM"
+    assert list(the_plan.edits) == [f"vllm/model_executor/models/{VLLM_TARGETS[arch]}"]
+    diff = added(the_plan.diff())
+    print(the_plan.diff())
+    assert "EagleModelMixin" in diff and "SupportsEagle3" in diff
+    assert "self._maybe_add_hidden_state(" in diff and "return hidden_states, aux_hidden_states" in diff
+    if version == "0.33.0":  # the donor's PP relay moves with it
+        assert "**self.pack_local_aux_hidden_states(aux_hidden_states)" in diff
+        assert "start=self.start_layer," in diff
+    if arch == "GPT2LMHeadModel":  # no residual: the stream is the hidden states; parts reached by the contract's names
+        assert "aux_hidden_states, idx + 1, hidden_states, None" in diff
+        assert "return self.transformer" in diff and "return self.wte" in diff and "return self.h" in diff
+    gate = [f for f in after.findings if f.status == Status.BLOCKS]
+    assert gate == []
+    # GPT-2 on 0.33.0: the PP-only check eagle3_utils.verify_supports_aux_hidden_states_over_pp reads
+    # getattr(model, "model"), which the scan does not follow through the `model` property: UNKNOWN, not BLOCKED.
+    assert after.verdict == ("UNKNOWN" if (arch, version) == ("GPT2LMHeadModel", "0.33.0") else "READY")
+    readme = (made.directory / "README.md").read_text()
+    assert "synthesized by specaudit" in readme and "LlamaForCausalLM" in readme
+
+
+@pytest.mark.parametrize("arch", ["JambaForCausalLM", "FalconH1ForCausalLM"])
+def test_vllm_refuses_a_hybrid_stack_naming_the_difference(tmp_path, arch):
+    with pytest.raises(ShapeRefused, match=f"{arch} is IsHybrid in vllm 0.33.0: a hybrid attention/SSM stack"):
+        synthesize(engine_analysis("vllm==0.33.0"), target_of_architecture(arch), tmp_path)
+
+
+@pytest.mark.parametrize("arch,changes", [
+    ("MixtralForCausalLM", ["aux-hidden-states", "pass-aux-hidden-states", "eagle3-target-contract"]),
+    ("GPT2LMHeadModel", ["aux-hidden-states", "pass-aux-hidden-states", "eagle3-target-contract"]),
+    ("Qwen2MoeForCausalLM", ["eagle3-target-contract"]),  # it captures already; only get_embed_and_head is missing
+])
+def test_sglang_0_5_17_bundle_and_rescan(tmp_path, arch, changes):
+    made, the_plan, after = synthesized("sglang==0.5.17", arch, tmp_path)
+    assert the_plan.applied == changes
+    diff = added(the_plan.diff())
+    print(the_plan.diff())
+    assert "def get_embed_and_head(self):" in diff
+    if "aux-hidden-states" in changes:
+        assert "self.layers_to_capture = []" in diff and "self.capture_aux_hidden_states = False" in diff
+        assert "hidden_states, aux_hidden_states = hidden_states" in diff
+        assert "def set_eagle3_layers_to_capture(" in diff
+    if arch == "GPT2LMHeadModel":  # no residual; and LlamaForCausalLM's capture setter reads self.pp_group, which
+        # GPT-2 has not: the setter comes from Gemma3ForCausalLM, which reads none
+        assert "aux_hidden_states.append(hidden_states)" in diff
+        assert "set_eagle3_layers_to_capture from sglang.srt.models.gemma3_causal.Gemma3ForCausalLM" in \
+            next((made.directory / "code").glob("*.py")).read_text()
+    if arch == "MixtralForCausalLM":
+        assert "aux_hidden_states.append(hidden_states + residual)" in diff
+    assert after.verdict == "READY"
+
+
+def test_a_target_the_release_supports_is_not_synthesized(tmp_path):
+    from specaudit.core.errors import SpecauditError
+
+    with pytest.raises(SpecauditError, match="is not blocked for EAGLE-3 in sglang 0.5.17"):
+        synthesize(engine_analysis("sglang==0.5.17"), target_of_architecture("Gemma3ForCausalLM"), tmp_path)
+
+
+def test_sglang_0_5_23_qwen2_moe_gets_get_embed_and_head(tmp_path):
+    _, the_plan, after = synthesized("sglang==0.5.23", "Qwen2MoeForCausalLM", tmp_path)
+    assert the_plan.applied == ["eagle3-target-contract"] and after.verdict == "READY"
+
+
+def test_sglang_0_5_23_refuses_mixtral_naming_the_difference(tmp_path):
+    # 0.5.23's supported stacks (llama.py, qwen2.py) pass `capture_output=aux_hidden_states.capture` into the decoder
+    # layer, whose attn_boundary captures; MixtralDecoderLayer.forward takes no such argument.
+    with pytest.raises(ShapeRefused, match=r"MixtralModel `for \.\.\. in range\(\.\.\.\) over self\.layers`.*"
+                                           r"LlamaModel\.forward: its decoder layers take the aux hidden states"):
+        synthesize(engine_analysis("sglang==0.5.23"), target_of_architecture("MixtralForCausalLM"), tmp_path)
