@@ -103,6 +103,23 @@ def test_a_gate_on_what_only_the_launch_knows_is_undecided_not_the_target_s(make
     assert judged(make_tree, code, LLAMA) == [(5, Status.UNDECIDED)]
 
 
+def test_the_speculative_config_s_own_checks_read_its_fields_not_a_method_of_it(make_tree):
+    # vLLM 0.33.0 and 0.34.0 speculative.py: the model validator `_verify_args` that __post_init__'s object runs
+    # refuses `self.tensor_parallel_size is not None`. Its `self` is the speculative config (the role's seed): a field
+    # the launch leaves unset is not known, where it was once taken for an uncalled method, which is never None
+    # (a false BLOCKED of every launch given no speculative config).
+    code = """
+    class SpeculativeConfig:
+        def __post_init__(self):
+            self._verify_args()
+
+        def _verify_args(self):
+            if self.tensor_parallel_size is not None:
+                raise ValueError("'tensor_parallel_size' is not a valid argument in the speculative_config.")
+    """
+    assert judged(make_tree, code, LLAMA) == [(8, Status.UNDECIDED)]
+
+
 def test_degraded_is_not_earned_where_a_stage_of_the_path_is_not_in_the_tree():
     # DEGRADED says the launch runs and the drafter cannot help; with a required stage of the path missing (vLLM
     # 0.34.0 deleted Model Runner V1's proposers), whether it runs is not known.

@@ -43,18 +43,17 @@ def without_controls(value: T) -> T:
 
 def _clean(value: Any) -> Any:
     """``value`` with its strings cleaned: the very object where nothing in it changes (most of a result)."""
-    if isinstance(value, Enum):
-        return value
-    if isinstance(value, str):
+    kind = _kind(type(value))
+    if kind is str:
         return _CONTROL.sub("", value) if _CONTROL.search(value) else value
-    if isinstance(value, (list, tuple)):
+    if kind is list:
         items = [_clean(v) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else type(value)(items)
-    if isinstance(value, dict):
+    if kind is dict:
         pairs = [(_clean(k), _clean(v)) for k, v in value.items()]
         return value if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items())) else dict(pairs)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        fields = {name: getattr(value, name) for name in _init_fields(type(value))}
+    if kind is not None:
+        fields = {name: getattr(value, name) for name in kind}
         cleaned = {name: _clean(field) for name, field in fields.items()}
         changed = {name: field for name, field in cleaned.items() if field is not fields[name]}
         return dataclasses.replace(value, **changed) if changed else value
@@ -62,8 +61,17 @@ def _clean(value: Any) -> Any:
 
 
 @functools.cache
-def _init_fields(kind: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(kind) if f.init)
+def _kind(kind: type) -> Any:
+    """How ``_clean`` walks a value of this type: ``str``, ``list`` (a list or tuple), ``dict``, a dataclass's init
+    fields, or None (left as it is: numbers, enums, None)."""
+    if issubclass(kind, Enum):
+        return None
+    for walked, as_ in ((str, str), (list, list), (tuple, list), (dict, dict)):
+        if issubclass(kind, walked):
+            return as_
+    if dataclasses.is_dataclass(kind):
+        return tuple(f.name for f in dataclasses.fields(kind) if f.init)
+    return None
 
 
 MARK = {Status.BLOCKS: "✗", Status.PASSES: "✓", Status.UNKNOWN: "?", Status.NOT_APPLICABLE: "–",

@@ -529,11 +529,11 @@ def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex)
     passed: played out statement by statement on the launch's values, that code decides them where the path's
     reading, one condition at a time, could not (a field the code fills in before it checks it). A raise is not
     reached where its own line is not, or the line of a call on the way to it. Where that code refuses the launch,
-    what it would check after the refusal is not listed as undecided: it depends on how the refusal is fixed."""
+    the refusal is the speculative config's one gate: that code runs its checks in order and stops at the first
+    that fails, and what it would check after depends on how the refusal is fixed."""
     coverage = resolution.coverage
     if resolution.stops is not None:
-        decisions = [d for d in decisions if not (d.status is Status.UNDECIDED
-                                                  and d.obligation.phase == Phase.SPECULATIVE_CONFIG)]
+        decisions = [d for d in decisions if d.obligation.phase != Phase.SPECULATIVE_CONFIG]
 
     def not_reached(o: Obligation) -> bool:
         if coverage.not_reached(o.file, o.line):

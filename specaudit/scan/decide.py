@@ -111,14 +111,6 @@ class SpeculativeFields(EngineObject):
 
 
 @dataclass(frozen=True)
-class SpeculativeMethod:
-    """A method of the engine's speculative config, looked up but not called."""
-
-    owner: SpeculativeFields
-    name: str
-
-
-@dataclass(frozen=True)
 class ClassValue(EngineObject):
     cls: ClassInfo
 
@@ -278,7 +270,9 @@ class Evaluator:
         return Unknown(dotted)
 
     def _Attribute(self, node, local, module):
-        base = self.eval(node.value, local, module)
+        return self._attribute_of(self.eval(node.value, local, module), node, local, module)
+
+    def _attribute_of(self, base: Any, node: ast.Attribute, local: dict[str, Any], module: str) -> Any:
         if isinstance(base, Unknown):
             head = node
             while isinstance(head, ast.Attribute):
@@ -294,8 +288,6 @@ class Evaluator:
             value = base.values.get(name, UNKNOWN)
             if isinstance(value, Unknown) and base.member is not None:
                 value = base.member(name)  # a property or a class attribute, played on the object
-                if isinstance(value, Unknown):
-                    return SpeculativeMethod(base, name)  # a method, called next (else not known)
             if isinstance(value, Unknown):
                 return Unknown(f"{text} (the speculative config's {name})")
             return base.holding(name, value) if isinstance(value, dict) else value
@@ -413,7 +405,16 @@ class Evaluator:
     def _Call(self, node, local, module):
         if self._fixed_calls and _text(node) in self.fixed:
             return self.fixed[_text(node)]
-        func = self.eval(node.func, local, module)
+        if isinstance(node.func, ast.Attribute):
+            owner = self.eval(node.func.value, local, module)
+            if isinstance(owner, SpeculativeFields) and owner.member is not None and not node.args \
+                    and not node.keywords:  # a method of the speculative config (`use_eagle()`), played on it
+                value = owner.member(f"{node.func.attr}()")
+                return Unknown(f"{_text(node)} (the speculative config's {node.func.attr}())") \
+                    if isinstance(value, Unknown) else value
+            func = self._attribute_of(owner, node.func, local, module)
+        else:
+            func = self.eval(node.func, local, module)
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(_text(node))
         if isinstance(func, Builtin):
@@ -425,10 +426,6 @@ class Evaluator:
             return failed
         if isinstance(func, Function):
             return self.run(func.summary, args, kwargs)
-        if isinstance(func, SpeculativeMethod) and not args and not kwargs and func.owner.member is not None:
-            value = func.owner.member(f"{func.name}()")
-            return Unknown(f"{_text(node)} (the speculative config's {func.name}())") if isinstance(value, Unknown) \
-                else value
         if isinstance(func, Method):
             returned = self.returned(func)
             if returned is None and func.name in self.parts.language_model:

@@ -19,6 +19,7 @@ import os
 import pickle
 import re
 import signal
+import stat
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -53,6 +54,8 @@ class TreeIndex:
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
     # Syntax trees of the files parsed in this process, kept for the stages that read code (trace.py).
     parsed: dict[str, ast.Module] = field(default_factory=dict)
+    # relpath -> (size, mtime) as the listing found them: each file of the tree is stat'ed once a build.
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -101,7 +104,7 @@ class TreeIndex:
     def _digest(self, relpath: str) -> str:
         if relpath in self.overlay:
             return hashlib.blake2b(self.overlay[relpath], digest_size=16).hexdigest()
-        return self._store.digest(self.tree.root, relpath)
+        return self._store.digest(self.tree.root, relpath, self.stats.get(relpath))
 
     def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None,
                      meanwhile: Callable[[], None] | None = None) -> None:
@@ -120,7 +123,7 @@ class TreeIndex:
             else:
                 todo.append((relpath, digest, file_rules))
         # Largest first: the big engine files then overlap with the many small model files.
-        todo.sort(key=lambda job: -(self.tree.root / job[0]).stat().st_size)
+        todo.sort(key=lambda job: -self.stats.get(job[0], (0, 0))[0])
         jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath), self.platform)
                 for relpath, digest, file_rules in todo]
         for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
@@ -344,18 +347,21 @@ class _CacheStore:
             self.stats, self.modules, self.sites, self.extras = (data["stats"], data["modules"], data["sites"],
                                                                  data["extras"])
 
-    def digest(self, root: Path, relpath: str) -> str:
+    def digest(self, root: Path, relpath: str, listed: tuple[int, int] | None = None) -> str:
+        """A file's content digest, kept by its size and mtime (``listed``: as the tree's listing stat'ed them)."""
         path = os.path.join(root, relpath)
-        st = os.stat(path)
+        if listed is None:
+            st = os.stat(path)
+            listed = (st.st_size, st.st_mtime_ns)
         known = self.stats.get(relpath)
-        if known and known[0] == st.st_size and known[1] == st.st_mtime_ns:
+        if known and known[0] == listed[0] and known[1] == listed[1]:
             return known[2]
-        if st.st_size > MAX_FILE_BYTES:  # never read whole: _parse_one says it was too large to be a module
-            digest = f"size:{st.st_size}"
+        if listed[0] > MAX_FILE_BYTES:  # never read whole: _parse_one says it was too large to be a module
+            digest = f"size:{listed[0]}"
         else:
             with open(path, "rb") as fh:
                 digest = hashlib.blake2b(fh.read(), digest_size=16).hexdigest()
-        self.stats[relpath] = (st.st_size, st.st_mtime_ns, digest)
+        self.stats[relpath] = (*listed, digest)
         self.dirty = True
         return digest
 
@@ -561,10 +567,10 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
     ``rules`` are ruleset.Rule objects; each is sent to the files its ``files`` globs match. ``alongside``
     runs here while the pool parses the models package: work that needs only the modules it indexes on demand.
     """
-    files, unreadable = _python_files(tree)
+    files, unreadable, stats = _python_files(tree)
     store = _CacheStore(tree.root, _code_salt(), platform)
     index = TreeIndex(tree=tree, files=files, modules={}, skipped=dict(unreadable), digests={}, sites={}, _store=store,
-                      overlay=dict(overlay or {}), platform=platform)
+                      overlay=dict(overlay or {}), platform=platform, stats=stats)
     rules = list(rules)
     for rule in rules:
         index.sites[rule.id] = []
@@ -585,7 +591,7 @@ def build_index(tree: EngineTree, eager_modules: Iterable[str] = (), rules: Iter
 
     def read_bases() -> None:
         indexed = set(wanted)
-        bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], store))
+        bases.update(_base_identifiers(tree, [rel for rel in files.values() if rel not in indexed], stats, store))
         if alongside is not None:
             alongside(index)
 
@@ -625,10 +631,12 @@ def _index_base_modules(index: TreeIndex) -> None:
         frontier = [m for name, m in index.modules.items() if name not in before]
 
 
-def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str]]:
-    """The tree's modules (name -> relpath), and the .py entries that cannot be read (relpath -> why)."""
+def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[int, int]]]:
+    """The tree's modules (name -> relpath), the .py entries that cannot be read (relpath -> why), and each module
+    file's size and mtime: the one stat of it that a build makes."""
     files: dict[str, str] = {}
     unreadable: dict[str, str] = {}
+    stats: dict[str, tuple[int, int]] = {}
     root_len = len(str(tree.root)) + 1
     for dirpath, dirnames, filenames in os.walk(tree.package_dir):
         dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
@@ -636,16 +644,22 @@ def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str]]:
             if filename.endswith(".py"):
                 path = os.path.join(dirpath, filename)
                 relpath = path[root_len:].replace(os.sep, "/")
-                if not os.path.isfile(path):
+                try:
+                    st = os.stat(path)
+                except OSError:
+                    st = None
+                if st is None or not stat.S_ISREG(st.st_mode):
                     unreadable[relpath] = "a dangling or looping symlink, or not a file"
                 elif not os.access(path, os.R_OK):
                     unreadable[relpath] = "unreadable: permission denied"
                 else:
                     files[module_name_for(relpath)] = relpath
-    return files, unreadable
+                    stats[relpath] = (st.st_size, st.st_mtime_ns)
+    return files, unreadable, stats
 
 
-def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore) -> dict[str, frozenset[bytes]]:
+def _base_identifiers(tree: EngineTree, relpaths: list[str], stats: dict[str, tuple[int, int]],
+                      store: _CacheStore) -> dict[str, frozenset[bytes]]:
     """For files not indexed, the identifiers their class statements' bases name (a regex over raw bytes,
     far cheaper than parsing), to find the classes outside the models package that subclass a model
     class. Only files that import from the models package can; a substring test finds them first.
@@ -653,8 +667,8 @@ def _base_identifiers(tree: EngineTree, relpaths: list[str], store: _CacheStore)
     fingerprint = hashlib.blake2b(digest_size=16)
     root = str(tree.root)
     for rel in sorted(relpaths):
-        st = os.stat(os.path.join(root, rel))
-        fingerprint.update(f"{rel}:{st.st_size}:{st.st_mtime_ns};".encode())
+        size, mtime = stats[rel]
+        fingerprint.update(f"{rel}:{size}:{mtime};".encode())
     key = "bases:" + fingerprint.hexdigest()
     if key not in store.extras:
         package = tree.engine.models_package

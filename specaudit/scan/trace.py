@@ -46,6 +46,8 @@ OPTIONS = "options"  # the engine arguments the launch command sets (a dict), fo
 SPECULATIVE = "speculative"  # the launch's speculative config as given (a dict): a field it leaves out is unset
 SPECULATIVE_CONFIG = "speculative_config"  # the engine's speculative config object, its fields as resolved
 DRAFT_CONFIG = "draft_config"  # the drafter's config.json (a dict; empty where the launch has none here)
+# What a role's seeds may name: a part of the target, or the speculative config (``self`` in its own methods).
+SEEDS = (*DENOTATIONS, SPECULATIVE_CONFIG)
 
 
 def placeholder(denotation: str) -> str:
@@ -181,10 +183,10 @@ def _role(data: dict, path) -> Role:
     if data["phase"] not in PHASES:
         raise SpecauditError(f"{path}: role {data['role']!r}: phase {data['phase']!r} is not one of {', '.join(PHASES)}")
     seeds = {k: tuple(v) for k, v in (data.get("seeds") or {}).items()}
-    unknown = set(seeds) - set(DENOTATIONS)
+    unknown = set(seeds) - set(SEEDS)
     if unknown:
         raise SpecauditError(f"{path}: role {data['role']!r}: unknown seed kind {sorted(unknown)} "
-                             f"(known: {', '.join(DENOTATIONS)})")
+                             f"(known: {', '.join(SEEDS)})")
     return Role(name=str(data["role"]), phase=str(data["phase"]), entries=tuple(data["entries"]), seeds=seeds,
                 objects={k: tuple(_candidate(c) for c in v) for k, v in (data.get("objects") or {}).items()},
                 methods=tuple(str(m).lower() for m in _as_list(data["methods"])), runner=data.get("runner"),

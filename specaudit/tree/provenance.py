@@ -42,14 +42,22 @@ def shadow_dir(tree: EngineTree, create: bool = True) -> Path:
 
 def record_hashes(tree: EngineTree) -> dict[str, str]:
     """The wheel's RECORD: relpath -> sha256 hex, for the files the wheel installed."""
-    hashes = {}
+    return {rel: _hex(digest) for rel, digest in _record_digests(tree).items()}
+
+
+def _record_digests(tree: EngineTree) -> dict[str, str]:
+    """The wheel's RECORD as it writes it: relpath -> sha256 in urlsafe base64 (decoded only where compared)."""
+    digests = {}
     for record in tree.root.glob("*.dist-info/RECORD"):
         for line in record.read_text(errors="replace").splitlines():
             parts = line.rsplit(",", 2)
             if len(parts) == 3 and parts[1].startswith("sha256="):
-                raw = base64.urlsafe_b64decode(parts[1][7:] + "=" * (-len(parts[1][7:]) % 4))
-                hashes[parts[0]] = raw.hex()
-    return hashes
+                digests[parts[0]] = parts[1][7:]
+    return digests
+
+
+def _hex(digest: str) -> str:
+    return base64.urlsafe_b64decode(digest + "=" * (-len(digest) % 4)).hex()
 
 
 def read_state_json(path: Path) -> dict[str, Any]:
@@ -96,10 +104,10 @@ def modified_files(tree: EngineTree, relpaths: Iterable[str],
                    sha256: Callable[[str], str] | None = None) -> tuple[str, ...]:
     """Those of the files that differ from the wheel's RECORD (a tree with no RECORD, a checkout: none known);
     ``sha256``: a file's digest as the caller knows it (the index keeps it by content), else read here."""
-    hashes = record_hashes(tree)
+    recorded = _record_digests(tree)
     digest = sha256 or (lambda rel: hashlib.sha256((tree.root / rel).read_bytes()).hexdigest())
-    return tuple(rel for rel in sorted(relpaths) if rel in hashes and (tree.root / rel).is_file()
-                 and digest(rel) != hashes[rel])
+    return tuple(rel for rel in sorted(relpaths) if rel in recorded and (tree.root / rel).is_file()
+                 and digest(rel) != _hex(recorded[rel]))
 
 
 def invocation(source: str = "") -> Provenance:
