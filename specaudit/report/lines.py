@@ -61,7 +61,7 @@ def _clean(value: Any) -> Any:
 
 
 @functools.cache
-def _kind(kind: type) -> Any:
+def _kind(kind: Any) -> Any:
     """How ``_clean`` walks a value of this type: ``str``, ``list`` (a list or tuple), ``dict``, a dataclass's init
     fields, or None (left as it is: numbers, enums, None)."""
     if issubclass(kind, Enum):

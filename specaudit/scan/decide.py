@@ -274,7 +274,7 @@ class Evaluator:
 
     def _attribute_of(self, base: Any, node: ast.Attribute, local: dict[str, Any], module: str) -> Any:
         if isinstance(base, Unknown):
-            head = node
+            head: ast.expr = node
             while isinstance(head, ast.Attribute):
                 head = head.value
             if isinstance(head, ast.Name) and head.id not in local and head.id not in self.env:
