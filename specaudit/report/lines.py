@@ -4,7 +4,6 @@ words them its own way."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,7 +42,9 @@ def without_controls(value: T) -> T:
 
 def _clean(value: Any) -> Any:
     """``value`` with its strings cleaned: the very object where nothing in it changes (most of a result)."""
-    kind = _kind(type(value))
+    kind = _KINDS.get(type(value), _UNSEEN)
+    if kind is _UNSEEN:
+        kind = _KINDS[type(value)] = _kind(type(value))
     if kind is str:
         return _CONTROL.sub("", value) if _CONTROL.search(value) else value
     if kind is list:
@@ -60,8 +61,11 @@ def _clean(value: Any) -> Any:
     return value
 
 
-@functools.cache
-def _kind(kind: Any) -> Any:
+_KINDS: dict[type, Any] = {}
+_UNSEEN = object()
+
+
+def _kind(kind: type) -> Any:
     """How ``_clean`` walks a value of this type: ``str``, ``list`` (a list or tuple), ``dict``, a dataclass's init
     fields, or None (left as it is: numbers, enums, None)."""
     if issubclass(kind, Enum):
