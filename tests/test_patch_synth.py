@@ -136,8 +136,9 @@ def test_vllm_bundle_moves_llamas_capture_and_the_rescan_opens_the_gate(tmp_path
     gate = [f for f in after.findings if f.status == Status.BLOCKS]
     assert gate == []
     # GPT-2 on 0.33.0: the PP-only check eagle3_utils.verify_supports_aux_hidden_states_over_pp reads
-    # getattr(model, "model"), which the scan does not follow through the `model` property: UNKNOWN, not BLOCKED.
-    assert after.verdict == ("UNKNOWN" if (arch, version) == ("GPT2LMHeadModel", "0.33.0") else "READY")
+    # getattr(model, "model"), which the scan follows through the synthesized `model` property (`return
+    # self.transformer`).
+    assert after.verdict == "READY"
     readme = (made.directory / "README.md").read_text()
     assert "synthesized by specaudit" in readme and "LlamaForCausalLM" in readme
 
@@ -191,3 +192,53 @@ def test_sglang_0_5_23_refuses_mixtral_naming_the_difference(tmp_path):
     with pytest.raises(ShapeRefused, match=r"MixtralModel `for \.\.\. in range\(\.\.\.\) over self\.layers`.*"
                                            r"LlamaModel\.forward: its decoder layers take the aux hidden states"):
         synthesize(engine_analysis("sglang==0.5.23"), target_of_architecture("MixtralForCausalLM"), tmp_path)
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    import hashlib
+
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def test_status_and_revert_on_a_synthesized_bundle(tmp_path):
+    # `specaudit patch --status` and `--revert` on a bundle synthesized for GPT-2, applied to a copy of the fetched
+    # vLLM 0.26.0 tree: the listing names the bundle and its one file, the revert brings the pristine bytes back, and
+    # the rescan is BLOCKED again at the gate it was blocked at before.
+    import shutil
+
+    from helpers import specaudit
+
+    from specaudit.patch.bundles import apply
+    from specaudit.scan.audit import scan
+    from specaudit.tree.locate import locate
+
+    from conftest import engine_tree
+
+    root = tmp_path / "vllm-0.26.0"
+    shutil.copytree(engine_tree("vllm==0.26.0").root, root)
+    before = tree_hashes(root)
+    launch = Launch(target_of_architecture("GPT2LMHeadModel"), method="eagle3")
+    blocked = scan(locate(str(root)), launch)
+    assert blocked.verdict == "BLOCKED"
+    gates = [(f.rule_id, f.location) for f in blocked.blocking]
+
+    made = synthesize(engine_analysis("vllm==0.26.0"), launch.target, tmp_path / "bundles")
+    outcome = apply(locate(str(root)), load_bundle(made.directory))
+    assert outcome.changed == ("vllm/model_executor/models/gpt2.py",)
+
+    listing = specaudit("patch", "--status", "--path", str(root))
+    assert listing.returncode == 0, listing.stderr
+    assert f"applied: {made.bundle_id}" in listing.stdout and "aux-hidden-states" in listing.stdout
+    row = next(line for line in listing.stdout.splitlines() if "gpt2.py" in line)
+    assert "specaudit" in row and "as the bundle left it" in row
+
+    reverted = specaudit("patch", "--revert", "--path", str(root))
+    assert reverted.returncode == 0, reverted.stderr
+    assert f"reverted {made.bundle_id}: 1 file(s) restored byte for byte" in reverted.stdout
+    assert tree_hashes(root) == before
+
+    listing = specaudit("patch", "--status", "--path", str(root))
+    assert "no bundle applied" in listing.stdout and "every file is as the wheel installed it" in listing.stdout
+    again = scan(locate(str(root)), launch)
+    assert again.verdict == "BLOCKED" and [(f.rule_id, f.location) for f in again.blocking] == gates

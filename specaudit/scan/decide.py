@@ -321,7 +321,12 @@ class Evaluator:
                 if name in base.cls.defaults:
                     return base.cls.defaults[name]
                 part = self.resolver.part_class(base.cls, name) or self._registered_part(base.cls, name)
-                return TargetModel(part) if part else Method(base, name)
+                if part:
+                    return TargetModel(part)
+                if self._is_property(base.cls, name):  # read, not called: what its body returns
+                    value = self.returned(Method(base, name))
+                    return Unknown(f"{text} (a property of {base.cls.name})") if value is None else value
+                return Method(base, name)
             if has is False:
                 return Raises(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
             return has
@@ -334,6 +339,11 @@ class Evaluator:
         if name in METHODS and isinstance(base, METHODS[name]) and not isinstance(base, EngineObject):
             return PlainMethod(base, name)
         return Unknown(text)
+
+    def _is_property(self, cls: ClassInfo, name: str) -> bool:
+        found = self.resolver.method_node(cls, name)
+        return found is not None and any(dotted_name(d) in ("property", "functools.cached_property", "cached_property")
+                                         for d in found[1].decorator_list)
 
     def _registered_part(self, cls: ClassInfo, name: str) -> ClassInfo | None:
         """The class of a part that a builder builds from the registry (``self.language_model =
