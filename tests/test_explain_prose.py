@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from specaudit.explain.fixes import _computed
 from specaudit.explain.knobs import knob_of, said_knobs
-from specaudit.explain.raise_sites import _computed, _distinct, _python_own
+from specaudit.explain.raise_sites import _distinct, _python_own
 from specaudit.explain.signatures import classify, load_signatures, load_wrappers, match_line
 from specaudit.explain.tracebacks import CUT_OFF
 
@@ -229,3 +230,23 @@ def test_a_pasted_assert_statement_is_looked_up_as_ast_writes_it():
     assert _as_written("assert not (a > 0 and b > 0), (") == ["assert not (a > 0 and b > 0)"]
     assert _as_written("assert x is not None") == []  # already as ast writes it
     assert _as_written("assert (broken") == [] and _as_written("KeyError: 'x'") == []
+
+
+HANDLED = ("OpenAI Responses API (/v1/responses) disabled: OpenAIServingResponses init failed (ModuleNotFoundError: No "
+           "module named 'openai_harmony')")  # SGLang 0.5.17's line, tests/fixtures/logs/gpu/sglang/llama--agree.log
+
+
+@pytest.mark.parametrize("prefix", ["[2026-12-06 20:12:11] ", "[2026-12-06 20:12:11 TP0] ", "[TP0] ",
+                                    "INFO 12-06 20:12:11 [serving.py:88] ", "2026-12-06 20:12:11,512 - ",
+                                    "(APIServer pid=7) WARNING 12-06 20:12:11 [api_server.py:9] "])
+def test_an_exception_in_parentheses_on_an_engine_log_line_is_a_failure_it_handled(prefix):
+    found = classify([prefix + HANDLED], [], "-", load_wrappers())
+    assert found.crash is None and found.exit_code == 0
+
+
+@pytest.mark.parametrize("line", [HANDLED, f"[Bug]: {HANDLED}", f"- {HANDLED}",
+                                  "my launch stops: model init failed (ModuleNotFoundError: No module named 'vllm._C')"])
+def test_an_exception_in_parentheses_pasted_without_a_logger_prefix_is_the_failure(line):
+    found = classify([line], [], "-", load_wrappers())
+    assert found.exit_code == 1 and found.crash.exception == "ModuleNotFoundError"
+    assert found.crash.message in ("No module named 'openai_harmony'", "No module named 'vllm._C'")

@@ -35,7 +35,8 @@ LOCATED = {"vllm-18435-mtp-worker-failed-attn-builder.log", "vllm-56722-mtp-cp-i
            "vllm-47825-mlp-speculator-unknown-method.log", "vllm-39562-suffix-mamba-blocks-assert.log",
            "vllm-53612-dflash2-attention-conv-wrapped.log", "sglang-36536-multi-layer-eagle-draft-tokens-assert.log",
            "vllm-29036-mtp-sp-cudagraph-shapes-wrapper.log"}
-FIXED = {"vllm-56722-mtp-cp-interleave-assert.log", "sglang-36536-multi-layer-eagle-draft-tokens-assert.log"}
+FIXED = {"vllm-56722-mtp-cp-interleave-assert.log", "sglang-36536-multi-layer-eagle-draft-tokens-assert.log",
+         "vllm-29036-mtp-sp-cudagraph-shapes-wrapper.log"}
 
 
 def test_the_index_lists_every_log_once_with_its_thread_and_holds_every_third_out():

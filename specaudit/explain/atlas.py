@@ -57,18 +57,21 @@ class Hit:
         return self.whole, self.entry.literal
 
 
-# A template as the atlas files hold it (JSON): kind, exception, function, line, parts, guard, remedies; and an
+# A template as the atlas files hold it (JSON): kind, exception, function, line, parts, guard, remedies, way,
+# reaching; and an
 # entry of the merged atlas: engine, file, that row (the newest release's), its releases, its line in each.
 Row = list[Any]
 
 
 def row_of(t: Template) -> Row:
-    return [t.kind, t.exception, t.function, t.line, list(t.parts), t.guard, [list(r) for r in t.remedies]]
+    return [t.kind, t.exception, t.function, t.line, list(t.parts), t.guard, [list(r) for r in t.remedies],
+            [list(w) for w in t.way], [list(r) for r in t.reaching]]
 
 
 def template_of(row: Row) -> Template:
-    kind, exception, function, line, parts, guard, remedies = row
-    return Template(kind, exception, function, line, tuple(parts), guard, tuple((n, v) for n, v in remedies))
+    kind, exception, function, line, parts, guard, remedies, way, reaching = row
+    return Template(kind, exception, function, line, tuple(parts), guard, tuple((n, v) for n, v in remedies),
+                    tuple((c, bool(b)) for c, b in way), tuple((n, v) for n, v in reaching))
 
 
 class Atlas:

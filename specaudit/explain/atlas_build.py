@@ -30,7 +30,8 @@ from ..tree.locate import EngineTree, locate_directory
 from .atlas import Atlas, Row, index_of, release_order, row_of
 from .templates import file_templates
 
-FORMAT = 5  # the cache files' format: another one is built again, not read (5: asserts without a message)
+FORMAT = 6  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
+# conditions on the way to each template and what reaches them)
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 
@@ -171,7 +172,7 @@ def _merge(releases: list[dict]) -> dict:
             for cls, names in found.items():
                 fields.setdefault(engine, {}).setdefault(cls, set()).update(names)
             for row in rows:
-                identity = json.dumps([engine, rel, row[:3], row[4:]])
+                identity = json.dumps([engine, rel, row[:3], row[4:7]])  # not its way: one message, one entry
                 entry = merged.setdefault(identity, [engine, rel, row, [], []])
                 entry[2] = row  # the newest release's line
                 entry[3].append(version)

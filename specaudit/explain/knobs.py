@@ -38,11 +38,12 @@ def knob_of(name: str, function: str, fields: dict[str, frozenset[str]]) -> str 
 
 
 def _of_the_launch(parts: list[str], function: str) -> bool:
-    """Whether the name is read off the launch's configuration (``self`` of a config or arguments class, a
+    """Whether the name is read off the launch's configuration (``self`` of a config or arguments class, or a bare
+    name in one's method: a parameter it is handed, ``adjust_sizes(self, tensor_parallel_size)``; a
     ``*_config`` or ``*args`` object, SGLang's hooks' ``cfg``), not off a kernel's or a layer's own attribute of the
     same name. A speculative flag's name on ``self`` of any class is the flag: the workers copy them from the
     arguments (SGLang's ``self.speculative_num_steps = server_args.speculative_num_steps``), and no layer has one."""
-    owner = function.partition(".")[0] if parts[0] == "self" else ""
+    owner = function.partition(".")[0] if parts[0] == "self" or len(parts) == 1 and "." in function else ""
     return owner.endswith(("Config", "Args")) or parts[0] == "cfg" or \
         any(p.endswith(("_config", "args")) for p in parts[:-1]) or \
         len(parts) == 2 and parts[0] == "self" and parts[1].startswith(_SPECULATIVE)

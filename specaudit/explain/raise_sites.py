@@ -13,11 +13,9 @@ import ast
 import re
 from collections.abc import Iterable, Sequence
 
-from ..play.player import Player
-from ..play.values import Raised
 from ..results.outcome import Frame, Located, RaiseSite
 from .atlas import Atlas, Hit, release_order, release_ranges
-from .knobs import knob_of, said_knobs
+from .fixes import fixes_of, said_fixes
 from .tracebacks import BareLine
 
 MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
@@ -205,30 +203,13 @@ def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
 
 
 def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
-    """The guard's remedies whose name is a knob of the launch, with the values the message printed (and the value
-    they make of the remedy's expression)."""
-    template, fields = hit.entry.template, atlas.fields.get(hit.entry.engine, {})
-    values = dict(hit.holes)
-    fixes = []
-    for name, value in template.remedies:
-        knob = knob_of(name, template.function, fields)
-        if knob is None:
-            continue
-        shown = [f"{hole} is {values[hole]}" for hole in values if hole == name or re.search(rf"\b{re.escape(hole)}\b",
-                                                                                            value)]
-        computed = _computed(value, values)
-        fixes.append(f"{knob}: {value}" + (f" = {computed}" if computed is not None else "") +
-                     (f" ({', '.join(shown)} here)" if shown else ""))
-    return fixes
+    """The fixes of the conditions on the way to the hit's raise, with the values the message printed (fixes.py)."""
+    return fixes_of(hit.entry.template, hit.holes, atlas.fields.get(hit.entry.engine, {}))
 
 
 def _said(atlas: Atlas, hit: Hit) -> list[str]:
-    """The knobs the message's own words tell to change ("Set VLLM_USE_V1=0", "adjust num_speculative_tokens"),
-    for a message whose guard reads none."""
-    fields = atlas.fields.get(hit.entry.engine, {})
-    literal = " ".join(hit.entry.template.parts[0::2])
-    return [f"{knob}: {value or 'as the message says'} (the message names it)"
-            for knob, value in said_knobs(literal, fields)]
+    """The knobs the message's own words tell to change, for a message whose conditions read none."""
+    return said_fixes(hit.entry.template, atlas.fields.get(hit.entry.engine, {}))
 
 
 def _distinct(fixes: Iterable[str]) -> tuple[str, ...]:
@@ -239,28 +220,6 @@ def _distinct(fixes: Iterable[str]) -> tuple[str, ...]:
     for fix in ordered:
         kept.setdefault(re.sub(r" = -?\d+$", "", fix.partition(" (")[0]), fix)
     return tuple(kept.values())
-
-
-# What _remedies words a value with, before the expression itself ("at most n_predict").
-_WORDED = re.compile(r"^(?P<word>at most |below |at least |above |other than |none of |one of )?(?P<expression>.+)$")
-def _computed(value: str, holes: dict[str, str]) -> int | None:
-    """The remedy's expression worked out by the player (play/) on the numbers the message printed
-    ("self.speculative_num_steps + 1" with the step count printed as 5: 6); None where it comes to no whole number."""
-    expression = _WORDED.match(value)
-    if expression is None or expression["expression"].strip().isdigit():
-        return None
-    try:
-        tree = ast.parse(expression["expression"], mode="eval").body
-    except SyntaxError:
-        return None
-    if isinstance(tree, ast.Constant):
-        return None
-    numbers = {name: int(text) for name, text in holes.items() if re.fullmatch(r"-?\d{1,18}", text.strip())}
-    try:
-        worked = Player("", {}).evaluate(tree, numbers)
-    except (Raised, ValueError, RecursionError):  # `n // 0`: the remedy says nothing then
-        return None
-    return worked if type(worked) is int else None
 
 
 def _same_type(hit: Hit, exception: str) -> bool:

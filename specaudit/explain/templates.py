@@ -16,6 +16,10 @@ from dataclasses import dataclass
 
 from .messages import Parts, message_parts
 
+MAX_WAY = 8  # the innermost conditions (an elif chain's tests) on the way kept, each of at most MAX_SOURCE characters
+MAX_SOURCE = 240
+MAX_REACHING = 8  # names whose assigned value is kept, at most this many a template, MAX_REACHING_DEPTH steps back
+MAX_REACHING_DEPTH = 3
 # An assert with no message is kept where its statement tells a site (as raise_sites.MIN_LITERAL_TO_TELL: "assert x is
 # not None" is in a thousand places, and a third of the atlas) and a paste can hold it whole.
 MIN_BARE_ASSERT, MAX_BARE_ASSERT = 40, 200
@@ -34,6 +38,12 @@ class Template:
     guard: str  # the condition it is raised under, as source text; "" where it is raised unconditionally
     # (name the guard reads, the value that makes the guard false): ("self.num_speculative_tokens", "at most 1")
     remedies: tuple[tuple[str, str], ...] = ()
+    # the conditions on the way to it in its function, outermost first: (source, whether it holds there: False in an
+    # `else` and for an assert's own condition); the innermost is the guard
+    way: tuple[tuple[str, bool], ...] = ()
+    # (name, the source of what reaches it): what the function (or, for a literal, its module) last assigned
+    # a name the conditions read, before the raise; and what reaches the names those read, a few steps back
+    reaching: tuple[tuple[str, str], ...] = ()
 
 
 # The classes whose fields are a launch's flags: vLLM's engine arguments and speculative config, SGLang's server
@@ -67,6 +77,8 @@ class _Walker:
         self.scope: list[str] = []
         self.guards: list[Guard] = []
         self.assigned: dict[str, ast.expr] = {}  # name -> what the current function last assigned it, so far
+        self.literals: dict[str, ast.expr] = {}  # name -> a literal its module or an enclosing function assigned it
+        self.in_class = False
         self.found: list[Template] = []
         self.fields: dict[str, list[str]] = {}
 
@@ -99,23 +111,29 @@ class _Walker:
         elif isinstance(node, ast.Raise):
             self._raise(node)
         elif isinstance(node, ast.Assert) and node.msg is not None:
-            self._add("assert", "AssertionError", node.lineno, node.msg, [(node.test, False)])
+            self._add("assert", "AssertionError", node.lineno, node.msg, [(node.test, False)],
+                      way=[*self.guards, (node.test, False)])
         elif isinstance(node, ast.Assert):
             self._bare_assert(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._logged(node.value)
         elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             self.assigned[node.targets[0].id] = node.value
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            self.assigned[node.target.id] = node.value
 
     def _enter(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        saved = self.scope, self.guards, self.assigned
+        saved = self.scope, self.guards, self.assigned, self.literals, self.in_class
+        if not self.in_class:  # a class body's names are not a method's bare names
+            self.literals = {**self.literals, **{n: v for n, v in self.assigned.items() if _literal(v)}}
         self.scope, self.guards, self.assigned = [*self.scope, node.name], [], {}
+        self.in_class = isinstance(node, ast.ClassDef)
         flags = _flag_class(node) if isinstance(node, ast.ClassDef) else None
         if flags is not None:
             self.fields.setdefault(flags, []).extend(
                 s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name))
         self.body(node.body)
-        self.scope, self.guards, self.assigned = saved
+        self.scope, self.guards, self.assigned, self.literals, self.in_class = saved
 
     def _raise(self, node: ast.Raise) -> None:
         call = node.exc
@@ -129,8 +147,9 @@ class _Walker:
         if not MIN_BARE_ASSERT <= len(statement) <= MAX_BARE_ASSERT:
             return
         guard, remedies = self._guard(node.test, False)
+        way, reaching = self._way([*self.guards, (node.test, False)])
         self.found.append(Template("assert", "AssertionError", ".".join(self.scope) or "<module>", node.lineno,
-                                   (statement,), guard, remedies))
+                                   (statement,), guard, remedies, way, reaching))
 
     def _logged(self, call: ast.Call) -> None:
         func = call.func
@@ -139,19 +158,41 @@ class _Walker:
                       self.guards[-1:], call.args[1:])
 
     def _add(self, kind: str, exception: str, line: int, message: ast.expr, guards: list[Guard],
-             logged: list[ast.expr] | None = None) -> None:
+             logged: list[ast.expr] | None = None, way: list[Guard] | None = None) -> None:
         parts = message_parts(message, self.assigned.get, logged)
         if parts is None:
             return
         guard, remedies = self._guard(*guards[0]) if guards else ("", ())
-        self.found.append(Template(kind, exception, ".".join(self.scope) or "<module>", line, parts, guard, remedies))
+        conditions, reaching = self._way(self.guards if way is None else way)
+        self.found.append(Template(kind, exception, ".".join(self.scope) or "<module>", line, parts, guard, remedies,
+                                   conditions, reaching))
+
+    def _way(self, guards: list[Guard]) -> tuple[tuple[tuple[str, bool], ...], tuple[tuple[str, str], ...]]:
+        """The conditions on the way (an ``except`` clause is none), the innermost MAX_WAY, and what reaches the
+        names they read: the function's last assignment of each, or a literal of its module or class."""
+        tests = [(test, branch) for test, branch in guards if isinstance(test, ast.expr)][-MAX_WAY:]
+        way = tuple((text, branch) for test, branch in tests for text in [self._source(test)] if len(text) <= MAX_SOURCE)
+        reaching: dict[str, str] = {}
+        todo = [test for test, _ in tests]
+        for _ in range(MAX_REACHING_DEPTH):
+            found = []
+            for name in dict.fromkeys(n.id for test in todo for n in ast.walk(test) if isinstance(n, ast.Name)):
+                value = self.assigned.get(name) or self.literals.get(name)
+                if value is None or name in reaching or len(reaching) >= MAX_REACHING:
+                    continue
+                text = ast.unparse(value)
+                if len(text) <= MAX_SOURCE:
+                    reaching[name] = text
+                    found.append(value)
+            todo = found
+        return way, tuple(reaching.items())
 
     def _guard(self, test: ast.AST, branch: bool) -> tuple[str, tuple[tuple[str, str], ...]]:
         if isinstance(test, ast.ExceptHandler):
             return f"except {self._source(test.type)}" if test.type else "except", ()
         assert isinstance(test, ast.expr)
         text = self._source(test)
-        return (text if branch else f"not ({text})"), tuple(_remedies(test, branch))
+        return (text if branch else f"not ({text})"), tuple(remedies_of(test, branch))
 
     def _source(self, node: ast.AST) -> str:
         """The node's source text as written where it is on one line; a condition spread over several lines as
@@ -161,6 +202,21 @@ class _Walker:
             return ast.unparse(node)
         return self.lines[line].encode()[node.col_offset:node.end_col_offset].decode(  # type: ignore[attr-defined]
             "utf-8", errors="replace")
+
+
+def _literal(node: ast.expr) -> bool:
+    """A value written out whole in the source: a constant, or a list, tuple, set or dict of them (a module's
+    ``SUPPORTED_BACKENDS = ["FLASH_ATTN", ...]``), perhaps through ``frozenset(...)``, ``set(...)``, ``tuple(...)``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("frozenset", "set", "tuple",
+                                                                                          "list") and len(node.args) == 1:
+        node = node.args[0]
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        return all(isinstance(e, ast.Constant) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(isinstance(k, ast.Constant) for k in node.keys if k is not None)
+    return False
 
 
 def _flag_class(node: ast.ClassDef) -> str | None:
@@ -186,13 +242,13 @@ _TRUE = {ast.Gt: "above {}", ast.GtE: "at least {}", ast.Lt: "below {}", ast.LtE
 _MIRROR = {ast.Gt: ast.Lt, ast.Lt: ast.Gt, ast.GtE: ast.LtE, ast.LtE: ast.GtE}
 
 
-def _remedies(test: ast.expr, raises_when: bool) -> list[tuple[str, str]]:
+def remedies_of(test: ast.expr, raises_when: bool) -> list[tuple[str, str]]:
     """(name, value) for each name the condition reads that a value of it makes the condition ``not raises_when``:
     of a condition joined by ``and`` (raising when all hold) any one suffices, of ``or`` every one is needed."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return _remedies(test.operand, not raises_when)
+        return remedies_of(test.operand, not raises_when)
     if isinstance(test, ast.BoolOp):
-        return [r for value in test.values for r in _remedies(value, raises_when)]
+        return [r for value in test.values for r in remedies_of(value, raises_when)]
     if _is_knob(test):
         return [(ast.unparse(test), "unset (false)" if raises_when else "set (true)")]
     if not isinstance(test, ast.Compare) or len(test.ops) != 1:

@@ -44,8 +44,8 @@ from ..results.outcome import Crash, Frame
 # A process tag, torch's rank tag, a timestamp, SGLang's bracketed time and rank tags, then a logger's level with
 # vLLM's date, time and [file:line], logging's default ":name:", or a bare [file:line]; any of them absent.
 _PREFIX = re.compile(r"^(?:(?P<process>\([^()]*pid=\d+\)) ?)?(?:\[rank\d+\]: ?)?"
-                     r"(?:\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? (?:- )?)?"
-                     r"(?:\[(?:\d{4}-\d\d-\d\d[ T][\d:.]+(?: [^\]]*)?|(?:[A-Z]+\d+ ?)+)\] ?)?"
+                     r"(?P<stamp>\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?Z? (?:- )?)?"
+                     r"(?P<tag>\[(?:\d{4}-\d\d-\d\d[ T][\d:.]+(?: [^\]]*)?|(?:[A-Z]+\d+ ?)+)\] ?)?"
                      r"(?:(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?:\s+\d\d-\d\d\s+[\d:.]+\s+"
                      r"(?:\[[^\]]*\]|[\w./-]+:\d+\])|:[\w.]*:|\s+\[[\w./-]+:\d+\]) ?)?")
 _START = "Traceback (most recent call last):"
@@ -149,7 +149,7 @@ class TracebackReader:
             if frame:  # the tail of a traceback whose header is not here
                 self._open[process] = current = _Open(number, headed=False)
             else:
-                self._lone(number, process, prefix.group("level"), content)
+                self._lone(number, process, prefix.group("level"), content, _logged(prefix))
                 return
         if frame:
             current.frames.append(Frame(frame["file"], int(frame["line"]), frame["function"] or "?"))
@@ -168,7 +168,7 @@ class TracebackReader:
                           continuing=True)
             else:
                 self._cut_off(current, process, content.strip())
-                self._lone(number, process, prefix.group("level"), content)
+                self._lone(number, process, prefix.group("level"), content, _logged(prefix))
 
     def _continued(self, process: str, prefix: re.Match, content: str) -> bool:
         """A line that goes on with the message of the exception line above it, as a paste wraps a long one: not
@@ -209,8 +209,9 @@ class TracebackReader:
             self._cut_off(current, process)
         self._open.clear()
 
-    def _lone(self, number: int, process: str, level: str | None, content: str) -> None:
-        """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning."""
+    def _lone(self, number: int, process: str, level: str | None, content: str, logged: bool = False) -> None:
+        """An exception line outside any traceback: a crash with no frames, unless a logger called it a warning.
+        ``logged``: the line has a logger's prefix (a level, a timestamp, SGLang's bracketed time or rank tag)."""
         if level in _QUIET:
             return
         stripped = content.strip()
@@ -241,10 +242,13 @@ class TracebackReader:
         if inner:
             message = inner["message"]
             opened = stripped[inner.start("type") - 1] if inner.start("type") else ""
-            # A reason the line gives in parentheses is a failure it handled and logs, not the line's own:
-            # "OpenAI Responses API ... disabled: ... init failed (ModuleNotFoundError: ...)" (SGLang 0.5.17).
-            if opened == "(":
+            # A reason an engine's log line gives in parentheses is a failure it handled and logs, not the line's
+            # own: "[time] OpenAI Responses API ... disabled: ... init failed (ModuleNotFoundError: ...)" (SGLang
+            # 0.5.17). The same words pasted without a logger's prefix are the failure the paste is about.
+            if opened == "(" and logged:
                 return
+            if opened == "(" and message.endswith(")") and message.count(")") > message.count("("):
+                message = message[:-1].rstrip()  # the parenthesis the line closes, not the message's
             if opened in "`\"" and opened:  # in a code span or quotes: the message ends where they close
                 message = message.partition(opened)[0].rstrip()
             self._add(Crash(number, process, inner["type"], message, ()), continuing=True)
@@ -308,6 +312,11 @@ class TracebackReader:
         whole = [c for c in self.crashes if c.exception != CUT_OFF]
         return next((c for c in whole if not any(w.search(c.text) for w in wrappers)),
                     whole[0] if whole else self.crashes[0] if self.crashes else None)
+
+
+def _logged(prefix: re.Match) -> bool:
+    """Whether a line's prefix is a logger's: a level, a timestamp, or SGLang's bracketed time or rank tag."""
+    return bool(prefix.group("level") or prefix.group("stamp") or prefix.group("tag"))
 
 
 def _asserted(exception: str, statement: str) -> str:
