@@ -188,3 +188,11 @@ def test_the_unknown_method_of_47825_is_fixed_with_the_methods_the_chain_builds(
     found = _corpus_fixes("vllm-47825-mlp-speculator-unknown-method.log", (release,))
     method = [fix for fix in found if fix.startswith('--speculative-config key "method": one of ')]
     assert len(method) == 1 and all(m in method[0] for m in ("'suffix'", "'extract_hidden_states'"))
+
+
+def test_what_reaches_a_condition_grows_it_within_bounds():
+    from specaudit.explain.fixes import MAX_EXPANDED_NODES, _expand, _parse
+
+    grows = {name: _parse(" + ".join([nxt] * 60)) for name, nxt in (("a", "b"), ("b", "c"), ("c", "d"))}
+    expanded = _expand(_parse("a > 1"), grows)
+    assert sum(1 for _ in __import__("ast").walk(expanded)) <= MAX_EXPANDED_NODES + 200

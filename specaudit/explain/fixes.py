@@ -38,7 +38,9 @@ _NUMBER = re.compile(r"-?\d{1,18}")
 _SAID_EXPRESSION = re.compile(r"^\s*\((?P<expression>[A-Za-z_][\w.]*(?:\s*[-+*]\s*\d+)?)\)")
 SEARCH_SPAN = 64  # values of a knob tried on each side of the printed one
 SEARCH_LIMIT = 4096  # a knob whose expression printed more than this is not solved back to its value
+MAX_SOLVED_KNOBS = 3  # knobs solved for a template: each costs up to 2 * SEARCH_SPAN plays of its conditions
 MAX_SHOWN_ITEMS = 24  # a literal set written out up to this many items
+MAX_EXPANDED_NODES = 2000  # the nodes what reaches a condition's names may add to it
 
 
 def fixes_of(template: Template, holes: Sequence[tuple[str, str]], fields: dict[str, frozenset[str]]) -> list[str]:
@@ -187,7 +189,8 @@ def _solved(template: Template, way: list[tuple[ast.expr, bool]], holes: dict[st
     if not held or any(_holds(tree, branch, numbers) is False for tree, branch in conditions):
         return []  # the printed numbers do not raise here: not the way the message came
     fixes = []
-    for knob, bind, now in _printed_knobs(template, conditions, holes, numbers, reaching, fields):
+    knobs = _printed_knobs(template, conditions, holes, numbers, reaching, fields)
+    for _, (knob, bind, now) in zip(range(MAX_SOLVED_KNOBS), knobs):
         near: list[int] = []
         for side in (range(now - 1, max(now - SEARCH_SPAN, -1), -1), range(now + 1, now + SEARCH_SPAN)):
             for value in side:
@@ -275,10 +278,15 @@ def _numbers(holes: dict[str, str], reaching: dict[str, ast.expr]) -> dict[str, 
 def _expand(tree: ast.expr, reaching: dict[str, ast.expr], depth: int = 3) -> ast.expr:
     """The expression with what reaches its names in their place, a few steps deep; ``getattr(x, "k", d)`` read as
     ``x.k``."""
+    budget = [MAX_EXPANDED_NODES]
+
     class Put(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
             if depth > 0 and isinstance(node.ctx, ast.Load) and node.id in reaching:
-                return _expand(copy.deepcopy(reaching[node.id]), reaching, depth - 1)
+                put = _expand(copy.deepcopy(reaching[node.id]), reaching, depth - 1)
+                budget[0] -= sum(1 for _ in ast.walk(put))
+                if budget[0] >= 0:  # what a hostile tree's names reach may not grow without bound
+                    return put
             return node
 
         def visit_Call(self, node: ast.Call) -> ast.AST:
