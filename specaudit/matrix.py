@@ -108,7 +108,7 @@ def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
     except OutOfRange:
         bundle = None
     if bundle is None:
-        return cell
+        return _synthesized(analysis, launch, cell, method, patched)
     if bundle.id not in patched:
         patched[bundle.id] = _with_bundle(analysis, bundle)
     after = patched[bundle.id]
@@ -116,6 +116,47 @@ def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
         return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patch_problem=after)
     verdict = audit(after, launch).verdict
     return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=verdict)
+
+
+def _synthesized(analysis: Analysis, launch: Launch, cell: Cell, method: str | None,
+                 patched: dict[str, Analysis | str]) -> Cell:
+    """No shipped bundle covers the cell: the one `specaudit patch --target ARCH --dry-run` would synthesize from the
+    release's supported classes of the target's shape (patch/synthesize.py), planned, and the launch judged again
+    on its edits; or why the target's shape is refused. Nothing where the release does not register the target."""
+    import tempfile
+    from pathlib import Path
+
+    from .patch.bundles import load_bundle
+    from .patch.synthesize import ShapeRefused, synthesize
+
+    target = launch.target
+    arch = (target.architectures or [""])[0] if target else ""
+    if method != "eagle3" or target is None or not arch:
+        return cell
+    key = f"synth:{arch}"
+    if key not in patched:
+        with tempfile.TemporaryDirectory(prefix="specaudit-synth-") as out:
+            try:
+                made = synthesize(analysis, target, Path(out))
+                bundle = load_bundle(made.directory)
+                patched[key] = f"{made.bundle_id}\0{made.donor}"
+                patched[made.bundle_id] = _with_bundle(analysis, bundle)
+            except ShapeRefused as exc:
+                patched[key] = f"\0\0{exc}"
+            except SpecauditError:  # not registered, or not blocked for a reason a bundle opens: nothing to name
+                patched[key] = ""
+    found = patched[key]
+    assert isinstance(found, str)
+    if not found:
+        return cell
+    bundle_id, donor, *refused = found.split("\0")
+    if refused:
+        return replace(cell, patch_problem=f"no bundle can be synthesized: {refused[0]}")
+    after = patched[bundle_id]
+    if isinstance(after, str):
+        return replace(cell, bundle=bundle_id, bundle_target=arch, synthesized_from=donor, patch_problem=after)
+    return replace(cell, bundle=bundle_id, bundle_target=arch, synthesized_from=donor,
+                   patched=audit(after, launch).verdict)
 
 
 def _with_bundle(analysis: Analysis, bundle: Bundle) -> Analysis | str:
@@ -143,11 +184,13 @@ def _answer(target: str, trees: list[EngineTree], cells: list[Cell]) -> Answer:
 
 
 def _remedy(cell: Cell, later: list[Cell]) -> str:
+    synthesized = f", synthesized from {cell.synthesized_from}" if cell.synthesized_from else ""
     if cell.patched == Verdict.READY:
-        return f"specaudit patch --target {cell.bundle_target} (bundle {cell.bundle}) makes it READY"
+        return f"specaudit patch --target {cell.bundle_target} (bundle {cell.bundle}{synthesized}) makes it READY"
     upgrade = next((c.release for c in later if c.verdict == Verdict.READY), None)
-    bundle = f"bundle {cell.bundle} leaves it {cell.patched}" if cell.patched else \
-        f"bundle {cell.bundle} does not apply: {cell.patch_problem}" if cell.bundle else "no bundle covers it"
+    bundle = f"bundle {cell.bundle}{synthesized} leaves it {cell.patched}" if cell.patched else \
+        f"bundle {cell.bundle}{synthesized} does not apply: {cell.patch_problem}" if cell.bundle else \
+        f"no bundle covers it; {cell.patch_problem}" if cell.patch_problem else "no bundle covers it"
     if upgrade:
         return f"upgrade to {upgrade} ({bundle})"
     if cell.verdict == Verdict.DEGRADED:

@@ -207,13 +207,15 @@ def test_status_and_revert_on_a_synthesized_bundle(tmp_path):
     # the rescan is BLOCKED again at the gate it was blocked at before.
     import shutil
 
-    from helpers import specaudit
-
+    from specaudit.core import cache
     from specaudit.patch.bundles import apply
     from specaudit.scan.audit import scan
     from specaudit.tree.locate import locate
 
     from conftest import engine_tree
+    from helpers import specaudit
+
+    state = cache.cache_dir()  # the session's patch state (conftest's _isolated_cache), where the CLI must look too
 
     root = tmp_path / "vllm-0.26.0"
     shutil.copytree(engine_tree("vllm==0.26.0").root, root)
@@ -227,18 +229,43 @@ def test_status_and_revert_on_a_synthesized_bundle(tmp_path):
     outcome = apply(locate(str(root)), load_bundle(made.directory))
     assert outcome.changed == ("vllm/model_executor/models/gpt2.py",)
 
-    listing = specaudit("patch", "--status", "--path", str(root))
+    listing = specaudit("patch", "--status", "--path", str(root), env_cache=state)
     assert listing.returncode == 0, listing.stderr
     assert f"applied: {made.bundle_id}" in listing.stdout and "aux-hidden-states" in listing.stdout
-    row = next(line for line in listing.stdout.splitlines() if "gpt2.py" in line)
-    assert "specaudit" in row and "as the bundle left it" in row
+    cells = [c.strip() for line in listing.stdout.splitlines() for c in line.split("│")[1:-1]]  # the table, wrapped
+    assert "/models/gpt2.py" in cells and "specaudit" in cells and "foreign" not in cells and "drifted" not in cells
 
-    reverted = specaudit("patch", "--revert", "--path", str(root))
+    reverted = specaudit("patch", "--revert", "--path", str(root), env_cache=state)
     assert reverted.returncode == 0, reverted.stderr
-    assert f"reverted {made.bundle_id}: 1 file(s) restored byte for byte" in reverted.stdout
+    assert f"reverted {made.bundle_id}: 1 file(s) restored byte for byte" in " ".join(reverted.stdout.split())
     assert tree_hashes(root) == before
 
-    listing = specaudit("patch", "--status", "--path", str(root))
-    assert "no bundle applied" in listing.stdout and "every file is as the wheel installed it" in listing.stdout
+    listing = specaudit("patch", "--status", "--path", str(root), env_cache=state)
+    assert "no bundle applied" in listing.stdout and "every file is as the wheel installed it" in " ".join(
+        listing.stdout.split())
     again = scan(locate(str(root)), launch)
     assert again.verdict == "BLOCKED" and [(f.rule_id, f.location) for f in again.blocking] == gates
+
+
+def test_the_matrix_names_the_synthesized_bundle_where_no_shipped_one_covers_the_cell():
+    # GLM-4.5 on vLLM 0.26.0: no shipped bundle, Glm4MoeForCausalLM lacks SupportsEagle3, and Llama's stack has its
+    # shape: the remedy is the bundle `specaudit patch --target Glm4MoeForCausalLM` synthesizes, planned and judged
+    # READY. Jamba (IsHybrid) names why none can be synthesized; a target the release does not register, nothing.
+    from specaudit.matrix import _answer, _row, build_matrix
+
+    from conftest import engine_tree
+
+    tree = engine_tree("vllm==0.26.0")
+    glm, = build_matrix([tree], ["glm-4.5"]).answers
+    assert glm.remedies == {"vllm 0.26.0": "specaudit patch --target Glm4MoeForCausalLM (bundle "
+                                           "vllm-eagle3-synth-glm4moeforcausallm-0.26.0, synthesized from "
+                                           "vllm.model_executor.models.llama.LlamaForCausalLM) makes it READY"}
+    tree = engine_tree("vllm==0.33.0")
+    targets = [target_of_architecture(a) for a in ("JambaForCausalLM", "NoSuchForCausalLM")]
+    row = _row(tree, targets, "cuda", {})
+    jamba, unknown = row.cells
+    assert jamba.bundle is None and jamba.patch_problem.startswith(
+        "no bundle can be synthesized: JambaForCausalLM is IsHybrid in vllm 0.33.0")
+    assert "no bundle covers it; no bundle can be synthesized: JambaForCausalLM is IsHybrid" in \
+        _answer("JambaForCausalLM", [tree], list(row.cells)).remedies["vllm 0.33.0"]
+    assert unknown.verdict == "BLOCKED" and unknown.patch_problem == "" and unknown.bundle is None

@@ -6,6 +6,7 @@ EAGLE-3 code reaches its parts by (aliases), and the imports the moved code need
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import libcst as cst
@@ -40,11 +41,18 @@ class CausalParts:
     imports: tuple[ImportItem, ...]
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed(source: str) -> cst.Module:
+    """A module's libcst tree, parsed once: a synthesis reads the same few model files over and over (libcst trees are
+    immutable, so one is shared safely)."""
+    return cst.parse_module(source)
+
+
 def class_node(index: TreeIndex, cls: ClassInfo) -> tuple[ModuleInfo, cst.ClassDef]:
     info = index.module(cls.module)
     if info is None:
         raise SpecauditError(f"{cls.module} is not in the index of {index.tree.root}")
-    module = cst.parse_module(index.source(info.path))
+    module = _parsed(index.source(info.path))
     node = next((s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == cls.name), None)
     if node is None:
         raise SpecauditError(f"{cls.qualname}: not a top-level class of {info.path}")

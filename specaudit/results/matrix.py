@@ -27,6 +27,7 @@ class Cell:
     bundle_target: str | None = None  # the name `specaudit patch --target` takes for it (kimi_k2)
     patched: str | None = None  # the verdict with the bundle's edits; None: no bundle, or it could not apply
     patch_problem: str = ""  # why the bundle could not be planned here
+    synthesized_from: str | None = None  # no shipped bundle: the supported class a synthesized one derives from
 
 
 @dataclass(frozen=True)
