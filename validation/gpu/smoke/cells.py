@@ -101,6 +101,14 @@ SGLANG_CELLS = [
     _sglang("nextn-mimo", "mimo-mtp1", [*SGLANG_NEXTN, "--speculative-draft-model-path", "MODELS/mimo-mtp1"],
             "PASSED 0", extra=("--trust-remote-code",)),
     _sglang("nextn-glm4-moe", "glm-mtp1", SGLANG_NEXTN, "PASSED 0"),
+    # round 4 (issue 39): an EAGLE-3 head with a full-vocabulary lm_head of its own that agrees with the target only
+    # through its own weights (models.py drafter-own-head). draft_vocab_size 512: SGLang keeps the head (accepted);
+    # null: LlamaForCausalLMEagle3.__init__ sets load_lm_head_from_target and init_lm_head puts the target's head in its
+    # place (nothing accepted); the key left out: the same __init__ reads config.draft_vocab_size, which transformers'
+    # LlamaConfig does not define (an AttributeError at the draft model's construction, by the engine's code)
+    _sglang("head-kept", "target-llama", sglang_eagle3("drafter-own-head"), "PASSED 0"),
+    _sglang("head-replaced", "target-llama", sglang_eagle3("drafter-own-head-null"), "FLAGGED 8"),
+    _sglang("head-replaced-nokey", "target-llama", sglang_eagle3("drafter-own-head-nokey"), "FAILED 1"),
 ]
 
 CELLS = {c["name"]: c for c in VLLM_CELLS + SGLANG_CELLS}

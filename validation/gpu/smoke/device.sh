@@ -10,6 +10,8 @@
 #   run-vllm    drive.py vllm (BUDGET seconds, CELLS to pick) -> $OUT/vllm/
 #   sglang      SGLang 0.5.17 unpacked into /root/sgl
 #   run-sglang  drive.py sglang -> $OUT/sglang/
+#   scan-sglang `specaudit scan /root/sgl -- <launch>` of each cell in CELLS (the installed wheel, the real checkpoints
+#               in /root/m), before its smoke -> $OUT/scan-sglang.tgz (scan-vllm: /root/site)
 #
 # A step whose inputs are missing (a lost machine: NO_STAGE) exits 3 at once. $OUT/stage/: what each step saw and took.
 set -u
@@ -77,6 +79,22 @@ run() {  # run ENGINE: the cells, then the reports and logs packed in one file (
   t "ran $engine"
 }
 
+scan() {  # scan ENGINE: the scan of each cell's launch command, as a user runs it before launching (round 4)
+  local engine=$1 tree=/root/site cell d cmd
+  [ "$engine" = sglang ] && tree=/root/sgl
+  rm -rf "/root/o/scan-$engine" && mkdir -p "/root/o/scan-$engine"
+  for cell in ${CELLS:-}; do
+    d=/root/o/scan-$engine/$cell && mkdir -p "$d"
+    cmd=$(python3 -c "import shlex, sys; sys.path.insert(0, '$HERE'); import cells
+print(shlex.join(cells.command(cells.CELLS['$cell'], '/root/m', 30199)))")
+    echo "specaudit scan $tree --format json --out $d -- $cmd" > "$d/argv.txt"
+    (cd "$d" && eval "COLUMNS=150 timeout 240 specaudit scan $tree --format json --out $d -- $cmd" > "$d/terminal.txt" 2>&1
+     echo $? > "$d/rc")
+    t "scan $cell: exit $(cat "$d/rc")"
+  done
+  tar -C /root/o -czf "$O/scan-$engine.tgz" "scan-$engine"
+}
+
 for step in "$@"; do
   case $step in
     base) base ;;
@@ -84,6 +102,8 @@ for step in "$@"; do
     sglang) sglang ;;
     run-vllm) run vllm ;;
     run-sglang) run sglang ;;
+    scan-vllm) scan vllm ;;
+    scan-sglang) scan sglang ;;
     keep) ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

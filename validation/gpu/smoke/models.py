@@ -8,6 +8,14 @@
 - drafter-d2t-identity: drafter-agree with d2t's offsets all zero: draft id i is target id i, so the head's one
   proposal (" x", draft id 4) names target token 4, which the target never picks: it loads, serves, and is never
   accepted (specaudit/scan/drafter/vocab.py's d2t_identity).
+- drafter-own-head, drafter-own-head-null, drafter-own-head-nokey (the replaced-head cells, issue 39): drafter-agree
+  with a full-vocabulary lm_head of its own (512 x 256, float32, no d2t/t2d) that agrees with the target only through
+  its own weights: fc writes the aux states' dim 0 into dim ANSWER_DIM of the draft's hidden state (dim 0 left
+  empty), and the head's row " x" is 10.0 on that dim. The target's lm_head reads " x" from dim 0 only, so with the
+  target's head in its place the draft proposes whichever token the target's noise on ANSWER_DIM favours, never " x"
+  (checked here over every input token, both heads, in float32). The three differ in the config alone:
+  "draft_vocab_size": 512 (SGLang keeps the drafter's head), null (LlamaForCausalLMEagle3.__init__ sets
+  load_lm_head_from_target, init_lm_head then calls set_embed_and_head with the target's), and the key left out.
 - The MTP targets of validation/mtp_cpu.py (its build_checkpoint: the real layer names of DeepSeek-V3, MiMo-7B and
   GLM-4.5, weights built so that target and MTP layer both always answer " x"), at the GPU's sizes: hidden 256,
   heads of 64, and DeepSeek-V3's own MLA widths (kv_lora_rank 512, qk_rope_head_dim 64, qk_nope_head_dim 128,
@@ -91,6 +99,49 @@ def mimo_mlp_carried(source: Path, out: Path, hollow: bool) -> None:
     (out / "tensors.json").write_text(json.dumps({k: list(v.shape) for k, v in sorted(tensors.items())}, indent=0))
 
 
+def own_head_drafter(agree: dict, target: dict, agree_token: int) -> tuple[dict, int, dict]:
+    """drafter-agree with a full-vocabulary head of its own (the docstring's drafter-own-head): its tensors, the
+    answer's dim, and what the two heads propose over every input token (computed here as the drafter computes it:
+    the target's hidden state at any layer is the token's embedding, its o_proj/down_proj being zero; the drafter's
+    midlayer adds nothing, its o_proj/down_proj being zero, so its hidden state is RMSNorm(fc(aux)))."""
+    hidden, vocab = t3.HIDDEN, t3.VOCAB
+    target_head = target["lm_head.weight"].float()
+    # the answer's dim: one where the target's head row " x" is negative and not the column's largest
+    dim = next(d for d in range(1, hidden) if target_head[agree_token, d] < 0
+               and int(target_head[:, d].argmax()) != agree_token)
+    tensors = {k: v.clone() for k, v in agree.items() if k not in ("d2t", "t2d")}
+    fc = tensors["fc.weight"]
+    fc[0, :] = 0.0  # nothing in dim 0, where the target's head reads " x"
+    fc[dim, :] = 0.0
+    fc[:, dim] = fc[:, hidden + dim] = fc[:, 2 * hidden + dim] = 0.0
+    fc[dim, 0] = fc[dim, hidden] = fc[dim, 2 * hidden] = 1.0
+    head = t3.normal(t3.SEED + 20, True)(vocab, hidden)
+    head[:, dim] = 0.0
+    head[agree_token, dim] = 10.0
+    tensors["lm_head.weight"] = head.contiguous()
+    embed = target["model.embed_tokens.weight"].float()
+    aux = torch.cat([embed, embed, embed], dim=-1)
+    h = aux @ fc.float().T
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-5)
+    own, replaced = (h @ head.T).argmax(-1), (h @ target_head.T).argmax(-1)
+    proposes = {"answer_dim": dim, "own_head_proposes_x": int((own == agree_token).sum()),
+                "target_head_proposes_x": int((replaced == agree_token).sum()), "inputs": vocab,
+                "target_head_proposes": sorted({int(t) for t in replaced.tolist()})[:8]}
+    assert proposes["own_head_proposes_x"] == vocab and proposes["target_head_proposes_x"] == 0, proposes
+    return {k: v.contiguous() for k, v in tensors.items()}, dim, proposes
+
+
+def save_own_head(tensors: dict, out: Path, draft_vocab) -> None:
+    """drafter-own-head's tensors with drafter_config(), draft_vocab_size set to ``draft_vocab`` (... : left out)."""
+    t3.save_drafter(tensors, str(out))
+    config = t3.drafter_config()
+    if draft_vocab is ...:
+        del config["draft_vocab_size"]
+    else:
+        config["draft_vocab_size"] = draft_vocab
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
 def main() -> int:
     out = Path(sys.argv[1]).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -108,12 +159,20 @@ def main() -> int:
         except Exception as exc:  # one checkpoint the image's transformers cannot build must not stop the others
             failed[name] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-400:]
 
-    made("target-llama", lambda: t3.save_target(t3.build_target(agree_token, True, t3.SEED), tok,
-                                                str(out / "target-llama")))
+    target = t3.build_target(agree_token, True, t3.SEED)
+    made("target-llama", lambda: t3.save_target(target, tok, str(out / "target-llama")))
     agree = t3.drafter_tensors(agree_token, True, t3.SEED + 2)
     made("drafter-agree", lambda: t3.save_drafter(agree, str(out / "drafter-agree")))
     made("drafter-d2t-identity", lambda: t3.save_drafter(dict(agree, d2t=torch.zeros_like(agree["d2t"])),
                                                          str(out / "drafter-d2t-identity")))
+    own: dict = {}
+
+    def own_heads() -> None:
+        tensors, _, own["proposes"] = own_head_drafter(agree, target, agree_token)
+        for name, draft_vocab in (("drafter-own-head", t3.VOCAB), ("drafter-own-head-null", None),
+                                  ("drafter-own-head-nokey", ...)):
+            save_own_head(tensors, out / name, draft_vocab)
+    made("drafter-own-head*", own_heads)
     for i, name in enumerate(gm.GRID_TARGETS):  # the grid's seeds, so these are the grid's checkpoints
         if name not in ("gemma", "gpt2"):
             continue
@@ -139,7 +198,8 @@ def main() -> int:
     for name in WIDE:
         made(f"{name}-h512", lambda name=name: mtp_cpu.build_checkpoint(name, out / f"{name}-h512"))
     print(json.dumps({"out": str(out), "transformers": tf.__version__, "torch": torch.__version__,
-                      "agree_token_id": agree_token, "wrote": wrote, "failed": failed}))
+                      "agree_token_id": agree_token, "own_head": own.get("proposes"), "wrote": wrote,
+                      "failed": failed}))
     return 0
 
 
