@@ -269,3 +269,13 @@ def test_the_matrix_names_the_synthesized_bundle_where_no_shipped_one_covers_the
     assert "no bundle covers it; no bundle can be synthesized: JambaForCausalLM is IsHybrid" in \
         _answer("JambaForCausalLM", [tree], list(row.cells)).remedies["vllm 0.33.0"]
     assert unknown.verdict == "BLOCKED" and unknown.patch_problem == "" and unknown.bundle is None
+
+
+def test_sglang_0_5_17_refuses_gemma_whose_head_is_tied_and_leaves_no_bundle(tmp_path):
+    # SGLang 0.5.17's GemmaForCausalLM has no lm_head (its logits read model.embed_tokens): every supported class's
+    # get_embed_and_head reads self.lm_head or more. The refusal names the first few, and writes nothing.
+    with pytest.raises(ShapeRefused, match=r"no class the release supports has a get_embed_and_head reading only what "
+                                           r"GemmaForCausalLM has \(LlamaForCausalLM\.get_embed_and_head reads "
+                                           r"self\.lm_head; .*; and \d+ more\)"):
+        synthesize(engine_analysis("sglang==0.5.17"), target_of_architecture("GemmaForCausalLM"), tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -98,7 +98,6 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
         causal_aliases = {donor_stack_attr: stack_attr} if donor_stack_attr != stack_attr else {}
     bundle_id = f"{tree.engine.name}-eagle3-synth-{arch.lower()}-{tree.version}"
     directory = out_dir / bundle_id
-    (directory / "code").mkdir(parents=True, exist_ok=True)
     changes: list[dict[str, Any]] = []
     opens = {f.rule_id for f in blocking}
     interface = next((f.rule_id for f in blocking if f.rule_id != _ALLOWLIST), _ALLOWLIST)
@@ -118,8 +117,9 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
     protocol_args: dict[str, Any] = {"class": cls.qualname, "aliases": causal_aliases}
     if "SupportsEagle3" in analysis.protocols:
         protocol_args["protocol"] = "SupportsEagle3"
-    if members:
-        code = _members_code(analysis, cls, members, causal_aliases, donor_cls)
+    code = _members_code(analysis, cls, members, causal_aliases, donor_cls) if members else None
+    (directory / "code").mkdir(parents=True, exist_ok=True)  # only once nothing is refused: no empty bundle is left
+    if code is not None:
         (directory / "code" / f"{arch.lower()}_members.py").write_text(code, encoding="utf-8")
         protocol_args["code"] = f"code/{arch.lower()}_members.py"
     changes.append({"id": "eagle3-target-contract", "opens": interface, "codemod": "implement_protocol",
@@ -248,8 +248,9 @@ def _members_code(analysis: Analysis, cls: ClassInfo, members: list[str], aliase
             imports += [i for i in needed if i not in imports]
             break
         else:
+            shown = "; ".join(misses[:6]) + (f"; and {len(misses) - 6} more" if len(misses) > 6 else "")
             raise ShapeRefused(f"no class the release supports has a {member} reading only what {cls.name} has "
-                               f"({'; '.join(misses)})")
+                               f"({shown})")
     lines = [f"# For {cls.name}: {'; '.join(donors)}, as this release has them.",
              "# Derived by specaudit; each function becomes a method of the class.", ""]
     lines += [f"from {i.module} import {i.obj_name}" + (f" as {i.alias}" if i.alias else "") for i in imports]
