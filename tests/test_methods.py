@@ -369,6 +369,18 @@ def test_a_launch_value_the_engine_refuses_is_blocked_with_its_words(release, sp
     assert error in result.blocking[0].error
 
 
+def test_mtp_on_a_target_with_no_mtp_rewrite_is_refused_where_the_engine_refuses_it():
+    # vLLM 0.33.0 speculative.py: hf_config_override rewrites deepseek_v3 (not kimi_k2) to deepseek_mtp, so for
+    # Kimi-K2 the draft's model type is no MTP type and __post_init__'s method chain ends in `raise
+    # NotImplementedError(f"Unsupported speculative method: '{self.method}'")`. The Transformers-MTP branch before it
+    # reads `target.hf_text_config.num_mtp_layers` only under `getattr(..., "num_mtp_layers", None) is not None`: the
+    # refusal is the resolving code's, the only gate of the speculative config, not that read.
+    result = audit(analysis("vllm==0.33.0"), launch({"method": "mtp", "num_speculative_tokens": 1}, preset="kimi-k2"))
+    assert result.verdict == Verdict.BLOCKED
+    assert [f.error for f in result.blocking[:1]] == ["NotImplementedError: Unsupported speculative method: 'mtp'"]
+    assert not any("num_mtp_layers" in (f.error or "") for f in result.findings)
+
+
 @pytest.mark.parametrize("release", ["vllm==0.20.0", "vllm==0.33.0"])
 def test_launch_values_the_engine_takes_are_not_refused(release):
     for speculative in ({"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4},

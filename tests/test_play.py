@@ -300,6 +300,39 @@ def behaviour(spec):
     assert played(code, spec={CLASS: "code:Spec", "method": "eagle3", "k": 2})[3] is False
 
 
+def test_a_view_that_forwards_its_attributes_answers_what_it_holds():
+    # SGLang 0.5.23 arg_groups/model_override_base.py: ResolvedView stores what it views with object.__setattr__
+    # (its own __setattr__ refuses) and answers every other name from it in __getattr__, read back with
+    # object.__getattribute__.
+    code = """
+class Args:
+    attn_dp_size: int = 1
+
+class View:
+    __slots__ = ("_args", "_overlay")
+
+    def __init__(self, args, overlay=None):
+        object.__setattr__(self, "_args", args)
+        object.__setattr__(self, "_overlay", overlay or {})
+
+    def __getattr__(self, name):
+        overlay = object.__getattribute__(self, "_overlay")
+        if name in overlay:
+            return overlay[name]
+        return getattr(object.__getattribute__(self, "_args"), name)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("read-only")
+
+def attn_dp_enabled(args, overlay):
+    view = View(args, overlay)
+    return view.attn_dp_size > 1
+"""
+    assert played(code, args={CLASS: "code:Args", "attn_dp_size": 2}, overlay={}) is True
+    assert played(code, args={CLASS: "code:Args", "attn_dp_size": 2}, overlay={"attn_dp_size": 1}) is False
+    assert isinstance(played(code, args={CLASS: "code:Args"}, overlay={}), Unknown)  # a field it was not given
+
+
 def test_a_class_is_a_value_of_its_own():
     code = _SPECULATORS + "\ndef pick():\n    return NgramConfig\n"
     assert played(code) == ReleaseClass("code:NgramConfig")

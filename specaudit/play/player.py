@@ -39,6 +39,8 @@ MAX_WAYS = 64  # a function that forks on more unknown conditions than this is n
 # _get_dbo_unsupported_features forks on six fields no launch option fixes, 64 ways already.
 MAX_EVERY_WAYS = 512
 MAX_CALLS = 6  # how deep the release's own functions are followed
+# object's own attribute access, past a class's __setattr__ and __getattr__: the call and its arity.
+_OBJECT_SLOTS = {"object.__setattr__": 3, "object.__getattribute__": 2}
 MAX_ITERATIONS = 64  # a loop over a known sequence longer than this is not played out
 MAX_ITEMS = 4096  # nor a comprehension over more items than this (its element may follow calls for each)
 # The builtin types ``isinstance`` is played with, on plain values (a class of the release is a ``type``).
@@ -679,6 +681,10 @@ class Player:
         class's to say."""
         member = self.scope.member(class_name, name)
         if member is None:
+            forward = self.scope.member(class_name, "__getattr__") if this is not None else None
+            if forward is not None and isinstance(forward.node, ast.FunctionDef) and self.depth < MAX_CALLS:
+                # A view onto another object (SGLang's ResolvedView): what its __getattr__ answers for the name.
+                return self._invoke(forward.node, forward.scope, site, env, [name], {}, {"self": this})
             return Unknown(f"{class_name.rpartition(':')[2]}.{name} (not defined in the release's class)")
         if isinstance(member.node, ast.FunctionDef):
             if not member.is_property or this is None or self.depth >= MAX_CALLS:
@@ -842,6 +848,8 @@ class Player:
                 return None
             if not isinstance(owner, (dict, Unknown)) and method in METHODS and not node.keywords:
                 return plain_method(owner, method, [self.evaluate(a, env) for a in args])
+        if func in _OBJECT_SLOTS and len(args) == _OBJECT_SLOTS[func] and not node.keywords:
+            return self._object_slot(func, [self.evaluate(a, env) for a in args])
         if func in ("copy.deepcopy", "copy.copy", "deepcopy") and len(args) == 1:
             return copy.deepcopy(self.evaluate(args[0], env))
         if func in ("importlib.import_module", "import_module") and len(args) == 1:
@@ -865,6 +873,18 @@ class Player:
             return self._follow(func, node, env)
         callee = self.evaluate(node.func, env)  # `get_speculator_config_class(self)(self)`
         return self._construct(callee, node, env) if isinstance(callee, ReleaseClass) else UNKNOWN
+
+    @staticmethod
+    def _object_slot(func: str, values: list[Any]) -> Any:
+        """``object.__setattr__(obj, name, value)`` and ``object.__getattribute__(obj, name)`` on an object of the
+        release: its own attribute, past the class's __setattr__ and __getattr__ (the views that forward them)."""
+        this, name = values[0], values[1]
+        if not isinstance(this, dict) or not isinstance(this.get(CLASS), str) or not isinstance(name, str):
+            return UNKNOWN
+        if func == "object.__setattr__":
+            this[name] = values[2]
+            return None
+        return this.get(name, Unknown(f"{name} (not set on the object)"))
 
     def _getattr(self, func: str, args: list[ast.expr], node: ast.Call, env: dict[str, Any]) -> Any:
         attribute = self.evaluate(args[1], env)

@@ -323,10 +323,10 @@ class Evaluator:
                 part = self.resolver.part_class(base.cls, name) or self._registered_part(base.cls, name)
                 if part:
                     return TargetModel(part)
-                if self._is_property(base.cls, name):  # read, not called: what its body returns
-                    value = self.returned(Method(base, name))
-                    return Unknown(f"{text} (a property of {base.cls.name})") if value is None else value
-                return Method(base, name)
+                # A property is read, not called: what its body returns, where that body is one return (a body
+                # with checks before it stays the member it is, as any method).
+                value = self.returned(Method(base, name)) if self._is_property(base.cls, name) else None
+                return Method(base, name) if value is None else value
             if has is False:
                 return Raises(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
             return has
