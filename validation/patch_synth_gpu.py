@@ -101,9 +101,10 @@ def report() -> int:
                 acc = f"{s['num_accepted_tokens']:.0f} / {s['num_draft_tokens']:.0f}"
             elif c.get("meta_info"):
                 m = c["meta_info"]
-                acc = (f"{sum(x.get('spec_accept_token_num', 0) for x in m)} / "
-                       f"{sum(x.get('spec_draft_token_num', 0) for x in m)}" if "spec_draft_token_num" in m[0] else
-                       "rate " + ", ".join(str(x.get("spec_accept_rate")) for x in m))
+                acc = (f"{sum(x.get('spec_num_correct_drafts', 0) for x in m)} / "
+                       f"{sum(x.get('spec_num_proposed_drafts', 0) for x in m)} (accept rate "
+                       f"{', '.join(str(x.get('spec_accept_rate')) for x in m)})" if "spec_num_proposed_drafts" in m[0]
+                       else "accept rate " + ", ".join(str(x.get("spec_accept_rate")) for x in m))
             else:
                 acc = "-"
             same = "-"
