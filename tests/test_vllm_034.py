@@ -137,3 +137,27 @@ def test_a_method_the_release_does_not_list_is_unknown_where_a_plugin_may_regist
     # registered_speculative_methods() (filled by a general plugin at launch) has it
     result = audit(engine_analysis("vllm==0.34.0"), launch({"method": "my_plugin_method", "num_speculative_tokens": 3}))
     assert result.verdict == Verdict.UNKNOWN
+
+
+@pytest.mark.parametrize("release", ["vllm==0.33.0", "vllm==0.34.0"])
+def test_eagle3_over_pipeline_stages_needs_a_decoder_that_relays_the_aux_states(release):
+    # Model Runner V2 (vllm/v1/worker/gpu/model_runner.py, 0.34.0:425-429): set_eagle3_aux_hidden_state_layers(
+    # self.model, self.speculative_config, self.use_pp), self.use_pp = pipeline_parallel_size > 1 (line 248);
+    # eagle3_utils.py (0.34.0:33-35, 0.33.0 the same at 57-61): `if use_pp:` verify_supports_aux_hidden_states_over_pp
+    # raises unless the inner decoder says supports_aux_hidden_states_over_pp, which llama.py:358 does and deepseek_v2.py
+    # does not (interfaces.py: False by default). The argument is the runner's pipeline size, as the launch sets it.
+    from dataclasses import replace
+
+    def staged(preset: str, stages: int):  # a `vllm serve` command's --pipeline-parallel-size
+        speculative = {"method": "eagle3", "model": "org/EAGLE3-head", "num_speculative_tokens": 3}
+        return audit(engine_analysis(release),
+                     replace(launch(speculative, preset, **{"pipeline-parallel-size": stages}), engine="vllm"))
+
+    eagle3_utils = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+    deepseek = staged("deepseek-v3", 2)
+    assert deepseek.verdict == Verdict.BLOCKED
+    assert deepseek.blocking[0].file == eagle3_utils and "does not support" in (deepseek.blocking[0].error or "")
+    assert staged("llama3", 2).verdict == Verdict.READY
+    for preset in ("deepseek-v3", "llama3"):  # one stage: the check is not reached
+        assert not any(f.file == eagle3_utils and f.status in (Status.BLOCKS, Status.UNDECIDED)
+                       for f in staged(preset, 1).findings)

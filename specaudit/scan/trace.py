@@ -842,7 +842,9 @@ class _Walk:
         return bound
 
     def literal_arguments(self, callee: _Function, call: ast.Call) -> dict[str, ast.expr]:
-        """The callee's parameters that receive a literal (a list a gate tests against)."""
+        """The callee's parameters that receive a literal (a list a gate tests against), or an expression over what
+        the launch fixes (``set_eagle3_aux_hidden_state_layers(model, spec, self.use_pp)``: the pipeline size's test),
+        inlined where the callee's conditions read them, as a local name's are."""
         params = [a.arg for a in callee.node.args.posonlyargs + callee.node.args.args]
         if callee.owner is not None and params and params[0] in ("self", "cls"):
             params = params[1:]
@@ -850,6 +852,10 @@ class _Walk:
         found = {}
         for param, arg in pairs:
             value = self.frame.literals.get(arg.id) if isinstance(arg, ast.Name) else arg if _is_literal(arg) else None
+            if value is None and not isinstance(arg, ast.Starred) and not self.denote(arg):
+                rewritten = _Rewrite(self).expression(copy.deepcopy(arg))
+                if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
+                    value = rewritten
             if value is not None:
                 found[param] = value
         return found
