@@ -79,12 +79,13 @@ def _row(tree: EngineTree, targets: list[Target], platform: str, speculative: di
     bundle that covers it, each bundle planned (its edits analysed with it) once, whatever targets it covers."""
     analysis = analyze(tree, platform=platform)
     patched: dict[str, Analysis | str] = {}
+    synthesized: dict[str, _Synthesis] = {}
     cells, results = [], []
     for target in targets:
         launch = Launch(target, method=method_of(speculative), speculative=speculative)
         result = audit(analysis, launch)
         results.append(result)
-        cells.append(_patched(analysis, launch, result, _cell(target.name, tree, result), patched))
+        cells.append(_patched(analysis, launch, result, _cell(target.name, tree, result), patched, synthesized))
     return _Row(tree, tuple(cells), tuple(results))
 
 
@@ -94,9 +95,10 @@ def _cell(target: str, tree: EngineTree, result: ScanResult) -> Cell:
 
 
 def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
-             patched: dict[str, Analysis | str]) -> Cell:
-    """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it.
-    ``patched``: the tree with each bundle's edits analysed (or why the bundle cannot be planned), by bundle id."""
+             patched: dict[str, Analysis | str], synthesized: dict[str, _Synthesis]) -> Cell:
+    """The cell with the verdict that the bundle covering it gives, when it is blocked and one covers it, else the
+    bundle synthesized for its architecture. ``patched``: the tree with each bundle's edits analysed (or why the
+    bundle cannot be planned), by bundle id; ``synthesized``: what synthesis makes of each architecture."""
     if cell.verdict != Verdict.BLOCKED or launch.target is None:
         return cell
     tree, target = analysis.tree, launch.target
@@ -108,7 +110,7 @@ def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
     except OutOfRange:
         bundle = None
     if bundle is None:
-        return _synthesized(analysis, launch, cell, method, patched)
+        return _synthesized(analysis, launch, cell, method, patched, synthesized)
     if bundle.id not in patched:
         patched[bundle.id] = _with_bundle(analysis, bundle)
     after = patched[bundle.id]
@@ -118,8 +120,18 @@ def _patched(analysis: Analysis, launch: Launch, result: ScanResult, cell: Cell,
     return replace(cell, bundle=bundle.id, bundle_target=bundle.target, patched=verdict)
 
 
+@dataclass(frozen=True)
+class _Synthesis:
+    """What `patch --target ARCH` makes of an architecture on a release: a bundle (its id, the class its code comes
+    from), or why its shape is refused; neither where the release does not register it or nothing blocks it."""
+
+    bundle_id: str = ""
+    donor: str = ""
+    refused: str = ""
+
+
 def _synthesized(analysis: Analysis, launch: Launch, cell: Cell, method: str | None,
-                 patched: dict[str, Analysis | str]) -> Cell:
+                 patched: dict[str, Analysis | str], synthesized: dict[str, _Synthesis]) -> Cell:
     """No shipped bundle covers the cell: the one `specaudit patch --target ARCH --dry-run` would synthesize from the
     release's supported classes of the target's shape (patch/synthesize.py), planned, and the launch judged again
     on its edits; or why the target's shape is refused. Nothing where the release does not register the target."""
@@ -133,29 +145,26 @@ def _synthesized(analysis: Analysis, launch: Launch, cell: Cell, method: str | N
     arch = (target.architectures or [""])[0] if target else ""
     if method != "eagle3" or target is None or not arch:
         return cell
-    key = f"synth:{arch}"
-    if key not in patched:
+    if arch not in synthesized:
         with tempfile.TemporaryDirectory(prefix="specaudit-synth-") as out:
             try:
                 made = synthesize(analysis, target, Path(out))
-                bundle = load_bundle(made.directory)
-                patched[key] = f"{made.bundle_id}\0{made.donor}"
-                patched[made.bundle_id] = _with_bundle(analysis, bundle)
+                synthesized[arch] = _Synthesis(made.bundle_id, made.donor)
+                patched[made.bundle_id] = _with_bundle(analysis, load_bundle(made.directory))
             except ShapeRefused as exc:
-                patched[key] = f"\0\0{exc}"
+                synthesized[arch] = _Synthesis(refused=str(exc))
             except SpecauditError:  # not registered, or not blocked for a reason a bundle opens: nothing to name
-                patched[key] = ""
-    found = patched[key]
-    assert isinstance(found, str)
-    if not found:
+                synthesized[arch] = _Synthesis()
+    found = synthesized[arch]
+    if found.refused:
+        return replace(cell, patch_problem=f"no bundle can be synthesized: {found.refused}")
+    if not found.bundle_id:
         return cell
-    bundle_id, donor, *refused = found.split("\0")
-    if refused:
-        return replace(cell, patch_problem=f"no bundle can be synthesized: {refused[0]}")
-    after = patched[bundle_id]
+    after = patched[found.bundle_id]
     if isinstance(after, str):
-        return replace(cell, bundle=bundle_id, bundle_target=arch, synthesized_from=donor, patch_problem=after)
-    return replace(cell, bundle=bundle_id, bundle_target=arch, synthesized_from=donor,
+        return replace(cell, bundle=found.bundle_id, bundle_target=arch, synthesized_from=found.donor,
+                       patch_problem=after)
+    return replace(cell, bundle=found.bundle_id, bundle_target=arch, synthesized_from=found.donor,
                    patched=audit(after, launch).verdict)
 
 
