@@ -74,8 +74,9 @@ def collect(round_name: str, sources: list[str]) -> None:
 
 
 def cells_of(round_dir: Path) -> list[tuple[str, Path]]:
-    return [(engine.name, cell) for engine in sorted(round_dir.iterdir()) if engine.is_dir() and engine.name != "stage"
-            for cell in sorted(engine.iterdir()) if cell.is_dir()]
+    # the engines' smoke cells only (round 4 keeps its scans beside them: scan-local/, scan-sglang/)
+    return [(engine.name, cell) for engine in sorted(round_dir.iterdir()) if engine.is_dir()
+            and engine.name in ("vllm", "sglang") for cell in sorted(engine.iterdir()) if cell.is_dir()]
 
 
 def _acceptance(report: dict) -> str:
