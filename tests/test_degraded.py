@@ -393,6 +393,18 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
 
 
 @pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])
+def test_heads_of_zero_bytes_are_not_a_copy(tmp_path, release):
+    # smoke's probe mirrors a node's checkpoints as their headers and sparse files: the floats read back as zeros, and
+    # two zero heads are no evidence that the drafter's is the target's (validation/gpu/smoke/mirror_heads.py: the
+    # round-4 heads differ on the node and compare equal in the mirror).
+    import numpy as np
+
+    zeros = np.zeros((1000, 64), dtype=np.float32)
+    mirrored = audit(analysis(release), full_vocab_head(tmp_path, zeros, zeros.copy()))
+    assert degrading(mirrored)["sglang-degrades-head-overwritten"].status == Status.UNDECIDED
+
+
+@pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])
 def test_a_launch_command_holds_the_drafters_head_against_its_targets(tmp_path, release):
     """The launch command names the target's directory and the drafter's: the target's head is read from the first,
     as the engine loads it, so the replaced head is decided from the command alone (it cannot be given --model)."""
