@@ -359,11 +359,13 @@ def test_sglang_ignores_top_level_aux_ids_and_captures_its_default(tmp_path, rel
 # head). vLLM keeps a head that differs from the target's (torch.equal in _maybe_share_lm_head / _should_share).
 
 
-def full_vocab_head(tmp_path, target_head, own_head) -> Launch:
+def full_vocab_head(tmp_path, target_head, own_head, keyed: bool = True) -> Launch:
+    """An EAGLE-3 head with a full-vocabulary lm_head of its own, its config's draft_vocab_size null (``keyed``) or
+    left out."""
     import numpy as np
 
     target = write_checkpoint(tmp_path / "target-w", TARGET, {"lm_head.weight": target_head})
-    config = {k: v for k, v in HEAD.items() if k != "draft_vocab_size"}
+    config = {k: v for k, v in HEAD.items() if k != "draft_vocab_size"} | ({"draft_vocab_size": None} if keyed else {})
     tensors = {k: v for k, v in head_tensors().items() if k not in ("d2t", "t2d")}
     tensors["lm_head.weight"] = own_head
     draft = write_checkpoint(tmp_path / "draft-full", config, tensors)
@@ -390,6 +392,21 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     # A drafter config with its draft_vocab_size keeps its own head (the d2t-mapped heads of test_degraded's others).
     kept = audit(analysis("sglang==0.5.23"), launch(tmp_path, HEAD, "eagle3", "sglang"))
     assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES
+
+
+@pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])
+def test_a_head_config_without_the_key_fails_where_null_runs(tmp_path, release):
+    # SGLang 0.5.17 llama_eagle3.py:295 (0.5.23: 306) `if config.draft_vocab_size is None:` reads the key as an
+    # attribute of the transformers config built from config.json; LlamaConfig has none and nothing in sglang/srt
+    # sets one (helper-6's round 4, validation/gpu-differential.md): left out, building the draft class raises
+    # AttributeError; null, the release runs with the target's head in place of the drafter's (DEGRADED above).
+    import numpy as np
+
+    target_head = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
+    result = audit(analysis(release), full_vocab_head(tmp_path, target_head, target_head[::-1].copy(), keyed=False))
+    assert result.verdict == Verdict.BLOCKED
+    (finding,) = [f for f in result.blocking if f.rule_id == "sglang-degrades-head-overwritten"]
+    assert finding.file == "sglang/srt/models/llama_eagle3.py" and "draft_vocab_size" in (finding.error or "")
 
 
 @pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])

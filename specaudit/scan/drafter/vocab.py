@@ -7,6 +7,7 @@ target's when the release shares them.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from ...core.types import EngineFunction, Finding, Rule, Status
@@ -176,6 +177,17 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
     if ctx.draft_config.get(key) is not None:
         return engine_finding(rule, ctx, Status.PASSES, f"the drafter config sets {key}: the release keeps the "
                                "drafter's own lm_head", evidence, sharer)
+    read = next((n for n in ast.walk(init) if isinstance(n, ast.Attribute) and n.attr == key), None) \
+        if init is not None else None
+    if key not in ctx.draft_config and read is not None:
+        # `if config.<key> is None` reads the key as an attribute: a transformers config made from a config.json
+        # without it has no such attribute (null and absent are not the same), and building the draft class fails.
+        where = EngineFunction(module_file, read.lineno, f"{entry.class_name}.__init__", init)
+        return engine_finding(rule, ctx, Status.BLOCKS, f"the drafter config has no {key} at all (null would keep "
+                               f"the launch running): {entry.class_name}.__init__ reads config.{key}, which a "
+                               "config made without that key does not have", evidence, where,
+                               f"AttributeError: the drafter's config (model type "
+                               f"{ctx.draft_config.get('model_type')}) has no attribute '{key}'")
     target = ctx.launch.target_weights
     other = target.tensor("lm_head.weight") if target is not None else None
     same = _same_rows(ctx.draft, head, target, other) if target is not None and other is not None else None
