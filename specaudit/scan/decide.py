@@ -817,7 +817,11 @@ def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:
     if obligation.kind == "unpack":
         return f"ValueError: not enough values to unpack (expected {obligation.member})"
     cls = evaluator.target_class
-    values = {"model.__class__.__name__": cls.name, "type(model).__name__": cls.name} if cls else {}
+    values: dict[str, Any] = {"model.__class__.__name__": cls.name, "type(model).__name__": cls.name} if cls else {}
+    for hole, source in obligation.holes:  # what the launch fixes, as the engine formats it in
+        value = evaluator.condition(Condition(source, hole, True, obligation.module))
+        if isinstance(value, (str, int, float, bool, type(None), list, tuple)):
+            values[hole] = value
     message = render_message(obligation.message, values)
     return f"{obligation.exception}: {message}" if message else obligation.exception
 

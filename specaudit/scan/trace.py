@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -227,6 +228,9 @@ class Obligation:
     member: str | None = None  # the method or attribute (call, attribute, config); the arity (unpack)
     receiver: str | None = None  # the denotation the member is read from
     step: int = 0  # order along the path
+    # Each {expression} of the message that reads what the launch fixes, rewritten as a condition is (decide fills
+    # it in: "greater than zero (-3)", where the template says {self.num_speculative_tokens}).
+    holes: tuple[tuple[str, str], ...] = ()
 
 
 def reads_target(source: str) -> bool:
@@ -916,7 +920,20 @@ class _Walk:
         code = _excerpt(statement_lines, node.col_offset)
         self.t.record(Obligation(kind, self.frame.role.name, self.frame.role.phase, self.module.name,
                                  self.module.path, node.lineno, end_line, code, self.function.qualname,
-                                 self.frame.via, guards, exception, message, member, receiver))
+                                 self.frame.via, guards, exception, message, member, receiver,
+                                 holes=self._holes(message)))
+
+    def _holes(self, message: str | None) -> tuple[tuple[str, str], ...]:
+        found = []
+        for hole in dict.fromkeys(hole for hole, _ in re.findall(r"\{([^{}=]+?)(=?)\}", message or "")):
+            try:
+                expression = ast.parse(hole.strip(), mode="eval").body
+            except SyntaxError:
+                continue
+            rewritten = ast.unparse(_Rewrite(self).expression(expression))
+            if "__" in rewritten and rewritten != hole:
+                found.append((hole, rewritten))
+        return tuple(found)
 
 
 class _Rewrite(ast.NodeTransformer):

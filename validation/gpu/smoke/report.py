@@ -128,7 +128,7 @@ def device_time(rounds: dict) -> list[str]:
             total += sum(seconds.values())
             lines.append(f"- {name}: {sum(seconds.values())} s (" + "; ".join(f"{k}: {v} s" for k, v in seconds.items())
                          + ")")
-    return [*lines, f"- in all: {total} s of the session's 1800 s"] if lines else []
+    return [*lines, f"- in all: {total} s over the rounds' sessions (1800 s a session)"] if lines else []
 
 
 def render() -> str:
