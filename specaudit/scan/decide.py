@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.types import Finding, Phase, Status
 from ..launch.target import Target
+from ..play.modules import PROPERTIES
 from ..play.operators import METHODS, compare, plain_method
 from ..play.values import UNKNOWN, EngineObject, Raised, Unknown, truth
 from .facts import ClassInfo, ModuleInfo, dotted_name
@@ -342,8 +343,7 @@ class Evaluator:
 
     def _is_property(self, cls: ClassInfo, name: str) -> bool:
         found = self.resolver.method_node(cls, name)
-        return found is not None and any(dotted_name(d) in ("property", "functools.cached_property", "cached_property")
-                                         for d in found[1].decorator_list)
+        return found is not None and any(ast.unparse(d) in PROPERTIES for d in found[1].decorator_list)
 
     def _registered_part(self, cls: ClassInfo, name: str) -> ClassInfo | None:
         """The class of a part that a builder builds from the registry (``self.language_model =
