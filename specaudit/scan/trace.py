@@ -857,8 +857,11 @@ class _Walk:
         for param, arg in pairs:
             value = self.frame.literals.get(arg.id) if isinstance(arg, ast.Name) else arg if _is_literal(arg) else None
             if value is None and not isinstance(arg, ast.Starred) and not self.denote(arg):
+                # Only what the launch alone fixes: a part of the target passed on (`model_config.vocab_size`) is
+                # decided where the path file models it, and a parameter is not where it is read.
                 rewritten = _Rewrite(self).expression(copy.deepcopy(arg))
-                if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
+                if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)) \
+                        and not reads_target(ast.unparse(rewritten)):
                     value = rewritten
             if value is not None:
                 found[param] = value
