@@ -24,6 +24,9 @@ from ..play.values import UNKNOWN, Raised, Unknown, truth
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
 from .judge import Judge
 
+# Where a message template formats a value in: {expression}, or {expression=} (the expression and its value).
+HOLE = re.compile(r"\{([^{}=]+?)(=?)\}")
+
 
 def render_message(template: str | None, values: dict[str, Any]) -> str | None:
     """Fill a message template with the values the engine would format in; one not known before the launch
@@ -38,7 +41,7 @@ def render_message(template: str | None, values: dict[str, Any]) -> str | None:
         value = values[expression]
         return f"{expression}={value!r}" if equal else str(value)
 
-    return re.sub(r"\{([^{}=]+?)(=?)\}", fill, template)
+    return HOLE.sub(fill, template)
 
 
 KINDS: dict[str, Kind] = {}  # every kind, by its YAML name: filled as the classes below are defined

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,6 +34,7 @@ from ..launch.request import DEFAULT_METHOD
 from ..methods.catalog import applies
 from ..play.libraries.environ import declared_default, truthy
 from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
+from .gates import HOLE
 from .index import TreeIndex
 from .resolve import External, Resolved, Resolver
 from .runner import RunnerChoice, runner_choice, undeclared
@@ -928,7 +928,7 @@ class _Walk:
 
     def _holes(self, message: str | None) -> tuple[tuple[str, str], ...]:
         found = []
-        for hole in dict.fromkeys(hole for hole, _ in re.findall(r"\{([^{}=]+?)(=?)\}", message or "")):
+        for hole in dict.fromkeys(hole for hole, _ in HOLE.findall(message or "")):
             try:
                 expression = ast.parse(hole.strip(), mode="eval").body
             except SyntaxError:
