@@ -293,3 +293,13 @@ def strings_declared(tree: ast.Module, name: str, seen: frozenset[str] = frozens
                 found |= strings_declared(tree, node.id, seen | {name}) or set()
         return found
     return None
+
+
+def defined_class(code: Modules, class_name: str) -> ModuleScope | None:
+    """A class of the release named in full (``"module:Class"``) as the player reads it: the scope of the module that
+    defines it, the class its owner (``scope.owner``; ``scope.member`` and ``scope.this_class`` read it); None where
+    the module is not in the tree or does not define the class itself."""
+    module_name = class_name.rpartition(":")[0]
+    found = code.module_tree(module_name)
+    located = ModuleScope(code, found[0], found[1])._class(class_name) if found is not None else None
+    return located[0] if located is not None else None

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
+from ...play.modules import ModuleScope, defined_class, module_of
 from ...play.player import Coverage, LiteralScope, call, dotted
 from ...play.values import UNKNOWN
-from ..facts import SyntaxProblem
+from ..facts import ReleaseModules
 from ..judge import Judge
 from .context import DraftContext, check, degrades, draft_finding, warns
 from .engine_code import config_reads, drafter_module
@@ -41,51 +42,43 @@ class Part:
     into: str = ""  # the parameter a tensor is loaded into, or the function that reads a key
 
 
-# -- the release's drafter class --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Class:
-    module: str
-    relpath: str
-    node: ast.ClassDef
-    tree: ast.Module
+# -- the release's drafter class ---------------------------------------------------------------------------------------
+# Read as the rest of the scan reads a release: a name and a class's MRO by the index (``judge.mro``, the resolver's
+# C3 order through imports, relative ones and aliases), a class and what it defines by the player's ModuleScope.
 
 
-def _class(judge: Judge, module: str, name: str) -> _Class | None:
-    relpath = judge.release.files.get(module)
-    if relpath is None:
+def _class(judge: Judge, module: str, name: str) -> ModuleScope | None:
+    """The class ``module:name`` as the player reads it: its module's scope, the class its owner."""
+    return defined_class(ReleaseModules(judge.release), f"{module}:{name}")
+
+
+def _named(judge: Judge, found: ModuleScope, name: str) -> ModuleScope | None:
+    """The class a name of the class's module stands for (one it defines, or one it imports): the index's answer."""
+    resolved = judge.mro(module_of(found.where), name)
+    return _class(judge, *resolved[0]) if resolved else None
+
+
+def _lineage(judge: Judge, found: ModuleScope) -> list[ModuleScope]:
+    """The class and each base of it the release defines, in MRO order."""
+    assert found.owner is not None
+    classes = [_class(judge, *c) for c in judge.mro(module_of(found.where), found.owner.name)]
+    return [c for c in classes if c is not None] or [found]
+
+
+def _own(owner: ModuleScope, name: str) -> ast.FunctionDef | None:
+    """The method the class itself defines under ``name`` (ModuleScope.member, where the class is its owner)."""
+    member = owner.member(owner.this_class or "", name)
+    if member is None or member.owner != owner.this_class or not isinstance(member.node, ast.FunctionDef):
         return None
-    try:
-        tree = judge.release.syntax(relpath)
-    except (SyntaxProblem, OSError):
-        return None
-    node = next((c for c in tree.body if isinstance(c, ast.ClassDef) and c.name == name), None)
-    return _Class(module, relpath, node, tree) if node is not None else None
+    return member.node
 
 
-def _method(judge: Judge, found: _Class, name: str) -> tuple[_Class, ast.FunctionDef] | None:
+def _method(judge: Judge, found: ModuleScope, name: str) -> tuple[ModuleScope, ast.FunctionDef] | None:
     """The method an object of the class calls: the first definition along its MRO in the release."""
-    for module, class_name in judge.mro(found.module, found.node.name) or [(found.module, found.node.name)]:
-        owner = _class(judge, module, class_name)
-        method = next((f for f in owner.node.body if isinstance(f, ast.FunctionDef) and f.name == name), None) \
-            if owner is not None else None
-        if owner is not None and method is not None:
+    for owner in _lineage(judge, found):
+        method = _own(owner, name)
+        if method is not None:
             return owner, method
-    return None
-
-
-def _imported(judge: Judge, found: _Class, name: str) -> tuple[str, str] | None:
-    """(module, class) a name of the class's module stands for: a class it defines, or one it imports."""
-    if any(isinstance(c, ast.ClassDef) and c.name == name for c in found.tree.body):
-        return found.module, name
-    for stmt in ast.walk(found.tree):
-        if isinstance(stmt, ast.ImportFrom):
-            alias = next((a for a in stmt.names if (a.asname or a.name) == name), None)
-            if alias is None:
-                continue
-            base = found.module.split(".")[:-stmt.level] if stmt.level else []
-            module = ".".join(base + ([stmt.module] if stmt.module else []))
-            return (module, alias.name) if module in judge.release.files else None
     return None
 
 
@@ -99,7 +92,7 @@ def _config_of(function: ast.FunctionDef, config: dict) -> dict[str, Any]:
     return bound
 
 
-def _played_init(function: ast.FunctionDef, found: _Class, config: dict,
+def _played_init(function: ast.FunctionDef, found: ModuleScope, config: dict,
                  stop: tuple[ast.stmt, ast.expr] | None = None) -> tuple[Coverage, Any]:
     """A drafter ``__init__`` played on a copy of the config: what it ran, and the value at ``stop`` (if any)."""
     coverage = Coverage()
@@ -108,7 +101,7 @@ def _played_init(function: ast.FunctionDef, found: _Class, config: dict,
                               and t.value.id == "self"}
     config = copy.deepcopy(config)
     try:
-        outcomes, _ = call(function, LiteralScope(where=found.relpath), [], {"config": config},
+        outcomes, _ = call(function, LiteralScope(where=found.where), [], {"config": config},
                            fields={**fields, **_config_of(function, config)}, coverage=coverage, stop=stop)
     except (ValueError, RecursionError):
         return Coverage(), UNKNOWN
@@ -134,35 +127,33 @@ class Built:
         return self  # never rewritten by the code played: the player's forks share it
 
 
-def built(judge: Judge, found: _Class, config: dict, drafter_module_name: str) -> Built:
+def built(judge: Judge, found: ModuleScope, config: dict, drafter_module_name: str) -> Built:
     leaves: set[tuple[str, ...]] = set()
     _walk(judge, found, config, drafter_module_name, (), leaves, 0)
     return Built(leaves)
 
 
-def _walk(judge: Judge, found: _Class, config: dict, own: str, prefix: tuple[str, ...],
+def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tuple[str, ...],
           leaves: set[tuple[str, ...]], depth: int) -> None:
     if depth > MAX_DEPTH:
         leaves.add(prefix)  # deeper than read: any parameter under it is taken as built
         return
-    for module, class_name in judge.mro(found.module, found.node.name) or [(found.module, found.node.name)]:
-        owner = _class(judge, module, class_name)
-        init = next((f for f in owner.node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__"), None) \
-            if owner is not None else None
-        if owner is None or init is None:
+    for owner in _lineage(judge, found):
+        init = _own(owner, "__init__")
+        if init is None:
             continue
-        coverage = _played_init(init, owner, config)[0] if module == own else None
+        coverage = _played_init(init, owner, config)[0] if module_of(owner.where) == own else None
         for stmt in ast.walk(init):
             if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
                 continue
             path = dotted(stmt.targets[0])
             if path is None or not path.startswith("self.") or not isinstance(stmt.value, ast.Call) or \
-                    coverage is not None and coverage.not_reached(owner.relpath, stmt.lineno):
+                    coverage is not None and coverage.not_reached(owner.where, stmt.lineno):
                 continue
             _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), leaves, depth)
 
 
-def _built_by(judge: Judge, owner: _Class, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
+def _built_by(judge: Judge, owner: ModuleScope, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
               leaves: set[tuple[str, ...]], depth: int) -> None:
     """What one ``self.x = <call>`` builds at ``at``: a class of the release's models (walked), a ModuleList of them
     (``*``), or a layer (a leaf)."""
@@ -174,9 +165,8 @@ def _built_by(judge: Judge, owner: _Class, value: ast.Call, config: dict, own: s
         if isinstance(element, ast.Call):
             _built_by(judge, owner, element, config, own, at + ("*",), leaves, depth)
         return
-    found = _imported(judge, owner, called) if called and "." not in called else None
-    inner = _class(judge, *found) if found is not None else None
-    if inner is not None and "/models/" in inner.relpath:
+    inner = _named(judge, owner, called) if called and "." not in called else None
+    if inner is not None and "/models/" in inner.where:
         _walk(judge, inner, config, own, at, leaves, depth + 1)
     elif called.rsplit(".", 1)[-1][:1].isupper() or inner is not None:
         leaves.add(at)  # a layer: Linear, RMSNorm, an embedding
@@ -239,7 +229,7 @@ def _per_tensor(load: ast.FunctionDef) -> tuple[ast.FunctionDef, str] | None:
     return ast.fix_missing_locations(played), name
 
 
-def _dropped_by_map(judge: Judge, found: _Class, load: ast.FunctionDef, config: dict) -> dict[str, int]:
+def _dropped_by_map(judge: Judge, found: ModuleScope, load: ast.FunctionDef, config: dict) -> dict[str, int]:
     """vLLM: the parts of a name the loader's map drops (``orig_to_new_substr["fc."] = None`` under ``if not
     self.model.use_aux_hidden_state``), where the model's flag is off for this config: part -> the line."""
     dropped: dict[str, int] = {}
@@ -268,15 +258,14 @@ def _dropped_part(stmt: ast.stmt) -> str | None:
     return None
 
 
-def _flag(judge: Judge, found: _Class, flag: str, config: dict) -> Any:
+def _flag(judge: Judge, found: ModuleScope, flag: str, config: dict) -> Any:
     """``self.<part>.<attribute>`` of the drafter model for this config: the part's class ``__init__`` played to the
     statement after the one that sets the attribute."""
     _, part, attribute = flag.split(".")
     init = _method(judge, found, "__init__")
     call_of = next((s.value for s in ast.walk(init[1]) if isinstance(s, ast.Assign) and dotted(s.targets[0]) ==
                     f"self.{part}" and isinstance(s.value, ast.Call)), None) if init else None
-    where = _imported(judge, found, dotted(call_of.func) or "") if call_of is not None else None
-    inner = _class(judge, *where) if where is not None else None
+    inner = _named(judge, found, dotted(call_of.func) or "") if call_of is not None else None
     part_init = _method(judge, inner, "__init__") if inner is not None else None
     if part_init is None:
         return UNKNOWN
@@ -289,7 +278,7 @@ def _flag(judge: Judge, found: _Class, flag: str, config: dict) -> Any:
                                                                                         mode="eval").body))[1]
 
 
-def tensor_parts(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -> list[Part] | None:
+def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict) -> list[Part] | None:
     """Each tensor's fate by the release's load_weights; None where it has no loop this reads."""
     method = _method(judge, found, "load_weights")
     if method is None:
@@ -300,14 +289,14 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -
         return None
     function, name_var = played
     module = drafter_module(ctx)
-    params = built(judge, found, ctx.draft_config, module[0] if module else found.module)
+    params = built(judge, found, ctx.draft_config, module[0] if module else module_of(found.where))
     dropped_parts = _dropped_by_map(judge, found, load, ctx.draft_config)
     fields = {f"self.{k}": v for k, v in (engine.get("fields") or {}).items()}
     fields["self.use_parallel_drafting"] = bool(ctx.launch.speculative.get("parallel_drafting"))
     parts = []
     for tensor in ctx.draft.tensors:
         try:
-            outcomes, _ = call(function, LiteralScope(where=owner.relpath), [tensor, UNKNOWN, params], {},
+            outcomes, _ = call(function, LiteralScope(where=owner.where), [tensor, UNKNOWN, params], {},
                                fields={"self": {}, **fields})
         except (ValueError, RecursionError):
             outcomes = []
@@ -315,32 +304,32 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -
                  next((b.line for b in reversed(o.branches) if not b.taken), load.lineno))
                 for o in outcomes if o.raises is None}
         if len(ends) != 1:
-            parts.append(Part(tensor, "unknown", f"{owner.relpath}:{load.lineno}"))
+            parts.append(Part(tensor, "unknown", f"{owner.where}:{load.lineno}"))
             continue
         (end, into, passed), = ends
         if end is None:  # no statement of the loop took it: SGLang's `if param_name in params_dict` was false
-            parts.append(Part(tensor, DROPPED, f"{owner.relpath}:{passed}", f"{into}, which the model does not build"))
+            parts.append(Part(tensor, DROPPED, f"{owner.where}:{passed}", f"{into}, which the model does not build"))
             continue
         fate, line = end
         part = next((p for p in dropped_parts if p in into), None) if fate == LOADED else None
         if part is not None:
-            parts.append(Part(tensor, DROPPED, f"{owner.relpath}:{dropped_parts[part]}", f"{into} (the loader drops "
+            parts.append(Part(tensor, DROPPED, f"{owner.where}:{dropped_parts[part]}", f"{into} (the loader drops "
                               f"{part!r})"))
         else:
-            parts.append(Part(tensor, fate, f"{owner.relpath}:{line}", into if fate == LOADED else ""))
+            parts.append(Part(tensor, fate, f"{owner.where}:{line}", into if fate == LOADED else ""))
     return parts
 
 
 # -- the config's head keys ------------------------------------------------------------------------------------------
 
-def key_parts(judge: Judge, found: _Class, config: dict, head_keys: list[str]) -> list[Part]:
+def key_parts(judge: Judge, found: ModuleScope, config: dict, head_keys: list[str]) -> list[Part]:
     """Each head key (``params.engine.head_keys``) the drafter config declares, or the drafter module reads with a
     default: read (by which function of the drafter's module), defaulted, or ignored."""
     readers: dict[str, str] = {}
     for node in ast.walk(found.tree):
         if isinstance(node, ast.FunctionDef):
             for read in config_reads(node):
-                readers.setdefault(read[-1], f"{found.relpath}:{node.lineno} {node.name}")
+                readers.setdefault(read[-1], f"{found.where}:{node.lineno} {node.name}")
     nested = config.get("eagle_config")
     nested = nested if isinstance(nested, dict) else {}
     parts = []
@@ -352,7 +341,7 @@ def key_parts(judge: Judge, found: _Class, config: dict, head_keys: list[str]) -
         if declared is None:
             parts.append(Part(key, "defaulted", where or ""))
         elif where is None:
-            parts.append(Part(key, "ignored", found.relpath, repr(declared)))
+            parts.append(Part(key, "ignored", found.where, repr(declared)))
         else:
             parts.append(Part(key, "read", where, repr(declared)))
     return parts
@@ -360,7 +349,7 @@ def key_parts(judge: Judge, found: _Class, config: dict, head_keys: list[str]) -
 
 # -- the check -------------------------------------------------------------------------------------------------------
 
-def account(ctx: DraftContext, rule: Rule) -> tuple[_Class, list[Part], list[Part]] | None:
+def account(ctx: DraftContext, rule: Rule) -> tuple[ModuleScope, list[Part], list[Part]] | None:
     judge = ctx.judge
     module = drafter_module(ctx)
     if judge is None or module is None:
@@ -378,7 +367,7 @@ def account(ctx: DraftContext, rule: Rule) -> tuple[_Class, list[Part], list[Par
     return found, tensors, key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()))
 
 
-def _replaced(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -> tuple[str, str] | None:
+def _replaced(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict) -> tuple[str, str] | None:
     """("lm_head", where) where the release replaces the drafter's own head by the target's (SGLang: the class sets
     ``params.engine.replaced_flag`` when its config lacks the key, the head_overwritten check's mechanism)."""
     flag = engine.get("replaced_flag")
@@ -389,7 +378,7 @@ def _replaced(ctx: DraftContext, judge: Judge, found: _Class, engine: dict) -> t
         if isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Attribute) \
                 and any(isinstance(s, ast.Assign) and any(dotted(t) == f"self.{flag}" for t in s.targets)
                         for s in node.body) and ctx.draft_config.get(node.test.left.attr) is None:
-            return "lm_head", f"{init[0].relpath}:{node.lineno}"
+            return "lm_head", f"{init[0].where}:{node.lineno}"
     return None
 
 
@@ -414,14 +403,16 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
     if found is None or ctx.draft.unread:
         return None
     owner, tensors, keys = found
+    drafter = owner.owner
+    assert drafter is not None
     engine = rule.params.get("engine") or {}
     unused = set(engine.get("unused") or ())
-    evidence = f"{owner.node.name} ({owner.relpath}): " + describe(tensors + keys)
+    evidence = f"{drafter.name} ({owner.where}): " + describe(tensors + keys)
     lost = [p for p in tensors if p.fate == DROPPED and p.name not in unused]
     total = sum(_numel(ctx, p.name) for p in tensors if p.name not in unused) or 1
     share = sum(_numel(ctx, p.name) for p in lost) / total
     where = EngineFunction(lost[0].where.rsplit(":", 1)[0], int(lost[0].where.rsplit(":", 1)[1]), "load_weights",
-                           owner.node) if lost else None
+                           drafter) if lost else None
     shown = ", ".join(f"{p.name} ({p.into})" for p in lost[:4]) + (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
     if lost and share >= 0.5:
         return degrades(rule, ctx, f"the release loads none of {shown}: {share:.0%} of the drafter's parameters, "
@@ -431,12 +422,12 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
     ignored = [p for p in keys if p.fate == "ignored"]
     said = [f"the release does not load {shown} (no error, no log line)"] if lost else []
     said += [f"the drafter config sets {', '.join(f'{p.name} = {p.into}' for p in ignored)}, which "
-             f"{owner.node.name} never reads: the head runs as if unset"] if ignored else []
+             f"{drafter.name} never reads: the head runs as if unset"] if ignored else []
     figures = [f"{share:.1%} of the drafter's parameters not loaded"] if lost else []
     figures += [f"{len(ignored)} of the head's settings ignored"] if ignored else []
     if said:
         return warns(rule, ctx, "; ".join(said), ", ".join(figures), evidence,
-                     where or EngineFunction(owner.relpath, owner.node.lineno, owner.node.name, owner.node))
+                     where or EngineFunction(owner.where, drafter.lineno, drafter.name, drafter))
     unknown = [p.name for p in tensors if p.fate == "unknown"]
     if unknown:
         return draft_finding(rule, ctx, Status.UNKNOWN, f"where {', '.join(unknown[:4])} goes could not be played out "
