@@ -52,7 +52,10 @@ def test_a_message_quoted_in_a_title_is_looked_up_as_a_raise_whole_message():
     known = {"Prompt logprob is not supported by multi step workers": "ValueError"}
     found = crash(['[Bug]: "Prompt logprob is not supported by multi step workers" for ngram'], bare=known.get)
     assert (found.exception, found.message) == ("ValueError", "Prompt logprob is not supported by multi step workers")
-    assert crash(['[Bug]: "a quoted phrase nobody raises" somewhere'], bare=known.get) is None
+    assert crash(['[Bug]: "a quoted phrase nobody prints" somewhere'], bare=known.get) is None
+    # a title that says something failed, quoting what no engine raises: the title's failure (titles.py), no raise's
+    said = crash(['[Bug]: "a quoted phrase nobody raises" somewhere'], bare=known.get)
+    assert said is not None and said.exception == "issue title"
 
 
 def test_an_assertion_error_without_a_message_is_named_by_the_assert_above_it():

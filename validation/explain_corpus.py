@@ -15,7 +15,8 @@ two:
 - recognised: exit code 1 (the paste shows a failure);
 - right root cause: the thread's root line (index.yaml `root`) in the root-cause summary;
 - located: the root line found in the atlas (the explanation's located raise sites), the line located being the
-  thread's root line (the one text holds the other) and the first site in the thread's engine;
+  thread's root line (the one text holds the other) and the first site in the thread's engine; a title read by its
+  words (no error line) is never located: its sites are the messages nearest its words, not where it was raised;
 - right fix: of the logs whose thread settles on a fix (index.yaml `fix`), the flag, config key or variable (and
   the value, where the thread names one) in what explain proposes: the located guard's fixes, or the hint of the
   signature that is the root cause.
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from specaudit.explain.diagnose import located, message_atlas, root_cause  # noqa: E402
 from specaudit.explain.raise_sites import bare_line  # noqa: E402
 from specaudit.explain.signatures import explain_file  # noqa: E402
+from specaudit.explain.titles import TITLE  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "public2"
 REPORT = ROOT / "validation" / "explain-corpus.md"
@@ -77,7 +79,8 @@ def judge(entry: dict, atlas) -> Outcome:
     want = _norm(entry["root"])
     right = bool(root) and entry["root"] in summary
     where = False
-    if found is not None and found.sites and found.sites[0].engine == entry["engine"]:
+    by_title = explanation.crash is not None and explanation.crash.exception == TITLE
+    if found is not None and found.sites and found.sites[0].engine == entry["engine"] and not by_title:
         text = _norm(found.quotes or found.text)
         where = want in text or (len(text) >= 12 and text in want)
     offered = list(found.fixes) if found is not None else []

@@ -122,6 +122,19 @@ def _known_file(tree: EngineTree) -> Path | None:
 
 
 def _listing(tree: EngineTree) -> str:
+    """What tells whether the tree is as it was when its atlas was built. A release fetched into the tree cache is
+    published whole, once (core.cache.staged_tree: filled, marked ``.complete``, renamed into place): its marker's
+    own stat stands for its files, so that finding its atlas costs one stat, not a walk of thousands of files (25
+    releases: 1.1 s of each explain). Any other tree (a directory, an installed engine) is listed file by file."""
+    marker = tree.root / ".complete"
+    if tree.root.resolve().parent == cache_dir("trees").resolve():
+        try:
+            st = marker.stat()
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode):
+            stats: object = ("complete", st.st_ino, st.st_size, st.st_mtime_ns)
+            return hashlib.blake2b(repr(stats).encode(), digest_size=12).hexdigest()
     stats = _python_files(tree.root, tree.engine.package)
     return hashlib.blake2b(repr(stats).encode(), digest_size=12).hexdigest()
 

@@ -17,6 +17,7 @@ from ..core.types import Finding, Status, Verdict
 from ..results.outcome import Agreement, Crash, Explanation, Frame, Located, RootCause, SignatureMatch
 from ..results.scan import GateSite, ScanResult
 from .atlas import Atlas
+from .titles import TITLE, title_located, title_summary
 from .tracebacks import CUT_OFF, package_path
 
 
@@ -38,6 +39,8 @@ def gate_at(frame: Frame, gates: list[GateSite]) -> GateSite | None:
 def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: int | None = None) -> RootCause | None:
     """The root cause of a failed launch, classified by gate location, then signature, then traceback."""
     crash, signature, found = explanation.crash, explanation.cause, explanation.located
+    if crash is not None and crash.exception == TITLE:  # no error line: what the title's words settle, and not
+        return RootCause(title_summary(crash.message, found), "issue title", crash, None, None, None, found)
     frame = engine_frame(crash) if crash else None
     gate = gate_at(frame, scan.gates) if frame and scan else None
     if gate is not None and crash is not None:
@@ -208,6 +211,8 @@ def located(explanation: Explanation, atlas: Atlas) -> Located | None:
 
     version = explanation.release.get("version")
     crash = explanation.crash
+    if crash is not None and crash.exception == TITLE:
+        return title_located(atlas, crash.message)
     if crash is not None and crash.exception != CUT_OFF:
         return locate(atlas, crash.message or crash.exception, crash.frames, crash.exception, version,
                       continued=crash.continued)

@@ -25,6 +25,7 @@ from ..core.data import YAML_LOADER, data_dir
 from ..core.errors import SpecauditError
 from ..launch.known import KNOWN_FAILURES, KnownFailure, load_known_failures
 from ..results.outcome import Crash, Explanation, SignatureMatch
+from .titles import TITLE, title_of
 from .tracebacks import CUT_OFF, BareLine, TracebackReader
 
 # Terminal control sequences, whole: the strings of OSC (a hyperlink, a window title), DCS, SOS, PM and APC to their
@@ -269,19 +270,24 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     warning is listed, not a root cause; a log whose only failure lines are consequences ("Engine core
     initialization failed") has the first of them as its cause: the launch failed, of a cause that is not in the
     log. The ``known`` failures whose text the root cause shows are listed with it (the root cause when no
-    signature names it). A line with no exception type that ``bare`` knows as one the engine raises is a crash.
+    signature names it). A line with no exception type that ``bare`` knows as one the engine raises is a crash; a
+    paste with no failure line whose first line is an issue's title saying something failed is a crash of that title
+    (titles.title_of: exception ``TITLE``).
     Reads the lines once, keeping only a few: a log of any size fits in memory."""
     tracebacks = TracebackReader(bare)
     named: dict[str, str] = {}
     markers = [(marker, Prefiltered(marker.pattern)) for marker in release or ()]
     ups = [Prefiltered(pattern) for pattern in up or ()]
     before: deque[str] = deque(maxlen=CONTEXT_LINES)
-    first: dict[str, tuple[int, str, Signature, re.Match, list[str], bool]] = {}  # id -> its first match
+    matched: dict[str, tuple[int, str, Signature, re.Match, list[str], bool]] = {}  # id -> its first match
     waiting: list[tuple[list[str], int]] = []  # contexts still collecting the lines after their match: (lines, size)
     count = 0
+    first: tuple[int, str] | None = None  # the paste's first line that is not blank: an issue's title, perhaps
     for count, raw in enumerate(lines, 1):
         line = clean_line(raw)
         tracebacks.feed(count, line)
+        if first is None and line.strip():
+            first = (count, line)
         for marker, search in markers:
             found = search.search(line)
             if found:
@@ -299,14 +305,14 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
         level = _LEVEL.match(line) if "INFO " in head or "DEBUG " in head or "WARN" in head else None
         # an INFO or DEBUG line of a logger is the engine going on: no signature's line (not even listed)
         hit = None if level and level["level"] in ("INFO", "DEBUG") else match_line(line, signatures)
-        if hit and hit[0].id not in first:
+        if hit and hit[0].id not in matched:
             context = [*before, line]
             quiet = level is not None and not hit[0].warning
-            first[hit[0].id] = (count, line, hit[0], hit[1], context, quiet)
+            matched[hit[0].id] = (count, line, hit[0], hit[1], context, quiet)
             waiting.append((context, len(context) + CONTEXT_LINES))
         before.append(line)
     distinct = []
-    for number, line, signature, found, context, quiet in sorted(first.values(), key=lambda m: m[0]):
+    for number, line, signature, found, context, quiet in sorted(matched.values(), key=lambda m: m[0]):
         fields = _fields(signature, found)
         title = signature.title + (" (in a warning: the engine went on)" if quiet else "")
         distinct.append(SignatureMatch(signature.id, title, signature.engine, number, line, fields,
@@ -325,11 +331,15 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     if cause is None and (crash is None or crash.exception == CUT_OFF):
         failing = {s.id for s in signatures if not s.warning}
         cause = next((m for m in distinct if m.signature in failing and "(in a warning" not in m.title), None)
-    matched = known_matches(known or [], cause, crash, named)
-    if cause is None and matched:
-        cause = replace(matched[0], root=True)
-        matched[0] = cause
-    return Explanation(log, count, cause, distinct + matched, crash, named)
+    matched_known = known_matches(known or [], cause, crash, named)
+    if cause is None and matched_known:
+        cause = replace(matched_known[0], root=True)
+        matched_known[0] = cause
+    if crash is None and cause is None and first is not None:
+        reported = title_of(first[1])
+        if reported is not None:  # an issue's title, and no error line: the failure it reports (titles.py)
+            crash = Crash(first[0], "", TITLE, reported, ())
+    return Explanation(log, count, cause, distinct + matched_known, crash, named)
 
 
 _OTHER_ENGINE = {"vllm": "sglang", "sglang": "vllm"}
