@@ -14,7 +14,7 @@ from specaudit.play.libraries.environ import declared_default, truthy
 from specaudit.play.modules import ModuleScope
 from specaudit.play.operators import MAX_VALUE_CHARS, binary, compare, plain_method, pure
 from specaudit.play.player import MAX_CALLS, Player, answer, call, message
-from specaudit.play.values import CLASS, UNKNOWN, EngineObject, Raised, ReleaseClass, Unknown, truth
+from specaudit.play.values import CLASS, UNKNOWN, ConfigObject, EngineObject, Raised, ReleaseClass, Unknown, truth
 
 
 class _Code:
@@ -501,3 +501,100 @@ def test_a_module_level_name_a_function_rebinds_is_not_its_assignment():
     """
     assert isinstance(played(code), Unknown)
     assert raised(played(code.replace("global _current", "pass"))) == "AssertionError: Current vLLM config is not set"
+
+
+# -- transformers' config objects (play/libraries/transformers.py) -------------------------------------------------
+
+# vLLM 0.34.0 vllm/transformers_utils/configs/eagle.py, EAGLEConfig.__init__ as it wraps a drafter's config for
+# DFlash (vllm/v1/worker/gpu/spec_decode/eagle/config.py:17, wrap_eagle_hf_config), cut to what a launch meets.
+_EAGLE_CONFIG = """
+from transformers import AutoConfig, PreTrainedConfig
+
+class EAGLEConfig(PreTrainedConfig):
+    model_type = "eagle"
+
+    def __init__(self, model=None, method="eagle", **kwargs):
+        if isinstance(model, dict):
+            model_config = AutoConfig.for_model(**model)
+        else:
+            model_config = model
+        for k, v in kwargs.items():
+            if k != "architectures" and k != "model_type" and hasattr(model_config, k):
+                setattr(model_config, k, v)
+        self.model = model_config
+        if method == "dflash":
+            kwargs["architectures"] = [arch if arch.startswith("DFlash") else f"DFlash{arch}"
+                                       for arch in self.model.architectures]
+        super().__init__(**kwargs)
+        for k, v in self.model.to_dict().items():
+            if k not in kwargs:
+                setattr(self, k, v)
+"""
+
+
+def test_a_config_wrapped_by_a_transformers_config_class_holds_what_its_init_sets():
+    # xpress/config.py:20-28 reads the wrapped config: `getattr(hf_config, "draft_vocab_size", None) or vocab_size`
+    code = _EAGLE_CONFIG + """
+def wrapped(hf_config):
+    config = EAGLEConfig(hf_config, method="dflash", model_type="eagle")
+    size = getattr(config, "draft_vocab_size", None) or config.vocab_size
+    return (config.architectures, size, config.model_type, isinstance(hf_config, EAGLEConfig),
+            isinstance(config, EAGLEConfig), isinstance(hf_config, dict), isinstance(hf_config, PreTrainedConfig))
+"""
+    drafter = ConfigObject({"architectures": ["Qwen3XPressModel"], "model_type": "qwen3", "vocab_size": 151936})
+    assert played(code, hf_config=drafter) == (["DFlashQwen3XPressModel"], 151936, "eagle", False, True, False, True)
+    # From a dict (a config.json read as one), through AutoConfig.for_model(**model), the same.
+    code = code[:code.index("    return (config.architectures")] + "    return (config.architectures, size)\n"
+    assert played(code, hf_config=dict(drafter)) == (["DFlashQwen3XPressModel"], 151936)
+
+
+def test_a_config_given_attributes_the_scan_did_not_follow_is_not_known_to_lack_one():
+    code = """
+def f(config, extra):
+    for k, v in extra.items():
+        setattr(config, k, v)
+    return getattr(config, "draft_vocab_size", None)
+"""
+    assert played(code, config=ConfigObject({"vocab_size": 8}), extra={}) is None
+    assert played(code, config=ConfigObject({"vocab_size": 8}), extra={"draft_vocab_size": 4}) == 4
+    assert isinstance(played(code, config=ConfigObject({"vocab_size": 8}), extra=UNKNOWN), Unknown)
+
+
+def test_keywords_spread_and_gathered_reach_the_callee():
+    code = """
+def inner(a, *rest, b=1, **options):
+    return (a, rest, b, options)
+
+def outer(given):
+    return inner(1, 2, 3, **given)
+"""
+    assert played(code, given={"b": 5, "c": 6}) == (1, (2, 3), 5, {"c": 6})
+    assert isinstance(played(code, given=UNKNOWN), Unknown)  # a spread not known: not called as if it were empty
+
+
+class _Package:
+    """A few modules read on their own, as a release's package (play.modules.Modules)."""
+
+    def __init__(self, files: dict[str, str]):
+        self.trees = {path: ast.parse(textwrap.dedent(source)) for path, source in files.items()}
+
+    def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
+        for path, tree in self.trees.items():
+            if path.removesuffix(".py").removesuffix("/__init__").replace("/", ".") == name:
+                return tree, path
+        return None
+
+
+def test_a_name_a_package_re_exports_by_a_relative_import_is_its_module_s():
+    # vllm/transformers_utils/configs/speculators/__init__.py: `from .base import SpeculatorsConfig`
+    package = _Package({
+        "pkg/configs/__init__.py": "from .base import SpecConfig\n",
+        "pkg/configs/base.py": "class SpecConfig:\n    model_type = 'speculators'\n",
+        "pkg/use.py": "from pkg.configs import SpecConfig\n\ndef kind():\n    return SpecConfig.model_type\n",
+    })
+    tree, where = package.module_tree("pkg.use")
+    scope = ModuleScope(package, tree, where)
+    assert scope.value("SpecConfig") == ReleaseClass("pkg.configs.base:SpecConfig")
+    function = tree.body[-1]
+    outcomes, _ = call(function, scope, [], {})
+    assert outcomes[0].method == "speculators"

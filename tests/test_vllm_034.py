@@ -161,3 +161,22 @@ def test_eagle3_over_pipeline_stages_needs_a_decoder_that_relays_the_aux_states(
     for preset in ("deepseek-v3", "llama3"):  # one stage: the check is not reached
         assert not any(f.file == eagle3_utils and f.status in (Status.BLOCKS, Status.UNDECIDED)
                        for f in staged(preset, 1).findings)
+
+
+@pytest.mark.parametrize("top_c,refused", [(999999, True), (5, False)])
+def test_an_xpress_option_is_held_against_the_draft_vocabulary_of_the_config_the_engine_wraps(top_c, refused):
+    # registry.py:716: Qwen3XPressModel -> qwen3_xpress.Qwen3XPressForCausalLM, whose speculator_config_class is
+    # XPressSpeculatorConfig (qwen3_xpress.py:290); DFlash wraps the draft's config in an EAGLEConfig
+    # (spec_decode/eagle/config.py:17), whose __init__ copies the drafter's keys onto it (transformers_utils/configs/
+    # eagle.py:85-88); XPressSpeculatorConfig.apply_options (xpress/config.py:20-28) refuses a top-C outside
+    # [0, draft_vocab_size or vocab_size]. The drafter declares no draft_vocab_size: its vocab_size, 151936.
+    from test_methods_dflash import dflash, dflash_launch
+
+    result = audit(engine_analysis("vllm==0.34.0"),
+                   dflash_launch(dflash(architecture="Qwen3XPressModel"), xpress_topc=top_c))
+    if refused:
+        assert result.verdict == Verdict.BLOCKED
+        assert blocking(result)[0] == ("vllm/v1/worker/gpu/spec_decode/xpress/config.py", 25)
+        assert "between 0 and the draft vocabulary size (151936)" in (result.blocking[0].error or "")
+    else:
+        assert result.verdict == Verdict.READY, [(f.file, f.line, f.error) for f in result.blocking]

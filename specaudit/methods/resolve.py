@@ -14,7 +14,7 @@ from typing import Any, Protocol
 from ..launch.request import Launch
 from ..play.modules import ModuleScope, assigned, declared_default, declared_fields, module_of, strings_declared
 from ..play.player import Coverage, Outcome, Player, call, dotted
-from ..play.values import CLASS, UNKNOWN, Raised, ReleaseClass, Unknown
+from ..play.values import CLASS, UNKNOWN, ConfigObject, Raised, ReleaseClass, Unknown
 from .catalog import INSTALLED, EngineMethods
 
 
@@ -91,8 +91,9 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
         "draft_config": drafter if drafter is not None else (None if own else UNKNOWN),
         "draft_hf_config": draft_config,
         # The engine's model config of the target, as an object: its fields the resolving code reads.
-        "target_model_config": {"model": target.name, "model_weights": target.name, "hf_config": target.config,
-                                "hf_text_config": target.text_config, "architectures": target.architectures,
+        "target_model_config": {"model": target.name, "model_weights": target.name,
+                                "hf_config": ConfigObject.of(target.config),
+                                "hf_text_config": ConfigObject.of(target.text_config), "architectures": target.architectures,
                                 "model_arch_config": _arch_config(target.text_config)}
         if target else UNKNOWN,
         "target_model_type": target.model_type if target else UNKNOWN,
@@ -101,7 +102,8 @@ def launch_facts(launch: Launch, draft_config: Any = UNKNOWN) -> dict[str, Any]:
         # The draft's model config as an object, where the launch names a drafter whose config.json is here; none
         # where it names no draft model (the field's value until the engine builds one).
         "draft_model_config": {"model": model, "architectures": list(drafter.get("architectures") or []),
-                               "hf_config": drafter, "hf_text_config": _text_config(drafter),
+                               "hf_config": ConfigObject.of(drafter),
+                               "hf_text_config": ConfigObject.of(_text_config(drafter)),
                                "model_arch_config": _arch_config(_text_config(drafter))}
         if drafter is not None and not own else None if model is None else UNKNOWN,
         # ModelConfig.get_vocab_size(): the text config's vocab_size
@@ -458,14 +460,14 @@ def draft_config_of(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> t
         config = target.config
     else:
         return UNKNOWN, None
+    config = copy.deepcopy(ConfigObject.of(config))  # the engine's config object, from the checkpoint's config.json
     if spec.draft_config is None:
-        return copy.deepcopy(config), None
+        return config, None
     found = _function(code, spec.draft_config.functions)
     if found is None:
-        return copy.deepcopy(config), None
+        return config, None
     function, scope, relpath = found
     rewrite = spec.draft_config
-    config = copy.deepcopy(config)
     on_self = rewrite.config.startswith("self.")  # a method that rewrites its object's field (SGLang's ModelConfig)
     fields = {**copy.deepcopy(rewrite.fields), rewrite.config: config} if on_self else None
     try:

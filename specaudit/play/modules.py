@@ -119,14 +119,20 @@ class ModuleScope:
         return imported[0].function(".".join(filter(None, (imported[1], member)))) if imported else None
 
     def _method(self, cls: ast.ClassDef, name: str) -> tuple[ast.FunctionDef, ModuleScope] | None:
-        found = self.member(f"{module_of(self.where)}:{cls.name}", name, cls)
+        found = self.member(f"{module_of(self.where)}:{cls.name}", name, cls=cls)
         if found is None or not isinstance(found.node, ast.FunctionDef):
             return None
         return found.node, found.scope
 
-    def member(self, class_name: str, name: str, cls: ast.ClassDef | None = None) -> Member | None:
-        """What the class ("module:Class") or the first base along its MRO that has it defines under ``name``."""
-        for scope, found in self._lineage(class_name, cls):
+    def member(self, class_name: str, name: str, after: str | None = None, cls: ast.ClassDef | None = None
+               ) -> Member | None:
+        """What the class ("module:Class") or the first base along its MRO that has it defines under ``name``;
+        ``after``: only the bases after that class of the MRO (``super().name``)."""
+        lineage = self._lineage(class_name, cls)
+        if after is not None:
+            keys = [f"{module_of(scope.where)}:{found.name}" for scope, found in lineage]
+            lineage = lineage[keys.index(after) + 1:] if after in keys else []
+        for scope, found in lineage:
             for stmt in reversed(found.body):
                 if isinstance(stmt, ast.FunctionDef) and stmt.name == name:
                     return Member(stmt, scope, f"{module_of(scope.where)}:{found.name}")
@@ -139,6 +145,28 @@ class ModuleScope:
         """The class and its bases that the release defines, in Python's order (depth first, left to right, each
         once: the engines' hierarchies are single chains and mixins, where that is the C3 order)."""
         return [f"{module_of(scope.where)}:{cls.name}" for scope, cls in self._lineage(class_name)]
+
+    def outside_bases(self, class_name: str) -> list[str]:
+        """The bases along the class's MRO that the release imports from a library (``transformers.PretrainedConfig``),
+        by the library's dotted name."""
+        return [origin for scope, cls in self._lineage(class_name) for base in cls.bases
+                if (origin := scope.origin(ast.unparse(base))) is not None]
+
+    def origin(self, name: str) -> str | None:
+        """The library's dotted name of what ``name`` (``AutoConfig.for_model``, ``transformers.PretrainedConfig``)
+        stands for, where this module imports it from a module that is not the release's; else None."""
+        head, _, rest = name.partition(".")
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+                for alias in stmt.names:
+                    if (alias.asname or alias.name) == head and self.code.module_tree(stmt.module) is None \
+                            and self.code.module_tree(f"{stmt.module}.{alias.name}") is None:
+                        return ".".join(filter(None, (stmt.module, alias.name, rest)))
+            elif isinstance(stmt, ast.Import):
+                for alias in stmt.names:
+                    if (alias.asname or alias.name) == head and self.code.module_tree(alias.name) is None:
+                        return ".".join(filter(None, (alias.name, rest)))
+        return None
 
     def _lineage(self, class_name: str, cls: ast.ClassDef | None = None) -> list[tuple[ModuleScope, ast.ClassDef]]:
         found = self._class(class_name) if cls is None else (self._at(cls), cls)
@@ -184,12 +212,23 @@ class ModuleScope:
 
     def _imported(self, name: str) -> tuple[ModuleScope, str] | None:
         for stmt in self.tree.body:
-            if isinstance(stmt, ast.ImportFrom) and stmt.module and not stmt.level:
+            if isinstance(stmt, ast.ImportFrom) and (module := self._absolute(stmt)):
                 for alias in stmt.names:
                     if (alias.asname or alias.name) == name:
-                        other = self._import(stmt.module)
+                        other = self._import(module)
                         return (other, alias.name) if other is not None else None
         return None
+
+    def _absolute(self, stmt: ast.ImportFrom) -> str | None:
+        """The module an import names, a relative one (a package's ``from .base import X`` re-export) in full."""
+        if not stmt.level:
+            return stmt.module
+        package = module_of(self.where)
+        if not self.where.endswith("__init__.py"):
+            package = package.rpartition(".")[0]
+        for _ in range(stmt.level - 1):
+            package = package.rpartition(".")[0]
+        return ".".join(filter(None, (package, stmt.module))) or None
 
     def _import(self, name: str) -> ModuleScope | None:
         """A module this one imports: not one on the way here (an import cycle)."""

@@ -31,8 +31,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .libraries import transformers
 from .operators import METHODS, UNARY, binary, compare, plain_method, pure
-from .values import CLASS, UNKNOWN, EngineObject, Raised, ReleaseClass, ReleaseModule, Unknown, truth
+from .values import CLASS, UNKNOWN, ConfigObject, EngineObject, Raised, ReleaseClass, ReleaseModule, Unknown, truth
 
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
 # Forking on every unknown condition (``forks_every``), a list built by appends doubles its ways at each: vLLM 0.33's
@@ -85,12 +86,19 @@ class Scope(Protocol):
     def this_class(self) -> str | None:
         """"module:Class" of the class whose method is played out (what ``self`` is an object of), if one is."""
 
-    def member(self, class_name: str, name: str) -> Any:
+    def member(self, class_name: str, name: str, after: str | None = None) -> Any:
         """What a class of the release ("module:Class") or a base along its MRO defines under ``name``: a
-        play.modules.Member, or None."""
+        play.modules.Member, or None; ``after``: only the bases after that class (``super().name``)."""
 
     def mro(self, class_name: str) -> list[str]:
         """The class and the bases of it that the release defines, "module:Class" each, in Python's order."""
+
+    def outside_bases(self, class_name: str) -> list[str]:
+        """The bases along the class's MRO that come from a library, by its dotted name."""
+
+    def origin(self, name: str) -> str | None:
+        """The library's dotted name of what a name of this module stands for, where it imports it from outside the
+        release (``AutoConfig.for_model`` -> ``transformers.AutoConfig.for_model``); else None."""
 
 
 class Objects(Protocol):
@@ -142,11 +150,17 @@ class WithoutClasses:
 
     this_class: str | None = None
 
-    def member(self, class_name: str, name: str) -> Any:
+    def member(self, class_name: str, name: str, after: str | None = None) -> Any:
         return None
 
     def mro(self, class_name: str) -> list[str]:
         return []
+
+    def outside_bases(self, class_name: str) -> list[str]:
+        return []
+
+    def origin(self, name: str) -> str | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -550,6 +564,11 @@ class Player:
                 if isinstance(owner, dict):
                     for key in (keys if isinstance(keys, dict) else owner):
                         owner[key] = UNKNOWN
+                    if isinstance(owner, ConfigObject) and not isinstance(keys, dict):
+                        owner.open = True
+            if isinstance(node, ast.Call) and dotted(node.func) == "setattr" and len(node.args) == 3:
+                owner, key = self._quiet(node.args[0], env), self._quiet(node.args[1], env)
+                self._setattr(owner, key, UNKNOWN)
 
     def _quiet(self, node: ast.expr, env: dict[str, Any]) -> Any:
         try:
@@ -667,8 +686,11 @@ class Player:
             return self.scope.value(f"{owner.name}:{name}")
         if isinstance(owner, dict):
             if name in owner or not isinstance(owner.get(CLASS), str):  # a config: its attributes are its keys
-                return owner[name] if name in owner else Unknown(ast.unparse(site) if isinstance(site, ast.Attribute)
-                                                                 else name)
+                if name in owner:
+                    return owner[name]
+                found = transformers.attribute(owner, name) if isinstance(owner, ConfigObject) else transformers.ABSENT
+                return Unknown(ast.unparse(site) if isinstance(site, ast.Attribute) else name) \
+                    if found is transformers.ABSENT else found
             return self._class_attribute(owner[CLASS], name, site, env, this=owner)
         if isinstance(owner, EngineObject) and self.objects is not None:
             return self.objects.attribute(owner, name)
@@ -815,12 +837,20 @@ class Player:
                 return self._engine_call(callee, node, env)
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
+            if isinstance(node.func.value, ast.Call) and dotted(node.func.value.func) == "super" \
+                    and not node.func.value.args:
+                return self._super(method, node, env)
             # `self.use_dspark()` where the frame holds self's fields one by one: followed as a method of the class
             # played, on those fields (_follow)
             own = func is not None and func.count(".") == 1 and func.startswith("self.") and "self" not in env
             owner = UNKNOWN if own else self.evaluate(node.func.value, env)
             if isinstance(owner, ReleaseClass):  # `config_cls.configure(spec)`: a class's own method
                 return self._follow(f"{owner.name}.{method}", node, env, receiver=owner)
+            if isinstance(owner, ConfigObject) and (CLASS not in owner or self.scope.member(owner[CLASS], method)
+                                                    is None):  # `model.to_dict()`: transformers' own
+                played, value = transformers.method(owner, method, [self.evaluate(a, env) for a in args])
+                if played:
+                    return value
             if isinstance(owner, dict) and isinstance(owner.get(CLASS), str):  # an object of a class of the release
                 return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
             if isinstance(owner, EngineObject) and self.objects is not None \
@@ -850,6 +880,8 @@ class Player:
                 return plain_method(owner, method, [self.evaluate(a, env) for a in args])
         if func in _OBJECT_SLOTS and len(args) == _OBJECT_SLOTS[func] and not node.keywords:
             return self._object_slot(func, [self.evaluate(a, env) for a in args])
+        if func == "setattr" and len(args) == 3 and not node.keywords:
+            return self._setattr(*(self.evaluate(a, env) for a in args))
         if func in ("copy.deepcopy", "copy.copy", "deepcopy") and len(args) == 1:
             return copy.deepcopy(self.evaluate(args[0], env))
         if func in ("importlib.import_module", "import_module") and len(args) == 1:
@@ -886,6 +918,48 @@ class Player:
             return None
         return this.get(name, Unknown(f"{name} (not set on the object)"))
 
+    @staticmethod
+    def _setattr(owner: Any, name: Any, value: Any) -> None:
+        """``setattr(obj, name, value)`` on a config or an object of the release; a name not known leaves a config
+        open (ConfigObject.open)."""
+        if isinstance(owner, dict) and isinstance(name, str):
+            owner[name] = value
+        elif isinstance(owner, ConfigObject):
+            owner.open = True
+
+    def _super(self, name: str, node: ast.Call, env: dict[str, Any]) -> Any:
+        """``super().name(...)`` in a method of the class played: the next definition of ``name`` along the object's
+        MRO after the class that defines the method; past the release's classes, a library's (the transformers
+        config's ``__init__``)."""
+        defining, this = self.scope.this_class, env.get("self")
+        named = self._named(node, env)
+        if defining is None or not isinstance(this, dict) or not isinstance(this.get(CLASS), str) or named is None \
+                or any(isinstance(a, ast.Starred) for a in node.args) or self.depth >= MAX_CALLS:
+            return UNKNOWN
+        passed = [self.evaluate(a, env) for a in node.args]
+        member = self.scope.member(this[CLASS], name, after=defining)
+        if member is not None and isinstance(member.node, ast.FunctionDef):
+            return self._invoke(member.node, member.scope, node, env, passed, named, {"self": this})
+        if member is None and name == "__init__" and transformers.is_config_class(self.scope.outside_bases(
+                this[CLASS])):
+            transformers.initialize(this, passed, named)
+            return None
+        return UNKNOWN
+
+    def _named(self, node: ast.Call, env: dict[str, Any]) -> dict[str, Any] | None:
+        """A call's keyword arguments, a ``**mapping`` spread where the mapping is known; None where one is not."""
+        named: dict[str, Any] = {}
+        for keyword in node.keywords:
+            value = self.evaluate(keyword.value, env)
+            if keyword.arg is not None:
+                named[keyword.arg] = value
+            elif isinstance(value, dict) and not isinstance(value, ConfigObject) and CLASS not in value \
+                    and all(isinstance(key, str) for key in value):
+                named.update(value)
+            else:
+                return None
+        return named
+
     def _getattr(self, func: str, args: list[ast.expr], node: ast.Call, env: dict[str, Any]) -> Any:
         attribute = self.evaluate(args[1], env)
         if not isinstance(attribute, str):
@@ -901,6 +975,8 @@ class Player:
                                                                    and attribute not in owner):
             cls = owner.name if isinstance(owner, ReleaseClass) else owner[CLASS] if isinstance(owner, dict) else None
             missing = cls is not None and self.scope.member(cls, attribute) is None
+            if missing and isinstance(owner, ConfigObject):  # a transformers config: its attributes are all it has
+                return self._config_getattr(func, owner, attribute, args, env)
             if missing and isinstance(owner, dict):
                 return UNKNOWN  # an object of the release holds only the fields known: the rest may be set
             if func == "hasattr":
@@ -910,10 +986,22 @@ class Player:
             return self._attribute(owner, attribute, node, env)
         if not isinstance(owner, dict):
             return UNKNOWN
+        if isinstance(owner, ConfigObject) and attribute not in owner:
+            return self._config_getattr(func, owner, attribute, args, env)
         if func == "hasattr":
             return attribute in owner
         default = self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
         return owner.get(attribute, default)
+
+    def _config_getattr(self, func: str, owner: ConfigObject, attribute: str, args: list[ast.expr],
+                        env: dict[str, Any]) -> Any:
+        """``getattr``/``hasattr`` of an attribute a transformers config does not hold (transformers.attribute)."""
+        found = transformers.attribute(owner, attribute)
+        if func == "hasattr":
+            return found if isinstance(found, Unknown) else found is not transformers.ABSENT
+        if found is transformers.ABSENT:
+            return self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
+        return found
 
     def _is_a(self, func: str, value: Any, kinds: ast.expr, env: dict[str, Any]) -> Any:
         """``isinstance``/``issubclass`` on a plain value, an object or a class of the release, against builtin types
@@ -928,9 +1016,12 @@ class Player:
                 elif kind.id == "type":
                     answers.append(isinstance(value, (ReleaseClass, type)))
                 else:
-                    plain = not isinstance(value, (ReleaseClass, ReleaseModule)) and not (
+                    plain = not isinstance(value, (ReleaseClass, ReleaseModule, ConfigObject)) and not (
                         isinstance(value, dict) and CLASS in value)
                     answers.append(plain and isinstance(value, _TYPES[kind.id]))
+                continue
+            if func == "isinstance" and isinstance(value, ConfigObject):
+                answers.append(self._config_is_a(value, kind, env))
                 continue
             cls = self.evaluate(kind, env)
             own = value.name if func == "issubclass" and isinstance(value, ReleaseClass) else \
@@ -941,17 +1032,35 @@ class Player:
             return True
         return False if all(a is False for a in answers) else UNKNOWN
 
+    def _config_is_a(self, config: ConfigObject, kind: ast.expr, env: dict[str, Any]) -> bool | Unknown:
+        """``isinstance(config, kind)``: a transformers config is one of its base class; of a class of the release
+        where it is an object of it (``CLASS``), and not of one whose ``model_type`` is another than its own (the
+        type AutoConfig chose its class by)."""
+        if self.scope.origin(ast.unparse(kind)) in transformers.CONFIG_BASES:
+            return True
+        cls = self.evaluate(kind, env)
+        if not isinstance(cls, ReleaseClass):
+            return UNKNOWN
+        if isinstance(config.get(CLASS), str):
+            return cls.name in self.scope.mro(config[CLASS])
+        declared = self._class_attribute(cls.name, "model_type", kind, env)
+        own = config.get("model_type")
+        return False if isinstance(declared, str) and isinstance(own, str) and declared != own else UNKNOWN
+
     def _construct(self, cls: ReleaseClass, node: ast.Call, env: dict[str, Any]) -> Any:
         """An object of a class of the release: its ``__init__`` played on it where the class (or a base) defines
-        one; else (a dataclass, a pydantic model) built from the keywords given (Scope.instance)."""
-        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        one (a transformers config, a ConfigObject); else (a dataclass, a pydantic model) built from the keywords
+        given (Scope.instance)."""
+        named = self._named(node, env)
+        if named is None:
+            return UNKNOWN
         init = self.scope.member(cls.name, "__init__")
         if init is None or not isinstance(init.node, ast.FunctionDef):
-            whole = not node.args and all(k.arg for k in node.keywords)
-            return self.scope.instance(cls.name, named) if whole else UNKNOWN
+            return self.scope.instance(cls.name, named) if not node.args else UNKNOWN
         if self.depth >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in node.args):
             return UNKNOWN
-        this: dict[str, Any] = {CLASS: cls.name}
+        config = transformers.is_config_class(self.scope.outside_bases(cls.name))
+        this: dict[str, Any] = ConfigObject({CLASS: cls.name}) if config else {CLASS: cls.name}
         self._invoke(init.node, init.scope, node, env, [self.evaluate(a, env) for a in node.args], named,
                      {"self": this})
         return this
@@ -988,15 +1097,21 @@ class Player:
         if self.depth >= MAX_CALLS or any(isinstance(a, ast.Starred) for a in node.args):
             return UNKNOWN
         found = self.scope.function(func)
+        named = self._named(node, env)
+        if named is None:
+            return UNKNOWN
         if found is None:
-            callee = self._quiet(node.func, env) if this is None and receiver is None else UNKNOWN
+            if this is not None or receiver is not None:
+                return UNKNOWN
+            callee = self._quiet(node.func, env)
             if isinstance(callee, ReleaseClass):  # `ModelConfig(model=...)`, `config_cls(spec)`
                 return self._construct(callee, node, env)
-            named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
-            whole = not node.args and all(k.arg for k in node.keywords)
-            return self.scope.instance(func, named) if whole and this is None and receiver is None else UNKNOWN
+            origin = self.scope.origin(func)
+            if origin is not None:  # a library's: `AutoConfig.for_model(**model)`
+                value = transformers.call(origin, [self.evaluate(a, env) for a in node.args], named)
+                return UNKNOWN if value is None else value
+            return self.scope.instance(func, named) if not node.args else UNKNOWN
         function, scope = found
-        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
         # `self` passed whole from a frame that holds its fields one by one: what the callee writes to it, read back
         whole_self = [i for i, a in enumerate(node.args) if isinstance(a, ast.Name) and a.id == "self"
                       and "self" not in env]
@@ -1143,13 +1258,18 @@ def call(function: ast.FunctionDef | ast.AsyncFunctionDef, scope: Scope, passed:
         params = params[1:]
     defaults = dict(zip(reversed(params), reversed(function.args.defaults)))
     defaults |= {a.arg: d for a, d in zip(function.args.kwonlyargs, function.args.kw_defaults) if d is not None}
-    for position, param in enumerate(params + [a.arg for a in function.args.kwonlyargs]):
+    keywords = params + [a.arg for a in function.args.kwonlyargs]
+    for position, param in enumerate(keywords):
         if position < len(params) and position < len(passed):
             frame[param] = passed[position]
         elif param in named:
             frame[param] = named[param]
         else:
             frame[param] = player.evaluate(defaults[param], {}) if param in defaults else UNKNOWN
+    if function.args.vararg is not None:  # `*args`: the positions past the parameters
+        frame[function.args.vararg.arg] = tuple(passed[len(params):])
+    if function.args.kwarg is not None:  # `**kwargs`: the keywords no parameter takes
+        frame[function.args.kwarg.arg] = {k: v for k, v in named.items() if k not in keywords}
     ways = player.play(function, [_Way(frame)])
     for way in ways:
         if way.done is None:

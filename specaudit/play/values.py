@@ -52,6 +52,24 @@ class ReleaseModule:
     name: str  # dotted
 
 
+class ConfigObject(dict[str, Any]):
+    """A transformers config object (``PretrainedConfig``) as the engine holds one: its attributes are its keys. A
+    dict to the player, not to the engine's ``isinstance(config, dict)``. One of a class of the release (vLLM's
+    EAGLEConfig) carries ``CLASS`` too; ``open``: a statement not played may have set attributes it does not list, so
+    an attribute it lacks is not known to be missing."""
+
+    open = False
+
+    @classmethod
+    def of(cls, config: Any) -> Any:
+        """A checkpoint's config.json as transformers loads it: its nested configs (a dict with a ``model_type``: a
+        ``text_config``) are config objects too; other dicts stay dicts (``quantization_config``)."""
+        if not isinstance(config, dict) or isinstance(config, ConfigObject):
+            return config
+        return cls({key: cls.of(value) if isinstance(value, dict) and "model_type" in value else value
+                    for key, value in config.items()})
+
+
 class EngineObject:
     """A value that stands for an object of the engine (its model, a config, a class): true, whatever it holds."""
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from ..core.types import Finding, Phase, Status
 from ..launch.target import Target
+from ..play.libraries.transformers import PRETRAINED_CONFIG_DEFAULTS, PRETRAINED_CONFIG_METHODS
 from ..play.modules import PROPERTIES
 from ..play.operators import METHODS, compare, plain_method
 from ..play.values import UNKNOWN, EngineObject, Raised, Unknown, truth
@@ -48,22 +49,6 @@ from .trace import (
     reads_target,
     runs,
 )
-
-# Attributes every transformers PretrainedConfig has, whether or not config.json lists them.
-PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {
-    "return_dict": True, "output_hidden_states": False, "torchscript": False, "torch_dtype": None,
-    "tie_word_embeddings": True, "is_encoder_decoder": False, "is_decoder": False, "architectures": None,
-    "finetuning_task": None, "tokenizer_class": None, "prefix": None, "bos_token_id": None, "pad_token_id": None,
-    "eos_token_id": None, "sep_token_id": None, "decoder_start_token_id": None, "task_specific_params": None,
-    "problem_type": None, "chunk_size_feed_forward": 0, "add_cross_attention": False, "name_or_path": "",
-    "transformers_version": None, "id2label": None, "label2id": None, "num_labels": 2, "output_attentions": False,
-    "pruned_heads": {}, "cross_attention_hidden_size": None, "tf_legacy_loss": False, "use_bfloat16": False,
-    "_name_or_path": "", "_attn_implementation": None, "quantization_config": None,
-}
-
-
-PRETRAINED_CONFIG_METHODS = frozenset({"get_text_config", "to_dict", "to_diff_dict", "to_json_string", "update",
-                                       "save_pretrained", "get", "__getattribute__", "__setattr__"})
 
 
 @dataclass(frozen=True)
