@@ -9,7 +9,17 @@ Facts from the releases' source (read, not run):
   Neither release reads norm_before_residual.
 - vLLM 0.26.0 / 0.33.0 llama_eagle3.py Eagle3LlamaForCausalLM.load_weights: t2d skipped, d2t renamed
   draft_id_to_target_id; "input_norm." dropped by the loader where LlamaModel's norm_before_fc is off
-  (0.26.0 skip_substrs.append, 0.33.0 orig_to_new_substr[...] = None). Neither reads SGLang's fc "bias" key.
+  (0.26.0 skip_substrs.append, 0.33.0 orig_to_new_substr[...] = None). A "bias" key is read, not as SGLang's fc
+  bias: the head's LlamaDecoderLayer.__init__ calls llama.py's (super().__init__), which builds the attention's
+  o_proj with ``getattr(config, "attention_bias", False) or getattr(config, "bias", False)`` (0.26.0 llama.py:265,
+  0.33.0 :268).
+- vLLM's EAGLE-1 head (0.26.0, 0.33.0, 0.34.0 llama_eagle.py): EAGLEConfig renames the drafter's LlamaForCausalLM
+  to EagleLlamaForCausalLM for method eagle (transformers_utils/configs/eagle.py:51, f"Eagle{arch}"), which the
+  registry maps to llama_eagle.EagleLlamaForCausalLM. Its load_weights defines ``transform`` (every name but
+  lm_head gets "model.") and hands ``map(transform, weights)`` to AutoWeightsLoader (0.26.0 llama_eagle.py:182,
+  0.33.0 / 0.34.0 :196). LlamaModel builds fc as ``ReplicatedLinear(..., bias=False)`` (0.26.0 :98, 0.33.0 /
+  0.34.0 :113), and AutoWeightsLoader.load_weights appends ".bias" to ignore_unexpected_suffixes (utils.py 0.26.0
+  :405, 0.33.0 :458, 0.34.0 :469): an fc.bias in the checkpoint is passed over without a word.
 """
 
 from __future__ import annotations
@@ -64,9 +74,7 @@ def test_a_norm_the_config_does_not_ask_for_is_never_loaded(tmp_path, release, e
 
 @pytest.mark.parametrize("release, engine, rule_id, key", [
     ("sglang==0.5.17", "sglang", "sglang-drafter-contract", "norm_before_residual"),
-    ("sglang==0.5.23", "sglang", "sglang-drafter-contract", "norm_before_residual"),
-    ("vllm==0.26.0", None, "vllm-drafter-contract", "bias"),
-    ("vllm==0.33.0", None, "vllm-drafter-contract", "bias")])
+    ("sglang==0.5.23", "sglang", "sglang-drafter-contract", "norm_before_residual")])
 def test_a_head_setting_the_release_never_reads_warns(tmp_path, release, engine, rule_id, key):
     result = audit(analysis(release), launch(tmp_path, {**HEAD, key: True}, "eagle3", engine))
     finding = contract(result, rule_id)
@@ -74,6 +82,16 @@ def test_a_head_setting_the_release_never_reads_warns(tmp_path, release, engine,
     assert f"sets {key} = True" in finding.why and "never reads" in finding.why
     # The other engine reads it: there it is accounted for as read.
     assert f"{key} ignored" in finding.code
+
+
+@pytest.mark.parametrize("release", ["vllm==0.26.0", "vllm==0.33.0"])
+def test_vllm_reads_a_bias_key_in_the_layer_its_head_builds_on(tmp_path, release):
+    # Not SGLang's fc bias: llama.py's LlamaDecoderLayer.__init__, which the EAGLE-3 head's layer calls, reads it as
+    # the attention's bias (0.26.0 llama.py:265, 0.33.0 :268). Read, so no "never reads" warning.
+    result = audit(analysis(release), launch(tmp_path, {**HEAD, "bias": True}, "eagle3"))
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.READY and finding.status == Status.PASSES
+    assert "bias read (True) at vllm/model_executor/models/llama.py:" in finding.code and "never reads" not in finding.why
 
 
 @pytest.mark.parametrize("release, engine, rule_id", RELEASES[2:])
@@ -118,3 +136,74 @@ def test_the_contract_is_judged_from_a_launch_command(tmp_path, release, argv):
     rule_id = "sglang-drafter-contract" if release.startswith("sglang") else "vllm-drafter-contract"
     result = audit(analysis(release), launched)
     assert contract(result, rule_id).status == Status.WARNS and result.verdict == Verdict.READY
+
+
+# -- vLLM's EAGLE-1 head ---------------------------------------------------------------------------------------------
+
+# yuhuili/EAGLE-LLaMA3-Instruct-8B's config.json as vLLM reads it (a LlamaConfig; its one layer, fc over the token's
+# embedding and the target's hidden state) and its tensors: layers.0.* without an input_layernorm (EAGLE-1's first
+# layer has none), fc.weight [4096, 8192]; no lm_head and no embed_tokens (the target's are shared,
+# llm_base_proposer.py _maybe_share_embeddings / _maybe_share_lm_head, has_own_* left False).
+EAGLE1 = {"architectures": ["LlamaForCausalLM"], "bias": False, "hidden_act": "silu", "hidden_size": 4096,
+          "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 32,
+          "num_hidden_layers": 1, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_theta": 500000.0,
+          "tie_word_embeddings": False, "torch_dtype": "float16", "vocab_size": 128256}
+EAGLE1_TENSORS = {"fc.weight": [4096, 8192], "layers.0.self_attn.q_proj.weight": [4096, 4096],
+                  "layers.0.self_attn.k_proj.weight": [1024, 4096], "layers.0.self_attn.v_proj.weight": [1024, 4096],
+                  "layers.0.self_attn.o_proj.weight": [4096, 4096], "layers.0.mlp.gate_proj.weight": [14336, 4096],
+                  "layers.0.mlp.up_proj.weight": [14336, 4096], "layers.0.mlp.down_proj.weight": [4096, 14336],
+                  "layers.0.post_attention_layernorm.weight": [4096]}
+# release -> the line of llama_eagle.py that hands map(transform, weights) to the loader, and of utils.py where
+# AutoWeightsLoader.load_weights ignores an unexpected ".bias"
+EAGLE1_RELEASES = {"vllm==0.26.0": (182, 405), "vllm==0.33.0": (196, 458), "vllm==0.34.0": (196, 469)}
+
+
+def eagle1_head(directory, config: dict, extra: dict[str, list[int]] | None = None):
+    """The EAGLE-1 head on Llama-3-8B-Instruct, f16 tensors of the real names and shapes, sparse (zeros)."""
+    import json
+
+    from specaudit.launch.checkpoint import read_checkpoint
+    from specaudit.launch.request import Launch
+    from specaudit.launch.target import load_preset
+
+    from conftest import write_sparse_safetensors
+
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.json").write_text(json.dumps(config))
+    tensors = {name: ("F16", shape, 2, None) for name, shape in {**EAGLE1_TENSORS, **(extra or {})}.items()}
+    write_sparse_safetensors(directory / "model.safetensors", tensors)
+    return Launch(load_preset("llama3"), method="eagle", draft=str(directory), drafter=read_checkpoint(str(directory)),
+                  speculative={"method": "eagle", "model": str(directory), "num_speculative_tokens": 3})
+
+
+@pytest.mark.parametrize("release", list(EAGLE1_RELEASES))
+def test_an_eagle1_head_is_accounted_for_through_its_transform(tmp_path, release):
+    result = audit(analysis(release), eagle1_head(tmp_path / "EAGLE-LLaMA3-Instruct-8B", EAGLE1))
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.READY and finding.status == Status.PASSES, finding.why
+    assert finding.code.startswith("EagleLlamaForCausalLM (vllm/model_executor/models/llama_eagle.py): ")
+    assert "(9 tensors, " in finding.why
+    line = EAGLE1_RELEASES[release][0]
+    for name in EAGLE1_TENSORS:  # transform: "model." + name, handed to the loader at that line
+        assert f"{name} loaded into model.{name} at vllm/model_executor/models/llama_eagle.py:{line}" in finding.code
+    # The config's bias (False) is read by llama.py's LlamaDecoderLayer.__init__ (the base of the head's layer);
+    # logit_scale, which the head leaves out, by EagleLlamaForCausalLM.__init__ with its default 1.0.
+    assert "bias read (False) at vllm/model_executor/models/llama.py:" in finding.code
+    assert "logit_scale defaulted at vllm/model_executor/models/llama_eagle.py:" in finding.code
+
+
+@pytest.mark.parametrize("release", list(EAGLE1_RELEASES))
+def test_an_eagle1_fc_bias_is_passed_over(tmp_path, release):
+    # A head trained with EAGLE's default fc bias (cnets.py Model(bias=True)): its config says bias true and its
+    # checkpoint carries fc.bias. vLLM builds fc without one and its loader ignores an unexpected ".bias": the bias is
+    # never loaded, without a word. A partial loss: a warning with its figure, the launch stays READY.
+    launched = eagle1_head(tmp_path / "EAGLE-fc-bias", {**EAGLE1, "bias": True}, {"fc.bias": [4096]})
+    result = audit(analysis(release), launched)
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.READY and finding.status == Status.WARNS
+    assert "does not load fc.bias" in finding.why and "0.002% of the drafter's parameters not loaded" in finding.why
+    loader_line = EAGLE1_RELEASES[release][1]
+    assert f"fc.bias dropped (model.fc.bias: the model builds that layer with bias=False and the loader passes over " \
+           f"an unexpected '.bias') at vllm/model_executor/models/utils.py:{loader_line}" in finding.code
+    assert finding.file == "vllm/model_executor/models/utils.py" and finding.line == loader_line
+    assert "fc.weight loaded into model.fc.weight" in finding.code

@@ -10,23 +10,32 @@ the modules the drafter class builds (``self.x = Layer(...)`` in the ``__init__`
 drafter's own module defines played on its config.json, so that a module its config does not ask for is not built);
 vLLM's post-loop name map (``orig_to_new_substr[<part>] = None`` under ``if not self.model.<flag>``) drops what its
 flag, played on the config from the model class's ``__init__``, turns off.
+
+vLLM's EAGLE-1 heads (llama_eagle.py and its kin) have no such loop: ``load_weights`` renames each pair by a function
+it defines (``transform``) and hands ``map(transform, weights)`` to the loader. That function is played per tensor: a
+tensor is loaded under the name it returns, at the line that hands the pairs over, but where the loader passes it
+over (AutoWeightsLoader's unexpected ``.bias``, on a layer the model builds with ``bias=False``). The drafter's class
+is the one the release registers for its architectures as the release's config class renames them for the method
+(EAGLEConfig: ``Eagle{arch}``).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
-from ...play.modules import ModuleScope, defined_class, module_of
+from ...play.modules import ModuleScope, defined_class, literal, module_of
 from ...play.player import Coverage, LiteralScope, call, dotted
 from ...play.values import UNKNOWN
 from ..facts import ReleaseModules
 from ..judge import Judge
 from .context import DraftContext, check, degrades, draft_finding, warns
-from .engine_code import config_reads, drafter_module
+from .dflash import engine_architectures
+from .engine_code import config_reads
 
 LOADED, SKIPPED, DROPPED, REPLACED = "loaded", "skipped", "dropped", "replaced"
 MAX_DEPTH = 5  # modules within modules walked from the drafter class (model -> layers.i -> self_attn -> qkv_proj)
@@ -112,36 +121,47 @@ def _played_init(function: ast.FunctionDef, found: ModuleScope, config: dict,
 @dataclass
 class Built:
     """The parameter names a drafter model builds, as patterns: a module path, ``*`` for an index of a ModuleList, and
-    a leaf layer (a class outside the release's models) holding any one parameter."""
+    a leaf layer (a class outside the release's models) holding any one parameter, but a ``bias`` where the call that
+    builds it passes ``bias=False`` (``unbiased``). ``inits``: the ``__init__``s walked (file, function), the code that
+    builds the drafter's modules from its config."""
 
     leaves: set[tuple[str, ...]]
+    unbiased: set[tuple[str, ...]] = field(default_factory=set)
+    inits: list[tuple[str, ast.FunctionDef]] = field(default_factory=list)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
             return False
         parts = name.split(".")
         return any(len(parts) == len(leaf) + 1 and all(p == q or q == "*" and p.isdigit() for p, q in zip(parts, leaf))
-                   for leaf in self.leaves)
+                   and not (parts[-1] == "bias" and leaf in self.unbiased) for leaf in self.leaves)
+
+    def without_bias(self, name: str) -> bool:
+        """Whether ``name`` is the bias of a layer the model builds with ``bias=False``."""
+        parts = name.split(".")
+        return parts[-1] == "bias" and any(len(parts) == len(leaf) + 1 and all(
+            p == q or q == "*" and p.isdigit() for p, q in zip(parts, leaf)) for leaf in self.unbiased)
 
     def __deepcopy__(self, memo: dict) -> Built:
         return self  # never rewritten by the code played: the player's forks share it
 
 
 def built(judge: Judge, found: ModuleScope, config: dict, drafter_module_name: str) -> Built:
-    leaves: set[tuple[str, ...]] = set()
-    _walk(judge, found, config, drafter_module_name, (), leaves, 0)
-    return Built(leaves)
+    made = Built(set())
+    _walk(judge, found, config, drafter_module_name, (), made, 0)
+    return made
 
 
-def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tuple[str, ...],
-          leaves: set[tuple[str, ...]], depth: int) -> None:
+def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tuple[str, ...], made: Built,
+          depth: int) -> None:
     if depth > MAX_DEPTH:
-        leaves.add(prefix)  # deeper than read: any parameter under it is taken as built
+        made.leaves.add(prefix)  # deeper than read: any parameter under it is taken as built
         return
     for owner in _lineage(judge, found):
         init = _own(owner, "__init__")
         if init is None:
             continue
+        made.inits.append((owner.where, init))
         coverage = _played_init(init, owner, config)[0] if module_of(owner.where) == own else None
         for stmt in ast.walk(init):
             if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
@@ -150,11 +170,11 @@ def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tupl
             if path is None or not path.startswith("self.") or not isinstance(stmt.value, ast.Call) or \
                     coverage is not None and coverage.not_reached(owner.where, stmt.lineno):
                 continue
-            _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), leaves, depth)
+            _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), made, depth)
 
 
 def _built_by(judge: Judge, owner: ModuleScope, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
-              leaves: set[tuple[str, ...]], depth: int) -> None:
+              made: Built, depth: int) -> None:
     """What one ``self.x = <call>`` builds at ``at``: a class of the release's models (walked), a ModuleList of them
     (``*``), or a layer (a leaf)."""
     called = dotted(value.func) or ""
@@ -163,13 +183,15 @@ def _built_by(judge: Judge, owner: ModuleScope, value: ast.Call, config: dict, o
         element = items.elt if isinstance(items, ast.ListComp) else items.elts[0] \
             if isinstance(items, (ast.List, ast.Tuple)) and items.elts else None
         if isinstance(element, ast.Call):
-            _built_by(judge, owner, element, config, own, at + ("*",), leaves, depth)
+            _built_by(judge, owner, element, config, own, at + ("*",), made, depth)
         return
     inner = _named(judge, owner, called) if called and "." not in called else None
     if inner is not None and "/models/" in inner.where:
-        _walk(judge, inner, config, own, at, leaves, depth + 1)
+        _walk(judge, inner, config, own, at, made, depth + 1)
     elif called.rsplit(".", 1)[-1][:1].isupper() or inner is not None:
-        leaves.add(at)  # a layer: Linear, RMSNorm, an embedding
+        made.leaves.add(at)  # a layer: Linear, RMSNorm, an embedding
+        if any(k.arg == "bias" and literal(k.value) is False for k in value.keywords):
+            made.unbiased.add(at)  # ReplicatedLinear(..., bias=False): no bias parameter
 
 
 # -- load_weights played per tensor ----------------------------------------------------------------------------------
@@ -278,58 +300,131 @@ def _flag(judge: Judge, found: ModuleScope, flag: str, config: dict) -> Any:
                                                                                         mode="eval").body))[1]
 
 
-def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict) -> list[Part] | None:
-    """Each tensor's fate by the release's load_weights; None where it has no loop this reads."""
+def _renamer(load: ast.FunctionDef) -> tuple[ast.FunctionDef, int] | None:
+    """load_weights of the other form (vLLM's EAGLE-1 heads: llama_eagle.py, deepseek_eagle.py, llama4_eagle.py
+    ``load_weights``): a function it defines renames each (name, tensor) pair (``transform``: ``"model." + name``
+    but for lm_head), and the loader is handed ``map(<it>, weights)``. That function, and the line of the statement
+    that hands the pairs to the loader."""
+    weights = {a.arg for a in load.args.args[1:2]}
+    nested = {s.name: s for s in load.body if isinstance(s, ast.FunctionDef)}
+    for stmt in load.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "map" \
+                    and len(node.args) == 2 and isinstance(node.args[0], ast.Name) and node.args[0].id in nested \
+                    and isinstance(node.args[1], ast.Name) and node.args[1].id in weights:
+                return nested[node.args[0].id], stmt.lineno
+    return None
+
+
+WEIGHT = "<the tensor>"  # what the renamer is handed as the tensor: it comes back beside the name it is loaded as
+
+
+def _renamed(renamer: tuple[ast.FunctionDef, int], owner: ModuleScope, tensor: str, fields: dict[str, Any]
+             ) -> tuple[tuple[str, int] | None, str, int] | None:
+    """One tensor through the renamer, as the loop's ends are: (loaded, the line that hands it over), the name it
+    is loaded as; None where the renamer's ways disagree or it hands back another tensor."""
+    function, line = renamer
+    try:
+        outcomes, _ = call(function, LiteralScope(where=owner.where), [(tensor, WEIGHT)], {},
+                           fields={"self": {}, **fields})
+    except (ValueError, RecursionError):
+        return None
+    names = {o.method[0] if isinstance(o.method, tuple) and len(o.method) == 2 and o.method[1] == WEIGHT
+             and isinstance(o.method[0], str) else None for o in outcomes if o.raises is None}
+    if len(names) != 1 or None in names:
+        return None
+    return (LOADED, line), str(names.pop()), line
+
+
+def _ignored_unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> tuple[list[str], str] | None:
+    """vLLM: the suffixes the loader that load_weights builds (``loader = AutoWeightsLoader(self)``) passes over where
+    the model has no such parameter (its load_weights: ``self.ignore_unexpected_suffixes.append(".bias")``, for GPTQ
+    checkpoints), and where it says so."""
+    made = next((s.value.func.id for s in ast.walk(load) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                 and isinstance(s.value.func, ast.Name) and s.value.func.id[:1].isupper()), None)
+    loader = _named(judge, owner, made) if made is not None else None
+    method = _method(judge, loader, "load_weights") if loader is not None else None
+    if method is None:
+        return None
+    appended = [(str(n.args[0].value), n.lineno) for n in ast.walk(method[1]) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute) and n.func.attr == "append"
+                and (dotted(n.func.value) or "").endswith("ignore_unexpected_suffixes") and len(n.args) == 1
+                and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)]
+    return ([suffix for suffix, _ in appended], f"{method[0].where}:{appended[0][1]}") if appended else None
+
+
+def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict, own: str
+                 ) -> tuple[list[Part], Built] | None:
+    """Each tensor's fate by the release's load_weights, and what the model builds; None where load_weights has
+    neither form this reads (a loop over the weights, or a renamer mapped over them). ``own``: the drafter's
+    module, whose ``__init__``s are played on its config."""
     method = _method(judge, found, "load_weights")
     if method is None:
         return None
     owner, load = method
     played = _per_tensor(load)
-    if played is None:
+    renamer = _renamer(load) if played is None else None
+    if played is None and renamer is None:
         return None
-    function, name_var = played
-    module = drafter_module(ctx)
-    params = built(judge, found, ctx.draft_config, module[0] if module else module_of(found.where))
+    params = built(judge, found, ctx.draft_config, own)
     dropped_parts = _dropped_by_map(judge, found, load, ctx.draft_config)
+    ignored = _ignored_unexpected(judge, owner, load)
     fields = {f"self.{k}": v for k, v in (engine.get("fields") or {}).items()}
     fields["self.use_parallel_drafting"] = bool(ctx.launch.speculative.get("parallel_drafting"))
     parts = []
     for tensor in ctx.draft.tensors:
-        try:
-            outcomes, _ = call(function, LiteralScope(where=owner.where), [tensor, UNKNOWN, params], {},
-                               fields={"self": {}, **fields})
-        except (ValueError, RecursionError):
-            outcomes = []
-        ends = {(o.method if isinstance(o.method, tuple) else None, str(o.env.get("param_name") or o.env.get(name_var)),
-                 next((b.line for b in reversed(o.branches) if not b.taken), load.lineno))
-                for o in outcomes if o.raises is None}
-        if len(ends) != 1:
+        one = _renamed(renamer, owner, tensor, fields) if renamer is not None else \
+            _looped(played, owner, load, tensor, params, fields) if played is not None else None
+        if one is None:
             parts.append(Part(tensor, "unknown", f"{owner.where}:{load.lineno}"))
             continue
-        (end, into, passed), = ends
+        end, into, passed = one
         if end is None:  # no statement of the loop took it: SGLang's `if param_name in params_dict` was false
             parts.append(Part(tensor, DROPPED, f"{owner.where}:{passed}", f"{into}, which the model does not build"))
             continue
         fate, line = end
         part = next((p for p in dropped_parts if p in into), None) if fate == LOADED else None
+        suffix = next((x for x in ignored[0] if into.endswith(x)), None) if ignored and fate == LOADED else None
         if part is not None:
             parts.append(Part(tensor, DROPPED, f"{owner.where}:{dropped_parts[part]}", f"{into} (the loader drops "
                               f"{part!r})"))
+        elif ignored is not None and suffix == ".bias" and params.without_bias(into):
+            parts.append(Part(tensor, DROPPED, ignored[1], f"{into}: the model builds that layer with bias=False and "
+                              f"the loader passes over an unexpected {suffix!r}"))
         else:
             parts.append(Part(tensor, fate, f"{owner.where}:{line}", into if fate == LOADED else ""))
-    return parts
+    return parts, params
+
+
+def _looped(played: tuple[ast.FunctionDef, str], owner: ModuleScope, load: ast.FunctionDef, tensor: str,
+            params: Built, fields: dict[str, Any]) -> tuple[tuple[str, int] | None, str, int] | None:
+    """One tensor through the loop of load_weights (_per_tensor): how it ends, the name it goes by there, and the
+    line of the last test it failed; None where its ways end differently."""
+    function, name_var = played
+    try:
+        outcomes, _ = call(function, LiteralScope(where=owner.where), [tensor, UNKNOWN, params], {},
+                           fields={"self": {}, **fields})
+    except (ValueError, RecursionError):
+        outcomes = []
+    ends = {(o.method if isinstance(o.method, tuple) else None, str(o.env.get("param_name") or o.env.get(name_var)),
+             next((b.line for b in reversed(o.branches) if not b.taken), load.lineno))
+            for o in outcomes if o.raises is None}
+    return ends.pop() if len(ends) == 1 else None
 
 
 # -- the config's head keys ------------------------------------------------------------------------------------------
 
-def key_parts(judge: Judge, found: ModuleScope, config: dict, head_keys: list[str]) -> list[Part]:
+def key_parts(judge: Judge, found: ModuleScope, config: dict, head_keys: list[str],
+              inits: Sequence[tuple[str, ast.FunctionDef]] = ()) -> list[Part]:
     """Each head key (``params.engine.head_keys``) the drafter config declares, or the drafter module reads with a
-    default: read (by which function of the drafter's module), defaulted, or ignored."""
+    default: read (by which function of the drafter's module, else by which ``__init__`` that builds its modules:
+    ``inits``, Built's, such as vLLM's llama.py LlamaDecoderLayer.__init__ under an EAGLE-1 head's layer), defaulted,
+    or ignored."""
     readers: dict[str, str] = {}
-    for node in ast.walk(found.tree):
-        if isinstance(node, ast.FunctionDef):
-            for read in config_reads(node):
-                readers.setdefault(read[-1], f"{found.where}:{node.lineno} {node.name}")
+    functions = [(found.where, n) for n in ast.walk(found.tree) if isinstance(n, ast.FunctionDef)]
+    for file, node in [*functions, *inits]:
+        for read in config_reads(node):
+            readers.setdefault(read[-1], f"{file}:{node.lineno} {node.name}")
     nested = config.get("eagle_config")
     nested = nested if isinstance(nested, dict) else {}
     parts = []
@@ -349,22 +444,33 @@ def key_parts(judge: Judge, found: ModuleScope, config: dict, head_keys: list[st
 
 # -- the check -------------------------------------------------------------------------------------------------------
 
+def drafter_class(ctx: DraftContext) -> tuple[str, str] | None:
+    """The module and class the release builds for the drafter: its architectures as the release's config class
+    renames them for the launch's method (vLLM's EAGLEConfig: LlamaForCausalLM -> EagleLlamaForCausalLM for eagle,
+    played by dflash.engine_architectures; SGLang keeps them), looked up in the release's registry."""
+    if ctx.judge is None:
+        return None
+    entry = ctx.judge.registered(engine_architectures(ctx, ctx.launch.method or ""))
+    return (entry.module, entry.class_name) if entry is not None else None
+
+
 def account(ctx: DraftContext, rule: Rule) -> tuple[ModuleScope, list[Part], list[Part]] | None:
     judge = ctx.judge
-    module = drafter_module(ctx)
+    module = drafter_class(ctx)
     if judge is None or module is None:
         return None
     found = _class(judge, *module)
     if found is None:
         return None
     engine = rule.params.get("engine") or {}
-    tensors = tensor_parts(ctx, judge, found, engine)
-    if tensors is None:
-        return None  # a load_weights of another form (vLLM's EAGLE-1 maps a nested transform): not accounted here
+    accounted = tensor_parts(ctx, judge, found, engine, module[0])
+    if accounted is None:
+        return None  # a load_weights of neither form: not accounted here
+    tensors, params = accounted
     replaced = _replaced(ctx, judge, found, engine)
     tensors = [Part(p.name, REPLACED, replaced[1], f"{p.into}, then the target's") if p.fate == LOADED and replaced
                and replaced[0] in p.name else p for p in tensors]
-    return found, tensors, key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()))
+    return found, tensors, key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()), params.inits)
 
 
 def _replaced(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict) -> tuple[str, str] | None:
@@ -385,6 +491,11 @@ def _replaced(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict)
 def describe(parts: list[Part]) -> str:
     return "; ".join(f"{p.name} {p.fate}" + (f" into {p.into}" if p.into and p.fate in (LOADED, REPLACED) else
                                               f" ({p.into})" if p.into else "") + f" at {p.where}" for p in parts)
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage, a tenth of a point, or one figure where it is smaller (an fc bias: 0.002%)."""
+    return f"{share:.1%}" if share == 0 or share >= 0.001 else f"{share * 100:.1g}%"
 
 
 def _numel(ctx: DraftContext, name: str) -> int:
@@ -423,7 +534,7 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
     said = [f"the release does not load {shown} (no error, no log line)"] if lost else []
     said += [f"the drafter config sets {', '.join(f'{p.name} = {p.into}' for p in ignored)}, which "
              f"{drafter.name} never reads: the head runs as if unset"] if ignored else []
-    figures = [f"{share:.1%} of the drafter's parameters not loaded"] if lost else []
+    figures = [f"{_percent(share)} of the drafter's parameters not loaded"] if lost else []
     figures += [f"{len(ignored)} of the head's settings ignored"] if ignored else []
     if said:
         return warns(rule, ctx, "; ".join(said), ", ".join(figures), evidence,
