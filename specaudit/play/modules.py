@@ -300,10 +300,7 @@ def declared_default(value: ast.expr) -> tuple[Any, dict[str, Any]]:
 def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
     """The constant defaults a class declares for its fields (``enable_hc_sp: bool = False``, ``Field(default=1)``),
     but for the fields its own methods assign (``__post_init__`` derives them: not the declared value)."""
-    written = {t.attr for f in cls.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
-               if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
-               for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
-               if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"}
+    written = _written_by_methods(cls)
     fields = {}
     for stmt in cls.body:
         if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None \
@@ -312,6 +309,15 @@ def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
             if not isinstance(default, Unknown):
                 fields[stmt.target.id] = default
     return fields
+
+
+@functools.lru_cache(maxsize=1024)
+def _written_by_methods(cls: ast.ClassDef) -> frozenset[str]:
+    """The fields of ``self`` a class's own methods assign."""
+    return frozenset(t.attr for f in cls.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+                     if isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+                     for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self")
 
 
 def strings_declared(tree: ast.Module, name: str, seen: frozenset[str] = frozenset()) -> set[str] | None:

@@ -47,8 +47,21 @@ def load_rules(engine: str, directory: Path | None = None) -> list[Rule]:
 def rules_digest(rules: list[Rule]) -> str:
     digest = hashlib.blake2b(digest_size=8)
     for rule in rules:
-        digest.update(repr((rule.id, rule.kind, rule.files, sorted(rule.params.items()))).encode())
+        digest.update(_rule_digest(rule))
     return digest.hexdigest()
+
+
+def _rule_digest(rule: Rule) -> bytes:
+    """A rule's own digest, once per rule object: a rule's repr (its params) is long, and the index asks for the
+    digest of each file's rules, which share them."""
+    found = _RULE_DIGESTS.get(id(rule))
+    if found is None or found[0] is not rule:
+        text = repr((rule.id, rule.kind, rule.files, sorted(rule.params.items())))
+        found = _RULE_DIGESTS[id(rule)] = (rule, hashlib.blake2b(text.encode(), digest_size=8).digest())
+    return found[1]
+
+
+_RULE_DIGESTS: dict[int, tuple[Rule, bytes]] = {}  # id -> (the rule, kept so that its id stays its own, digest)
 
 
 def _rule_from(data: Any, path: Path) -> Rule:

@@ -4,19 +4,26 @@ default)``, wherever a module declares them (vLLM's ``envs.py`` lambdas), and th
 from __future__ import annotations
 
 import ast
+import functools
 from typing import Any
 
 
 def declared_default(tree: ast.Module | None, variable: str) -> tuple[bool, Any]:
     """(declared, default): whether the module reads ``variable`` from the environment, and the constant default it
     gives (None where it gives none)."""
-    for node in ast.walk(tree) if tree is not None else ():
+    return _declared(tree).get(variable, (False, None)) if tree is not None else (False, None)
+
+
+@functools.lru_cache(maxsize=16)
+def _declared(tree: ast.Module) -> dict[str, tuple[bool, Any]]:
+    """Every variable the module reads from the environment, with its default: one walk of an ``envs`` module."""
+    found: dict[str, tuple[bool, Any]] = {}
+    for node in ast.walk(tree):
         if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and node.args[0].value == variable and _reads_environment(node.func):
-            if len(node.args) > 1 and isinstance(node.args[1], ast.Constant):
-                return True, node.args[1].value
-            return True, None
-    return False, None
+                and isinstance(node.args[0].value, str) and _reads_environment(node.func):
+            default = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+            found.setdefault(node.args[0].value, (True, default))
+    return found
 
 
 def truthy(value: Any) -> bool:
