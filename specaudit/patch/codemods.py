@@ -31,9 +31,9 @@ from ..core.errors import SpecauditError
 from ..core.types import Site, Status
 from ..scan.facts import ClassInfo
 from ..scan.match import call_name, dotted, strings
-from .derive import CausalParts, causal_parts, stack_parts
+from .derive import CausalParts, causal_parts, layer_plan, stack_parts
 from .layout import AddImports, appended, inserted
-from .transplant import PassAuxToLogits, TransplantAuxCapture, alias_properties
+from .transplant import PassAuxToLogits, ThreadLayerCapture, TransplantAuxCapture, alias_properties
 
 if TYPE_CHECKING:
     from ..scan.audit import LaunchJudge
@@ -448,7 +448,8 @@ def collect_aux_hidden_states(change: Change, context: PatchContext) -> str | No
     """Make a decoder stack's forward collect the residual stream entering the configured aux layers and
     return it beside the final hidden states (and pass it between pipeline stages): with the bundle's code, as
     LlamaModel does; with ``like`` (a stack the release supports), as that class's own forward does, its
-    statements moved into the target's (transplant.py)."""
+    statements moved into the target's (transplant.py), and where its layer call hands its layers the means to
+    capture, the target's decoder layer made to take it as the donor's does (derive.layer_plan)."""
     if "like" in change.args:
         return _collect_like(change, context)
     owner = context.find_class(change.args["for_class"])
@@ -472,8 +473,18 @@ def _collect_like(change: Change, context: PatchContext) -> str | None:
     parts = stack_parts(context.index, context.resolver, donor)
     if isinstance(parts, str):
         return parts
+    layers = layer_plan(context.index, context.resolver, donor, cls, parts.capture)
+    if isinstance(layers, str):
+        return layers
+    named = change.args.get("layer")
+    if (layers.layer.qualname if layers.layer else None) != named:
+        return (f"{cls.name}'s layers take the capture in {layers.layer.name if layers.layer else 'no class'} "
+                f"of this release, where the bundle edits {named or 'none'}")
+    if layers.layer is not None and layers.taken is not None:  # the layers take the capture in their call
+        _edit(context, context.path_of(layers.layer), functools.partial(
+            ThreadLayerCapture, class_name=layers.layer.name, taken=layers.taken, imports=layers.imports))
     _edit(context, context.path_of(cls), functools.partial(
-        TransplantAuxCapture, class_name=cls.name, capture=parts.capture, bases=parts.bases,
+        TransplantAuxCapture, class_name=cls.name, capture=layers.capture, bases=parts.bases,
         attributes=parts.attributes, init=parts.init, aliases=change.args.get("aliases") or {}, imports=parts.imports))
     return None
 

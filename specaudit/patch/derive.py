@@ -16,8 +16,22 @@ from libcst.codemod.visitors import ImportItem
 from ..core.errors import SpecauditError
 from ..scan.facts import ClassInfo, ModuleInfo
 from ..scan.index import TreeIndex
+from ..scan.match import dotted
 from ..scan.resolve import Resolver
-from .shape import AuxCapture, functions, read_capture, self_attributes, statements
+from .layout import one_line
+from .shape import (
+    AuxCapture,
+    LayerCapture,
+    LayerLoop,
+    calls_of,
+    captured_at_entry,
+    functions,
+    read_capture,
+    read_layer_capture,
+    read_loop,
+    self_attributes,
+    statements,
+)
 from .transplant import free_names
 
 
@@ -76,12 +90,106 @@ def stack_parts(index: TreeIndex, resolver: Resolver, donor: ClassInfo) -> Stack
                        and any(_assigns(s, name) for name in provided))
     init = _init_setting(node, capture.self_reads - provided)
     moved = [*capture.before_loop, *capture.loop_head, *capture.loop_tail, *capture.sent, *capture.after_loop,
-             *attributes, *init]
+             *capture.threaded, *attributes, *init]
     names = free_names(moved, set(capture.names) | _forward_locals(forward)) | {dotted for dotted, _ in giving}
     imports = _imports(info, names)
     if isinstance(imports, str):
         return imports
     return StackParts(capture, tuple(dotted for dotted, _ in giving), attributes, init, imports)
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """Where the target's layers take the capture the donor's stack threads into its layer call."""
+
+    capture: AuxCapture  # the stack's capture to move: its threaded arguments kept, or made a capture at each layer's entry
+    layer: ClassInfo | None  # the target's decoder layer, to take the threaded arguments as the donor's layer does
+    taken: LayerCapture | None  # how the donor's layer takes them
+    imports: tuple[ImportItem, ...]
+
+
+def layer_plan(index: TreeIndex, resolver: Resolver, donor: ClassInfo, target: ClassInfo,
+               capture: AuxCapture) -> LayerPlan | str:
+    """How the target stack's layers take what the donor's stack hands its layers to capture with, or why they
+    cannot. Where the donor threads nothing, nothing. Where the target's decoder layer makes the calls the donor's
+    layer hands the capture to (SGLang 0.5.23's ``self.attn_boundary.prepare(...)``), it takes it the same way.
+    Where it has none of them and keeps its residual stream in the hidden states it is called with and returns
+    (GPT-2's blocks: no residual in the layer call, no boundary), that stream is what enters the layer, which the
+    donor's layer captures at its entry: the stack captures it before the layer call instead, under the condition
+    and with the callable the donor's stack threads (``if i in self.layers_to_capture:
+    aux_hidden_states.capture(hidden_states)``)."""
+    if not capture.threaded:
+        return LayerPlan(capture, None, None, ())
+    keywords = tuple(cst.ensure_type(a.keyword, cst.Name).value for a in capture.threaded)
+    donor_side, target_side = _layer_of(index, resolver, donor), _layer_of(index, resolver, target)
+    if isinstance(donor_side, str):
+        return donor_side
+    if isinstance(target_side, str):
+        return target_side
+    (donor_layer, donor_forward), (layer, forward) = donor_side, target_side
+    taken = read_layer_capture(donor_forward, keywords)
+    if isinstance(taken, str):
+        return f"{donor_layer.name}.forward: {taken}"
+    missing = [s for s in taken.sinks if len(calls_of(forward, s.call)) <= s.occurrence]
+    if not missing:
+        bound = {p.name.value for p in [*forward.params.params, *forward.params.kwonly_params]}
+        names = free_names([*taken.params, *(s.argument for s in taken.sinks)], bound | set(keywords))
+        imports = _imports(class_node(index, donor_layer)[0], names)
+        return imports if isinstance(imports, str) else LayerPlan(capture, layer, taken, imports)
+    sink = missing[0]
+    code = cst.Module([]).code_for_node(one_line(sink.argument).with_changes(
+        comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=cst.SimpleWhitespace("")))
+    refused = f"{layer.name}.forward makes no {sink.call}(...) call to pass {code} to, as {donor_layer.name}'s does"
+    # the parts of the donor's layer it hands the capture to (self.attn_boundary): where the target's layer holds one
+    # too, its stream goes through it and the capture must as well; where it holds none, its stream is its own
+    owners = {s.call.rpartition(".")[0] for s in taken.sinks}
+    parts = {o.partition(".")[2] for o in owners if o.startswith("self.") and o.count(".") == 1}
+    holds = sorted(parts & self_attributes(class_node(index, layer)[1]))
+    target_loop = read_loop(functions(class_node(index, target)[1])["forward"])
+    if holds:
+        return f"{refused} (it holds self.{', self.'.join(holds)})"
+    if len(parts) != len(owners) or not all(s.takes_entry for s in taken.sinks):
+        return f"{refused}, which captures what its layer computes, not what enters it"
+    if not isinstance(target_loop, LayerLoop) or target_loop.residual is not None:
+        return (f"{refused}, and its layer call returns a residual beside the hidden states: what enters a layer is not "
+                "the hidden states alone")
+    at_entry = captured_at_entry(capture)
+    return refused if isinstance(at_entry, str) else LayerPlan(at_entry, None, None, ())
+
+
+def _layer_of(index: TreeIndex, resolver: Resolver, stack: ClassInfo) -> tuple[ClassInfo, cst.FunctionDef] | str:
+    """The decoder layer class a stack builds its layers of: the first class of the tree with a forward that its
+    ``__init__`` constructs in what it assigns to ``self.<layers>`` (``make_pp_layers(..., lambda idx, prefix:
+    LlamaDecoderLayer(...))``, ``nn.ModuleList([GPT2Block(...) for i in ...])``)."""
+    info, node = class_node(index, stack)
+    forward, init = functions(node).get("forward"), functions(node).get("__init__")
+    loop = read_loop(forward) if forward is not None else "no forward"
+    if isinstance(loop, str) or init is None:
+        return f"{stack.name}: no layer loop and __init__ to read its layers' class from"
+    layers = m.Attribute(value=m.Name("self"), attr=m.Name(loop.layers))
+    for assign in m.findall(init, m.Assign()):
+        assigned = cst.ensure_type(assign, cst.Assign)
+        if not any(m.findall(t.target, layers) for t in assigned.targets):
+            continue
+        for call in m.findall(assigned.value, m.Call()):
+            for name in _named_by(init, dotted(cst.ensure_type(call, cst.Call).func)):
+                built = resolver.resolve(info, name)
+                if isinstance(built, ClassInfo):
+                    layer_forward = functions(class_node(index, built)[1]).get("forward")
+                    if layer_forward is not None:
+                        return built, layer_forward
+    return f"{stack.name}.__init__ builds self.{loop.layers} of no class of the tree with a forward"
+
+
+def _named_by(init: cst.FunctionDef, name: str | None) -> list[str]:
+    """What a callee of ``__init__`` names: itself, and where it is a local or a parameter, the names its assignments
+    and its default read (``decoder_layer_type = decoder_layer_type or Glm4DecoderLayer``)."""
+    if name is None:
+        return []
+    values = [cst.ensure_type(a, cst.Assign).value for a in m.findall(init, m.Assign([m.AssignTarget(m.Name(name))]))]
+    values += [p.default for p in [*init.params.params, *init.params.kwonly_params]
+               if p.name.value == name and p.default is not None]
+    return [name, *(cst.ensure_type(n, cst.Name).value for v in values for n in m.findall(v, m.Name()))]
 
 
 def causal_parts(index: TreeIndex, donor: ClassInfo, stack: str) -> CausalParts | None | str:

@@ -4,7 +4,7 @@ where a person (or isort) puts them. Shared by codemods.py and transplant.py."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import libcst as cst
 from libcst.codemod.visitors import AddImportsVisitor
@@ -43,7 +43,7 @@ def _isort_key(name: str) -> tuple[int, str]:
 
 
 
-_Item = TypeVar("_Item", cst.BaseElement, cst.ImportAlias, cst.Arg)
+_Item = TypeVar("_Item", cst.BaseElement, cst.ImportAlias, cst.Arg, cst.Param)
 
 
 def inserted(items: Sequence[_Item], new: Sequence[_Item], at: int) -> list[_Item]:
@@ -56,6 +56,33 @@ def inserted(items: Sequence[_Item], new: Sequence[_Item], at: int) -> list[_Ite
     merged = separated[:at] + [item.with_changes(comma=separator) for item in new] + separated[at:]
     merged[-1] = merged[-1].with_changes(comma=tail)
     return merged
+
+
+def with_arguments(call: cst.Call, new: Sequence[cst.Arg], at: int | None = None) -> cst.Call:
+    """A call with arguments added before its ``at``-th (by default after its others and before any
+    ``*args``/``**kwargs``), on one line each (what was written over several lines in the code they come from is
+    joined), in the call's own separators."""
+    args = list(call.args)
+    at = next((i for i, a in enumerate(args) if a.star), len(args)) if at is None else at
+    added = [one_line(a).with_changes(whitespace_after_arg=cst.SimpleWhitespace("")) for a in new]
+    if at == len(args) and args:  # the last argument's space before the parenthesis goes to the new last one
+        added[-1] = added[-1].with_changes(whitespace_after_arg=args[-1].whitespace_after_arg)
+        args[-1] = args[-1].with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=inserted(args, added, at))
+
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
+
+
+def one_line(node: _Node) -> _Node:
+    """Code written over several lines inside brackets, on one: each line break a space."""
+    return cast(_Node, node.visit(_OneLine()))
+
+
+class _OneLine(cst.CSTTransformer):
+    def leave_ParenthesizedWhitespace(self, original_node: cst.ParenthesizedWhitespace,
+                                      updated_node: cst.ParenthesizedWhitespace) -> cst.SimpleWhitespace:
+        return cst.SimpleWhitespace(" ")
 
 
 def _separator(items: Sequence[_Item]) -> cst.Comma:

@@ -1,17 +1,21 @@
 """The shape of a decoder stack's forward, as the synthesized EAGLE-3 bundles read it: its layer loop, the names its
 layer call assigns (the hidden states, the residual), and, in a class the release supports, the statements that
 collect the aux hidden states and where they sit (before the loop, in it, in what goes to the next pipeline stage,
-after it). Reading only: transplant.py moves what a supported class does into a class of the same shape.
+after it). Where the stack hands its layers the means to capture in their own call (SGLang 0.5.23's
+``capture_output=aux_hidden_states.capture if i in self.layers_to_capture else None``), the layer's side too: the
+parameter that takes it and the calls it is handed on to. Reading only: transplant.py moves what a supported class
+does into a class of the same shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import libcst as cst
 import libcst.matchers as m
 
 from ..scan.match import call_name, dotted
+from .layout import one_line
 
 # Calls whose one dict argument is what a pipeline stage sends to the next (vLLM's, SGLang's).
 STAGE_TENSORS = ("IntermediateTensors", "PPProxyTensors")
@@ -140,6 +144,7 @@ class AuxCapture:
     loop_tail: tuple[cst.BaseStatement, ...]  # after it
     sent: tuple[cst.BaseDictElement, ...]  # what it adds to the tensors a pipeline stage sends on
     after_loop: tuple[cst.BaseStatement, ...]
+    threaded: tuple[cst.Arg, ...]  # the layer call's arguments that hand the layer the means to capture (SGLang 0.5.23)
     ends_in_aux_return: bool  # its last statement returns the aux hidden states (the target's last return goes)
     names: frozenset[str]  # the local names holding aux hidden states
     self_reads: frozenset[str]  # the attributes of self those statements read
@@ -156,16 +161,18 @@ def read_capture(function: cst.FunctionDef) -> AuxCapture | str:
         return "its forward returns no aux hidden states beside the final ones"
     header = cst.ensure_type(body[loop.at], cst.For)
     loop_body = list(cst.ensure_type(header.body, cst.IndentedBlock).body)
-    if _mentions(loop_body[loop.call], names):
-        return "its decoder layers take the aux hidden states into their own call (the layers capture them)"
+    call = cst.ensure_type(cst.ensure_type(loop_body[loop.call], cst.SimpleStatementLine).body[0], cst.Assign)
+    threaded = tuple(a for a in cst.ensure_type(call.value, cst.Call).args if _mentions(a, names))
+    if any(_mentions(t, names) for t in call.targets) or any(a.keyword is None for a in threaded):
+        return "its layer call takes the aux hidden states other than as a keyword argument (a shape this does not move)"
     sent = tuple(e for s in body[loop.at + 1:] for e in _sent_elements(s) if _mentions(e, names))
     after = tuple(s for s in body[loop.at + 1:] if _mentions(s, names, skip=sent))
     before = tuple(s for s in body[:loop.at] if _mentions(s, names))
     head = tuple(s for s in loop_body[:loop.call] if _mentions(s, names))
     tail = tuple(s for s in loop_body[loop.call + 1:] if _mentions(s, names))
-    moved: tuple[cst.CSTNode, ...] = (*before, *head, *tail, *sent, *after)
+    moved: tuple[cst.CSTNode, ...] = (*before, *head, *tail, *sent, *after, *threaded)
     return AuxCapture(
-        loop, header, before_loop=before, loop_head=head, loop_tail=tail, sent=sent, after_loop=after,
+        loop, header, before_loop=before, loop_head=head, loop_tail=tail, sent=sent, after_loop=after, threaded=threaded,
         ends_in_aux_return=bool(after) and after[-1] is body[-1] and m.matches(body[-1], m.SimpleStatementLine([m.Return()])),
         names=frozenset(names),
         self_reads=frozenset(a for s in moved for a in self_attributes(s)))
@@ -238,3 +245,103 @@ def _mentions(node: cst.CSTNode, names: set[str] | frozenset[str], skip: tuple[c
 def self_attributes(node: cst.CSTNode) -> set[str]:
     """The attributes of self a piece of code reads or calls (``self.layers_to_capture``, ``self._maybe_add_...``)."""
     return {a.attr.value for a in m.findall(node, m.Attribute(value=m.Name("self"))) if isinstance(a, cst.Attribute)}
+
+
+def captured_at_entry(capture: AuxCapture) -> AuxCapture | str:
+    """The capture a stack threads into its layer call (``capture_output=aux.capture if i in self.layers_to_capture
+    else None``), made in the stack at the layer's entry instead (``if i in self.layers_to_capture:
+    aux.capture(hidden_states)`` before the call): for layers that take the whole residual stream in the hidden
+    states they are called with, where the donor's layer captures what enters it (derive.layer_plan says when)."""
+    entry = []
+    for argument in capture.threaded:
+        if not m.matches(argument.value, m.IfExp(orelse=m.Name("None"))):
+            threaded = argument.keyword.value if argument.keyword else "an argument"
+            return f"its layer call threads {threaded} not as `<capture> if <condition> else None`"
+        chosen = cst.ensure_type(argument.value, cst.IfExp)
+        call = cst.Call(chosen.body, args=[cst.Arg(cst.Name(capture.loop.hidden))])
+        entry.append(cst.If(test=one_line(chosen.test), body=cst.IndentedBlock([
+            cst.SimpleStatementLine([cst.Expr(one_line(call))])])))
+    return replace(capture, loop_head=(*capture.loop_head, *entry), threaded=())
+
+
+# -- how a supported decoder layer takes the capture its stack threads into the layer call ---------------------------
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A call a decoder layer's forward hands a threaded capture parameter on to."""
+
+    call: str  # its callee, dotted: self.attn_boundary.prepare
+    occurrence: int  # which call of that callee in the forward (0: the first)
+    argument: cst.Arg  # what it passes: capture=capture_output
+    takes_entry: bool  # its first argument is what enters the layer: a parameter of the forward no statement read before
+
+
+@dataclass(frozen=True)
+class LayerCapture:
+    """How a decoder layer takes what its stack's layer call threads into it (AuxCapture.threaded): the forward's
+    parameters of those keywords, and the calls it hands them to."""
+
+    params: tuple[cst.Param, ...]
+    sinks: tuple[Sink, ...]
+
+
+def read_layer_capture(forward: cst.FunctionDef, keywords: tuple[str, ...]) -> LayerCapture | str:
+    """How a layer's forward takes the threaded keywords, or why this cannot move it: each must be a parameter with a
+    default that the forward only passes on, as an argument of a call."""
+    declared = {p.name.value: p for p in [*forward.params.params, *forward.params.kwonly_params]}
+    params, sinks = [], []
+    for keyword in keywords:
+        param = declared.get(keyword)
+        if param is None or param.default is None:
+            return f"its forward has no parameter {keyword} with a default"
+        params.append(param)
+        body = statements(forward)
+        uses = _Uses(keyword)
+        forward.body.visit(uses)
+        if not uses.passed or len(uses.passed) != uses.read:
+            return f"its forward does more with {keyword} than pass it to a call"
+        for call, argument in uses.passed:
+            callee = dotted(call.func)
+            if callee is None:
+                return f"its forward passes {keyword} to a call of {cst.Module([]).code_for_node(call.func)}"
+            same = calls_of(forward, callee)
+            sinks.append(Sink(callee, next(i for i, c in enumerate(same) if c is call), argument,
+                              _takes_entry(forward, body, call, declared)))
+    return LayerCapture(tuple(params), tuple(sinks))
+
+
+def _takes_entry(forward: cst.FunctionDef, body: list[cst.BaseStatement], call: cst.Call,
+                 declared: dict[str, cst.Param]) -> bool:
+    first = next((a for a in call.args if a.keyword is None and not a.star), None)
+    entering = _name(first.value) if first is not None else None
+    if entering not in declared or entering == "self":
+        return False
+    at = next(i for i, s in enumerate(body) if any(c is call for c in m.findall(s, m.Call())))
+    return not any(_mentions(s, {entering}) for s in body[:at])
+
+
+class _Uses(cst.CSTVisitor):
+    """The calls a name is passed to as an argument's value, and how often it is read at all (a keyword argument's
+    own name is not a read)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name, self.read = name, 0
+        self.passed: list[tuple[cst.Call, cst.Arg]] = []
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self.passed += [(node, a) for a in node.args if m.matches(a.value, m.Name(self.name))]
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False  # its keyword is not a read
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.read += node.value == self.name
+
+
+def calls_of(function: cst.FunctionDef, callee: str) -> list[cst.Call]:
+    """The calls of a dotted callee in a function, in the order they are written."""
+    return [call for c in m.findall(function.body, m.Call())
+            if dotted((call := cst.ensure_type(c, cst.Call)).func) == callee]

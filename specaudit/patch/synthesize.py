@@ -25,7 +25,7 @@ from ..core.types import ExitCode, Status
 from ..launch.request import Launch
 from ..launch.target import Target
 from ..scan.facts import ClassInfo
-from .derive import causal_parts, class_node, member_imports, stack_parts
+from .derive import causal_parts, class_node, layer_plan, member_imports, stack_parts
 from .shape import functions, read_loop, self_attributes, sends_tensors
 
 if TYPE_CHECKING:
@@ -105,8 +105,14 @@ def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized
         changes.append({"id": "allowlist", "opens": _ALLOWLIST, "codemod": "extend_allowlist",
                         "args": {"add": [target.text_model_type]}})
     if donor is not None and not isinstance(target_stack, str):
+        stack_args: dict[str, Any] = {"class": stack_cls.qualname, "like": donor_stack.qualname, "aliases": stack_aliases}
+        parts = stack_parts(analysis.index, analysis.resolver, donor_stack)
+        layers = layer_plan(analysis.index, analysis.resolver, donor_stack, stack_cls, parts.capture) \
+            if not isinstance(parts, str) else None
+        if layers is not None and not isinstance(layers, str) and layers.layer is not None:
+            stack_args["layer"] = layers.layer.qualname  # its decoder layer takes the capture too (derive.layer_plan)
         changes.append({"id": "aux-hidden-states", "opens": interface, "codemod": "collect_aux_hidden_states",
-                        "args": {"class": stack_cls.qualname, "like": donor_stack.qualname, "aliases": stack_aliases}})
+                        "args": stack_args})
         causal = causal_parts(analysis.index, donor_cls, donor_stack_attr)
         if isinstance(causal, str):
             raise ShapeRefused(f"{donor_cls.name}: {causal}")
@@ -157,6 +163,9 @@ def _donor(analysis: Analysis, target: tuple[str, ClassInfo, Any]) -> tuple[Clas
         elif parts.capture.sent and not sends_tensors(stack_forward):
             reasons.append(f"{found[1].name} sends its aux states to the next pipeline stage in IntermediateTensors, "
                            f"which {stack_cls.name}.forward does not build")
+        elif isinstance(layers := layer_plan(analysis.index, analysis.resolver, found[1], stack_cls, parts.capture),
+                        str):
+            reasons.append(f"{found[1].name}'s layers capture in their own call: {layers}")
         else:
             return candidate, found
     seen = "; ".join(dict.fromkeys(reasons)) or "no supported class has a decoder stack this reads"

@@ -20,8 +20,8 @@ from libcst.codemod.visitors import ImportItem
 from libcst.metadata import GlobalScope, ScopeProvider
 
 from ..scan.match import call_name
-from .layout import AddImports, appended, inserted
-from .shape import STAGE_TENSORS, AuxCapture, LayerLoop, functions, read_loop, statements
+from .layout import AddImports, appended, inserted, with_arguments
+from .shape import STAGE_TENSORS, AuxCapture, LayerCapture, LayerLoop, Sink, calls_of, functions, read_loop, statements
 
 _BUILTINS = frozenset(dir(builtins)) | {"self"}
 
@@ -70,16 +70,39 @@ class Renamer(cst.CSTTransformer):
 
 def free_names(nodes: Sequence[cst.CSTNode], bound: set[str]) -> set[str]:
     """The names moved code reads that neither it (``bound``: the function's locals) nor the builtins bind."""
-    read: set[str] = set()
+    reads = _Reads()
     for node in nodes:
-        for name in m.findall(node, m.Name()):
-            read.add(cst.ensure_type(name, cst.Name).value)
-        for attribute in m.findall(node, m.Attribute()):  # an attribute's own name is not a name it reads
-            read.discard(cst.ensure_type(attribute, cst.Attribute).attr.value)
+        node.visit(reads)
+    read = reads.names
     targets = [t.target for node in nodes for t in m.findall(node, m.AssignTarget() | m.AnnAssign() | m.CompFor() | m.For())
                if isinstance(t, cst.AssignTarget | cst.AnnAssign | cst.CompFor | cst.For)]
     assigned = {n.value for target in targets for n in m.findall(target, m.Name()) if isinstance(n, cst.Name)}
     return read - bound - assigned - _BUILTINS
+
+
+class _Reads(cst.CSTVisitor):
+    """The names code reads: not an attribute's own name, a keyword argument's or a parameter's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.names.add(node.value)
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Param(self, node: cst.Param) -> bool:
+        for part in (node.annotation, node.default):
+            if part is not None:
+                part.visit(self)
+        return False
 
 
 def alias_properties(aliases: Mapping[str, str], owner: str) -> list[cst.FunctionDef]:
@@ -188,6 +211,9 @@ def transplanted_forward(forward: cst.FunctionDef, capture: AuxCapture, class_na
         raise SkipFile(f"{class_name}.forward does not end in a return")
     old = cst.ensure_type(body[loop.at], cst.For)
     loop_body = list(cst.ensure_type(old.body, cst.IndentedBlock).body)
+    if capture.threaded:  # the layer call hands the layer the means to capture, as the donor's does
+        loop_body[loop.call] = _threaded(loop_body[loop.call], [
+            a.with_changes(value=a.value.visit(rename)) for a in capture.threaded])
     new_loop_body = ([_renamed(s, rename) for s in capture.loop_head] + loop_body[:loop.call + 1]
                      + [_renamed(s, rename) for s in capture.loop_tail] + loop_body[loop.call + 1:])
     new_loop = old.with_changes(body=old.body.with_changes(body=new_loop_body))
@@ -206,8 +232,22 @@ def transplanted_forward(forward: cst.FunctionDef, capture: AuxCapture, class_na
                            "that the aux hidden states could join (a pipeline layout this cannot follow)")
     after = [_renamed(s, rename) for s in capture.after_loop]
     tail = [] if capture.ends_in_aux_return else [body[final]]
+    returned = cst.ensure_type(cst.ensure_type(body[final], cst.SimpleStatementLine).body[0], cst.Return).value
+    if after and returned is not None and not m.matches(returned, m.Name(loop.hidden)):
+        # `return self.norm(...)`: what the donor's statements after the loop return is the hidden states it makes
+        held = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(loop.hidden))], returned)],
+                                       leading_lines=cst.ensure_type(body[final], cst.SimpleStatementLine).leading_lines)
+        after = [held, *after]
+        tail = [] if capture.ends_in_aux_return else [cst.SimpleStatementLine([cst.Return(cst.Name(loop.hidden))])]
     statements_ = [*body[:loop.at], *before, new_loop, *middle, *after, *tail]
     return forward.with_changes(body=forward.body.with_changes(body=statements_))
+
+
+def _threaded(statement: cst.BaseStatement, arguments: Sequence[cst.Arg]) -> cst.BaseStatement:
+    line = cst.ensure_type(statement, cst.SimpleStatementLine)
+    assign = cst.ensure_type(line.body[0], cst.Assign)
+    call = with_arguments(cst.ensure_type(assign.value, cst.Call), arguments)
+    return line.with_changes(body=[assign.with_changes(value=call)])
 
 
 def _renamed(statement: cst.BaseStatement, rename: Renamer) -> cst.BaseStatement:
@@ -244,6 +284,48 @@ class _SendMore(cst.CSTTransformer):
         elements[-1] = elements[-1].with_changes(comma=tail)
         self.done = True
         return updated_node.with_changes(args=[updated_node.args[0].with_changes(value=mapping.with_changes(elements=elements))])
+
+
+class ThreadLayerCapture(_ClassEdit):
+    """The decoder layer ``class_name`` takes the capture its stack now threads into its call, as the donor's layer
+    does (``taken``): the donor forward's parameters for it, passed on to the same calls of the forward
+    (``self.attn_boundary.prepare(hidden_states, forward_batch, capture=capture_output)``)."""
+
+    def __init__(self, context: CodemodContext, class_name: str, taken: LayerCapture,
+                 imports: Sequence[ImportItem]) -> None:
+        super().__init__(context, class_name, imports)
+        self.taken = taken
+
+    def edit(self, cls: cst.ClassDef) -> cst.ClassDef:
+        forward = functions(cls).get("forward")
+        if forward is None:
+            raise SkipFile(f"{self.class_name} has no forward")
+        declared = {p.name.value for p in [*forward.params.params, *forward.params.kwonly_params]}
+        taken = [p.name.value for p in self.taken.params if p.name.value in declared]
+        if taken:
+            raise SkipFile(f"{self.class_name}.forward already takes {', '.join(taken)}")
+        params = forward.params.with_changes(params=inserted(
+            list(forward.params.params), list(self.taken.params), len(forward.params.params)))
+        passer = _PassOn(forward, self.taken)
+        new_forward = cast(cst.FunctionDef, forward.visit(passer)).with_changes(params=params)
+        if len(passer.done) != len(self.taken.sinks):
+            sink = next(s for s in self.taken.sinks if s not in passer.done)
+            raise SkipFile(f"{self.class_name}.forward makes no call {sink.occurrence + 1} of {sink.call}(...)")
+        return cls.with_changes(body=cls.body.with_changes(
+            body=[new_forward if s is forward else s for s in cls.body.body]))
+
+
+class _PassOn(cst.CSTTransformer):
+    def __init__(self, forward: cst.FunctionDef, taken: LayerCapture) -> None:
+        super().__init__()
+        self.at = [(calls_of(forward, s.call)[s.occurrence], s) for s in taken.sinks
+                   if len(calls_of(forward, s.call)) > s.occurrence]
+        self.done: list[Sink] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        sinks = [s for call, s in self.at if call is original_node]
+        self.done += sinks
+        return with_arguments(updated_node, [s.argument for s in sinks]) if sinks else updated_node
 
 
 class PassAuxToLogits(_ClassEdit):
@@ -291,4 +373,4 @@ class _PassArgument(cst.CSTTransformer):
         if len(positional) != self.position or len(positional) != len(updated_node.args):
             return updated_node
         self.done = True
-        return updated_node.with_changes(args=inserted(list(updated_node.args), [self.argument], self.position))
+        return with_arguments(updated_node, [self.argument], self.position)
