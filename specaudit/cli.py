@@ -20,7 +20,7 @@ try:  # a Ctrl-C while the imports run (a third of a warm scan) is an interrupt 
     from .core.types import ExitCode
     from .launch.command import parse_launch_command
     from .launch.request import Launch, launch_of, parse_speculative_config
-    from .launch.target import load_preset, presets
+    from .launch.target import presets
     from .report import FORMATS, SCAN_FORMATS, check_out_dir, print_patch_status, print_report, write_report
     from .results.scan import Comparison
     from .scan.audit import scan as run_scan
@@ -181,7 +181,8 @@ def scan(ctx: click.Context, trees: tuple[str, ...], path: str | None, engine: s
 @main.command()
 @click.argument("trees", nargs=-1)
 @click.option("--target", "targets", multiple=True, required=True,
-              help="A bundled target preset or its Hub id (repeatable): a column of the matrix each.")
+              help="A target as patch --target takes one: a bundled preset, its Hub id, or an architecture name "
+                   "(MixtralForCausalLM) (repeatable): a column of the matrix each.")
 @click.option("--engine", type=click.Choice(sorted(ENGINES)), default=None, help="The engine of --releases.")
 @click.option("--releases", "release_range", default=None,
               help="Every release of --engine in this range on the package index, e.g. '>=0.10,<0.34'.")
@@ -202,6 +203,7 @@ def matrix(trees: tuple[str, ...], targets: tuple[str, ...], engine: str | None,
     specaudit matrix --target kimi-k2.5 vllm==0.14.0 vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
     specaudit matrix --target kimi-k2.5 --target deepseek-v3 vllm==0.17.0 sglang==0.5.8 sglang==0.5.23
     specaudit matrix --target kimi-k2.5 --engine vllm --releases '>=0.10,<0.34'
+    specaudit matrix --target MixtralForCausalLM --target GPT2LMHeadModel sglang==0.5.17 sglang==0.5.23
     specaudit matrix --target deepseek-v3 --target glm-4.5 --speculative-config '{"method": "mtp",
         "num_speculative_tokens": 1}' vllm==0.17.0 vllm==0.20.0 vllm==0.33.0
     """
@@ -300,15 +302,10 @@ def _synthesized(located: EngineTree, target: str | None, model: str | None, rev
                  console: Console) -> Path:
     """Synthesize the bundle of a target no shipped bundle names (a preset, an architecture, a checkpoint)."""
     from .launch.target import load_model
-    from .patch.synthesize import synthesize, target_of_architecture
+    from .patch.synthesize import synthesize, target_named
     from .scan.audit import analyze
 
-    if model:
-        wanted = load_model(model, revision)
-    elif target and target.lower().replace("_", "-") in presets():
-        wanted = load_preset(target)
-    else:
-        wanted = target_of_architecture(str(target))
+    wanted = load_model(model, revision) if model else target_named(str(target))
     made = synthesize(analyze(located), wanted, out)
     console.print(f"synthesized {made.bundle_id} from {made.donor}: {made.directory} (review it, commit it)", markup=False)
     return made.directory

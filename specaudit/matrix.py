@@ -18,8 +18,9 @@ from packaging.version import InvalidVersion, Version
 from .core.errors import SpecauditError
 from .core.types import Verdict
 from .launch.request import DEFAULT_METHOD, Launch, method_of
-from .launch.target import Target, load_preset
+from .launch.target import Target
 from .patch.bundles import Bundle, OutOfRange, load_bundles, plan, select_bundle
+from .patch.synthesize import ShapeRefused, synthesize, target_named
 from .results.matrix import Answer, Cell, Gate, Matrix
 from .results.scan import ScanResult
 from .scan.audit import Analysis, analyze, audit
@@ -33,9 +34,10 @@ MAX_WORKERS = 4
 def build_matrix(trees: Iterable[EngineTree], targets: list[str], platform: str = "cuda",
                  speculative: dict[str, Any] | None = None) -> Matrix:
     """Every target on every tree, each launched with ``speculative`` (the speculative config; none: an EAGLE-3
-    launch). ``trees`` may still be arriving (locate_all yields each release as its fetch ends): each is scanned
-    as it comes, side by side with the others where there are cores for it."""
-    presets = [load_preset(name) for name in targets]
+    launch). A target is named as ``patch --target`` takes one (synthesize.target_named): a preset, its Hub id, or
+    an architecture. ``trees`` may still be arriving (locate_all yields each release as its fetch ends): each is
+    scanned as it comes, side by side with the others where there are cores for it."""
+    presets = [target_named(name) for name in targets]
     names = [preset.name for preset in presets]
     speculative = dict(speculative or {})
     rows = sorted(_rows(trees, presets, platform, speculative),
@@ -139,7 +141,6 @@ def _synthesized(analysis: Analysis, launch: Launch, cell: Cell, method: str | N
     from pathlib import Path
 
     from .patch.bundles import load_bundle
-    from .patch.synthesize import ShapeRefused, synthesize
 
     target = launch.target
     arch = (target.architectures or [""])[0] if target else ""

@@ -159,3 +159,52 @@ def test_the_shared_facts_are_bounded_dropping_the_entries_used_least_recently(t
     kept = {n for n in range(10) if shared._path(("module", f"vllm/m{n}.py", "d")).exists()}
     assert sum(path.stat().st_size for path in shared_entries(tmp_path)) <= 10_000
     assert 0 in kept and 1 not in kept and 9 in kept
+
+
+# -- a target named as patch --target names one ----------------------------------------------------------------------
+
+
+def test_a_target_is_named_as_patch_names_one():
+    # One resolver for both commands (patch.synthesize.target_named): a preset by its name or its Hub id, an
+    # architecture by its class name; a name that is neither is refused with the presets close to it.
+    from specaudit.core.errors import SpecauditError
+    from specaudit.patch.synthesize import target_named
+
+    assert target_named("kimi-k2.5").source == "preset kimi-k2.5"
+    assert target_named("moonshotai/Kimi-K2.5").name == "kimi-k2.5"
+    mixtral = target_named("MixtralForCausalLM")
+    assert (mixtral.name, mixtral.source, mixtral.architectures) == (
+        "MixtralForCausalLM", "architecture MixtralForCausalLM", ["MixtralForCausalLM"])
+    with pytest.raises(SpecauditError, match="unknown target preset 'kimi-k2.6'; did you mean kimi-k2.5"):
+        target_named("kimi-k2.6")
+
+
+def test_an_architecture_column_names_the_bundle_patch_synthesizes_for_it():
+    # SGLang 0.5.23 supports neither Mixtral nor Gemma 2 for EAGLE-3 (no set_eagle3_layers_to_capture). Mixtral's
+    # remedy is the bundle `specaudit patch --target MixtralForCausalLM` synthesizes from LlamaForCausalLM (its
+    # decoder layers go through the attention boundary LlamaDecoderLayer captures at), planned and judged READY;
+    # Gemma 2's layers neither do nor keep their stream in the hidden states alone: why none can be synthesized.
+    from conftest import engine_tree
+
+    made = build_matrix([engine_tree("sglang==0.5.23")], ["MixtralForCausalLM", "Gemma2ForCausalLM"])
+    assert made.targets == ["MixtralForCausalLM", "Gemma2ForCausalLM"]
+    mixtral, gemma2 = made.cells
+    assert (mixtral.verdict, mixtral.bundle, mixtral.patched) == (
+        "BLOCKED", "sglang-eagle3-synth-mixtralforcausallm-0.5.23", "READY")
+    assert made.answers[0].remedies == {"sglang 0.5.23": (
+        "specaudit patch --target MixtralForCausalLM (bundle sglang-eagle3-synth-mixtralforcausallm-0.5.23, "
+        "synthesized from sglang.srt.models.llama.LlamaForCausalLM) makes it READY")}
+    assert gemma2.verdict == "BLOCKED" and gemma2.bundle is None
+    assert made.answers[1].remedies["sglang 0.5.23"].startswith(
+        "no release of the range works (no bundle covers it; no bundle can be synthesized: Gemma2Model ")
+
+
+@pytest.mark.network  # the CLI fetches sglang==0.5.23 where the cache lacks it
+def test_the_cli_takes_an_architecture_name():
+    from specaudit.core import cache
+
+    proc = specaudit("matrix", "--target", "GPT2LMHeadModel", "sglang==0.5.23", env_cache=cache.cache_dir())
+    assert proc.returncode != 2, proc.stderr  # not refused as an unknown preset
+    assert "unknown target preset" not in proc.stderr
+    assert "specaudit patch --target GPT2LMHeadModel (bundle sglang-eagle3-synth-gpt2lmheadmodel-0.5.23" in \
+        " ".join(proc.stdout.split())

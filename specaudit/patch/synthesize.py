@@ -23,7 +23,7 @@ from .. import __version__
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode, Status
 from ..launch.request import Launch
-from ..launch.target import Target
+from ..launch.target import Target, load_preset
 from ..scan.facts import ClassInfo
 from .derive import causal_parts, class_node, layer_plan, member_imports, stack_parts
 from .shape import functions, read_loop, self_attributes, sends_tensors
@@ -55,6 +55,19 @@ class Synthesized:
 def target_of_architecture(name: str) -> Target:
     """A target named by its architecture alone: the config the engine's registry and gates read of it."""
     return Target(name=name, source=f"architecture {name}", config={"architectures": [name]})
+
+
+def target_named(name: str) -> Target:
+    """What ``--target NAME`` names, for ``patch`` and ``matrix`` alike: a bundled preset, by its name or its Hub id;
+    else an architecture, where the name is spelt as the engines' registries spell one (a class name:
+    ``MixtralForCausalLM``, ``GPT2LMHeadModel``). Any other name is refused as load_preset refuses it, with the
+    presets close to it."""
+    try:
+        return load_preset(name)
+    except SpecauditError:
+        if name.isidentifier() and name[:1].isupper():
+            return target_of_architecture(name)
+        raise
 
 
 def synthesize(analysis: Analysis, target: Target, out_dir: Path) -> Synthesized:
