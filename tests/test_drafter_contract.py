@@ -20,6 +20,15 @@ Facts from the releases' source (read, not run):
   0.33.0 / 0.34.0 :196). LlamaModel builds fc as ``ReplicatedLinear(..., bias=False)`` (0.26.0 :98, 0.33.0 /
   0.34.0 :113), and AutoWeightsLoader.load_weights appends ".bias" to ignore_unexpected_suffixes (utils.py 0.26.0
   :405, 0.33.0 :458, 0.34.0 :469): an fc.bias in the checkpoint is passed over without a word.
+  EagleLlamaForCausalLM.__init__ calls ``nn.Module.__init__(self)`` (0.26.0 llama_eagle.py:133, 0.33.0 / 0.34.0
+  :148), not LlamaForCausalLM's: it builds ``model`` and ``logits_processor`` and no lm_head (the target's is shared
+  after loading). transform leaves "lm_head.weight" as it is, and AutoWeightsLoader._load_module, finding "lm_head"
+  neither a child module nor a parameter of the model, passes it over only where _can_skip (0.26.0: skip_prefixes,
+  None here, and the rotary skip_substrs; 0.33.0: aliased_params, the tied embeddings among the modules it builds) or
+  _can_ignore_unexpected (the ".bias" suffix, on "lm_head." and "lm_head") holds, and else raises ValueError
+  "There is no module or parameter named 'lm_head' in EagleLlamaForCausalLM. ..." (utils.py 0.26.0 :395, 0.33.0
+  :448, 0.34.0 :459). LlamaModel builds embed_tokens (0.26.0 llama_eagle.py:78, 0.33.0 / 0.34.0 :93): an
+  embed_tokens.weight loads.
 """
 
 from __future__ import annotations
@@ -207,3 +216,36 @@ def test_an_eagle1_fc_bias_is_passed_over(tmp_path, release):
            f"an unexpected '.bias') at vllm/model_executor/models/utils.py:{loader_line}" in finding.code
     assert finding.file == "vllm/model_executor/models/utils.py" and finding.line == loader_line
     assert "fc.weight loaded into model.fc.weight" in finding.code
+
+
+# release -> the line of utils.py where AutoWeightsLoader._load_module raises on a name that is neither a child module
+# nor a parameter of the module it walks (`raise ValueError(msg)`)
+EAGLE1_UNBUILT = {"vllm==0.26.0": 395, "vllm==0.33.0": 448, "vllm==0.34.0": 459}
+
+
+@pytest.mark.parametrize("release", list(EAGLE1_UNBUILT))
+def test_an_eagle1_head_shipping_its_own_lm_head_is_blocked_where_the_loader_raises(tmp_path, release):
+    # The EAGLE-1 head with the lm_head of its training (Llama-3-8B's vocabulary x hidden): EagleLlamaForCausalLM
+    # builds no lm_head (nn.Module.__init__, not LlamaForCausalLM's), transform hands the name over as it is, and the
+    # loader raises on it. BLOCKED at the loader's raise, with the engine's message.
+    launched = eagle1_head(tmp_path / "EAGLE-with-lm-head", EAGLE1, {"lm_head.weight": [128256, 4096]})
+    result = audit(analysis(release), launched)
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.BLOCKED and finding.status == Status.BLOCKS, finding.why
+    line = EAGLE1_UNBUILT[release]
+    assert finding.file == "vllm/model_executor/models/utils.py" and finding.line == line
+    assert finding.error == ("ValueError: There is no module or parameter named 'lm_head' in EagleLlamaForCausalLM. "
+                             "The available parameters belonging to  (EagleLlamaForCausalLM) are: {desc_param_keys}")
+    assert "EagleLlamaForCausalLM builds no module or parameter for lm_head.weight" in finding.why
+    assert f"AutoWeightsLoader._load_module at vllm/model_executor/models/utils.py:{line}" in finding.why
+    assert "lm_head.weight raises (ValueError: There is no module or parameter named 'lm_head'" in finding.code
+    # The rest of the head is still accounted for as loaded, and the loader's other way out was played, not assumed:
+    # a name it passes over is "dropped", never "raises" (test_an_eagle1_fc_bias_is_passed_over).
+    assert "fc.weight loaded into model.fc.weight" in finding.code and finding.code.count(" raises (") == 1
+    # An embedding, which the head's LlamaModel does build (model.embed_tokens), loads: the check is of what the
+    # model builds, not of what a head usually ships.
+    control = audit(analysis(release), eagle1_head(tmp_path / "EAGLE-with-embed", EAGLE1,
+                                                   {"embed_tokens.weight": [128256, 4096]}))
+    passed = contract(control, "vllm-drafter-contract")
+    assert control.verdict == Verdict.READY and passed.status == Status.PASSES, passed.why
+    assert "embed_tokens.weight loaded into model.embed_tokens.weight" in passed.code

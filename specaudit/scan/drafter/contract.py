@@ -14,9 +14,12 @@ flag, played on the config from the model class's ``__init__``, turns off.
 vLLM's EAGLE-1 heads (llama_eagle.py and its kin) have no such loop: ``load_weights`` renames each pair by a function
 it defines (``transform``) and hands ``map(transform, weights)`` to the loader. That function is played per tensor: a
 tensor is loaded under the name it returns, at the line that hands the pairs over, but where the loader passes it
-over (AutoWeightsLoader's unexpected ``.bias``, on a layer the model builds with ``bias=False``). The drafter's class
-is the one the release registers for its architectures as the release's config class renames them for the method
-(EAGLEConfig: ``Eagle{arch}``).
+over (AutoWeightsLoader's unexpected ``.bias``, on a layer the model builds with ``bias=False``). A name the model
+does not build (EagleLlamaForCausalLM builds no lm_head: its ``__init__`` calls ``nn.Module.__init__``, and a class's
+modules are those of the ``__init__``s a call of it runs) is played through the loader's own branch for it
+(Unexpected): passed over (dropped) or raised on (the launch is BLOCKED there, with the loader's message). The
+drafter's class is the one the release registers for its architectures as the release's config class renames them
+for the method (EAGLEConfig: ``Eagle{arch}``).
 """
 
 from __future__ import annotations
@@ -30,14 +33,14 @@ from typing import Any
 from ...core.types import EngineFunction, Finding, Rule, Status
 from ...play.modules import ModuleScope, defined_class, literal, module_of
 from ...play.player import Coverage, LiteralScope, call, dotted
-from ...play.values import UNKNOWN
+from ...play.values import CLASS, UNKNOWN
 from ..facts import ReleaseModules
 from ..judge import Judge
-from .context import DraftContext, check, degrades, draft_finding, warns
+from .context import DraftContext, check, degrades, draft_finding, engine_finding, warns
 from .dflash import engine_architectures
 from .engine_code import config_reads
 
-LOADED, SKIPPED, DROPPED, REPLACED = "loaded", "skipped", "dropped", "replaced"
+LOADED, SKIPPED, DROPPED, REPLACED, RAISES = "loaded", "skipped", "dropped", "replaced", "raises"
 MAX_DEPTH = 5  # modules within modules walked from the drafter class (model -> layers.i -> self_attn -> qkv_proj)
 
 
@@ -48,7 +51,8 @@ class Part:
     name: str
     fate: str  # loaded / skipped / dropped / replaced (tensors); read / defaulted / ignored (keys)
     where: str  # "file:line" of the code that decides it
-    into: str = ""  # the parameter a tensor is loaded into, or the function that reads a key
+    into: str = ""  # the parameter a tensor is loaded into, or the function that reads a key; what a raise says
+    by: str = ""  # the function of the code at ``where`` (a loader's method), where it is not load_weights
 
 
 # -- the release's drafter class ---------------------------------------------------------------------------------------
@@ -123,11 +127,21 @@ class Built:
     """The parameter names a drafter model builds, as patterns: a module path, ``*`` for an index of a ModuleList, and
     a leaf layer (a class outside the release's models) holding any one parameter, but a ``bias`` where the call that
     builds it passes ``bias=False`` (``unbiased``). ``inits``: the ``__init__``s walked (file, function), the code that
-    builds the drafter's modules from its config."""
+    builds the drafter's modules from its config.
+
+    Module by module (a path of the release's classes walked: ``classes``), what AutoWeightsLoader's ``_load_module``
+    reads as ``module.named_children()`` and ``named_parameters(recurse=False)``: the names its ``__init__``s assign
+    (``children``), where every one of them is known (not ``open``: an assignment of what a function returns, or of a
+    name that may hold a module); ``loads``: the modules below the drafter whose class loads its own weights (the
+    loader hands them theirs)."""
 
     leaves: set[tuple[str, ...]]
     unbiased: set[tuple[str, ...]] = field(default_factory=set)
     inits: list[tuple[str, ast.FunctionDef]] = field(default_factory=list)
+    classes: dict[tuple[str, ...], str] = field(default_factory=dict)
+    children: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
+    open: set[tuple[str, ...]] = field(default_factory=set)
+    loads: set[tuple[str, ...]] = field(default_factory=set)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -142,6 +156,21 @@ class Built:
         return parts[-1] == "bias" and any(len(parts) == len(leaf) + 1 and all(
             p == q or q == "*" and p.isdigit() for p, q in zip(parts, leaf)) for leaf in self.unbiased)
 
+    def unbuilt(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+        """Where the loader meets ``name`` as neither a module nor a parameter the model builds: the module it is
+        looking in (a path of ``classes``) and the part it does not find there; None where the model builds it, or
+        where that is not known here (a leaf's own parameters, a module not walked or ``open``, one that loads its own
+        weights, an index of a ModuleList)."""
+        at: tuple[str, ...] = ()
+        for part in name.split("."):
+            if at in self.loads or at not in self.children:
+                return None
+            if part in self.children[at] or part.isdigit() and "*" in self.children[at]:
+                at += ("*" if part not in self.children[at] else part,)
+                continue
+            return (at, at + (part,)) if at in self.classes and at not in self.open else None
+        return None
+
     def __deepcopy__(self, memo: dict) -> Built:
         return self  # never rewritten by the code played: the player's forks share it
 
@@ -152,46 +181,111 @@ def built(judge: Judge, found: ModuleScope, config: dict, drafter_module_name: s
     return made
 
 
+def _initialised(judge: Judge, found: ModuleScope) -> list[tuple[ModuleScope, ast.FunctionDef]]:
+    """The ``__init__``s that making an object of the class runs, in order: the first along its MRO, and the next
+    while each calls its base's (``super().__init__(...)``, ``Base.__init__(self, ...)`` of a class of the release).
+    vLLM's EagleLlamaForCausalLM, a LlamaForCausalLM, calls ``nn.Module.__init__(self)``: llama.py's lm_head is not
+    built."""
+    chain = []
+    for owner in _lineage(judge, found):
+        init = _own(owner, "__init__")
+        if init is None:
+            continue
+        chain.append((owner, init))
+        if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
+                   and (isinstance(n.func.value, ast.Call) and dotted(n.func.value.func) == "super"
+                        or isinstance(n.func.value, ast.Name) and _named(judge, owner, n.func.value.id) is not None)
+                   for n in ast.walk(init)):
+            break
+    return chain
+
+
+# What registers a child of a module under the name its first argument gives (nn.Module's own methods).
+REGISTERS = ("register_buffer", "register_parameter", "register_module", "add_module")
+
+
 def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tuple[str, ...], made: Built,
           depth: int) -> None:
     if depth > MAX_DEPTH:
         made.leaves.add(prefix)  # deeper than read: any parameter under it is taken as built
         return
-    for owner in _lineage(judge, found):
-        init = _own(owner, "__init__")
-        if init is None:
-            continue
+    assert found.owner is not None
+    made.classes[prefix] = found.owner.name
+    children = made.children.setdefault(prefix, set())
+    if prefix and _method(judge, found, "load_weights") is not None:
+        made.loads.add(prefix)
+    for owner, init in _initialised(judge, found):
         made.inits.append((owner.where, init))
         coverage = _played_init(init, owner, config)[0] if module_of(owner.where) == own else None
+        made_here = {t.id for node in ast.walk(init) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                     for t in node.targets if isinstance(t, ast.Name)}  # local names that may hold a module
         for stmt in ast.walk(init):
-            if not isinstance(stmt, ast.Assign) or len(stmt.targets) != 1:
+            if coverage is not None and isinstance(stmt, ast.stmt) and coverage.not_reached(owner.where, stmt.lineno):
                 continue
-            path = dotted(stmt.targets[0])
-            if path is None or not path.startswith("self.") or not isinstance(stmt.value, ast.Call) or \
-                    coverage is not None and coverage.not_reached(owner.where, stmt.lineno):
+            if isinstance(stmt, ast.Call) and isinstance(stmt.func, ast.Attribute) and stmt.func.attr in REGISTERS \
+                    and dotted(stmt.func.value) == "self":
+                name = literal(stmt.args[0]) if stmt.args else None
+                children.add(name) if isinstance(name, str) else made.open.add(prefix)
+            if isinstance(stmt, ast.Call) and dotted(stmt.func) == "setattr" and stmt.args \
+                    and dotted(stmt.args[0]) == "self":
+                made.open.add(prefix)
+            if not isinstance(stmt, (ast.Assign, ast.AnnAssign)) or stmt.value is None:
                 continue
-            _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), made, depth)
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if len(targets) != 1:
+                continue
+            if isinstance(targets[0], ast.Tuple) and any(dotted(e) == f"self.{getattr(e, 'attr', '')}"
+                                                         for e in targets[0].elts):
+                made.open.add(prefix)  # self.a, self.b = ...: what each is, not read
+            path = dotted(targets[0])
+            if path is None or not path.startswith("self."):
+                continue
+            name = path.split(".")[1]
+            if not isinstance(stmt.value, ast.Call):
+                if path.count(".") == 1:
+                    _child(stmt.value, name, prefix, children, made, made_here)
+                continue
+            if _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), made, depth):
+                children.add(name) if path.count(".") == 1 else None
+            elif path.count(".") == 1:
+                made.open.add(prefix)  # self.x = <a function's result>: a module or not, not read here
+
+
+def _child(value: ast.expr, name: str, prefix: tuple[str, ...], children: set[str], made: Built,
+           made_here: set[str]) -> None:
+    """``self.<name> = <value>`` where the value is not a call: one of the module's own (``self.model.embed_tokens``,
+    a child under a second name), a local name that may hold a module (open), or a value that is none (a config's
+    field, a number)."""
+    source = dotted(value) or ""
+    if source.startswith("self."):
+        children.add(name)
+    elif isinstance(value, ast.Name) and value.id in made_here:
+        made.open.add(prefix)
 
 
 def _built_by(judge: Judge, owner: ModuleScope, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
-              made: Built, depth: int) -> None:
+              made: Built, depth: int) -> bool:
     """What one ``self.x = <call>`` builds at ``at``: a class of the release's models (walked), a ModuleList of them
-    (``*``), or a layer (a leaf)."""
+    (``*``), or a layer (a leaf); False where the call is none of them (a function's result)."""
     called = dotted(value.func) or ""
-    if called.rsplit(".", 1)[-1] in ("ModuleList", "Sequential") and value.args:
-        items = value.args[0]
+    if called.rsplit(".", 1)[-1] in ("ModuleList", "Sequential"):
+        items = value.args[0] if value.args else None
         element = items.elt if isinstance(items, ast.ListComp) else items.elts[0] \
             if isinstance(items, (ast.List, ast.Tuple)) and items.elts else None
         if isinstance(element, ast.Call):
+            made.children.setdefault(at, set()).add("*")
             _built_by(judge, owner, element, config, own, at + ("*",), made, depth)
-        return
+        return True  # a list of what it does not read: its children are not known (not in ``children``)
     inner = _named(judge, owner, called) if called and "." not in called else None
     if inner is not None and "/models/" in inner.where:
         _walk(judge, inner, config, own, at, made, depth + 1)
-    elif called.rsplit(".", 1)[-1][:1].isupper() or inner is not None:
+        return True
+    if called.rsplit(".", 1)[-1][:1].isupper() or inner is not None:
         made.leaves.add(at)  # a layer: Linear, RMSNorm, an embedding
         if any(k.arg == "bias" and literal(k.value) is False for k in value.keywords):
             made.unbiased.add(at)  # ReplicatedLinear(..., bias=False): no bias parameter
+        return True
+    return False
 
 
 # -- load_weights played per tensor ----------------------------------------------------------------------------------
@@ -353,6 +447,173 @@ def _ignored_unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef)
     return ([suffix for suffix, _ in appended], f"{method[0].where}:{appended[0][1]}") if appended else None
 
 
+class _Inlined(ast.NodeTransformer):
+    """A function with each name bound once to a generator expression and read once, as the argument of the call that
+    consumes it, given that expression in its place (``iup = (q.startswith(p) for p in ...)``, ``any(iup)``:
+    ``any(q.startswith(p) for p in ...)``): the same value, a lazy generator consumed where it is read, in the form
+    the player plays (``any``/``all`` of a generator it is given)."""
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        bound = {t.id: s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
+                 and isinstance(s.value, ast.GeneratorExp) for t in s.targets if isinstance(t, ast.Name)}
+        reads = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+        once = {name: stmt for name, stmt in bound.items() if reads.count(name) == 1}
+        if not once:
+            return node
+
+        class Read(ast.NodeTransformer):
+            def visit_Name(self, name: ast.Name) -> ast.AST:
+                stmt = once.get(name.id)
+                return copy.deepcopy(stmt.value) if stmt is not None and isinstance(name.ctx, ast.Load) else name
+
+        node.body = [Read().visit(s) for s in node.body if not any(s is stmt for stmt in once.values())]
+        return ast.fix_missing_locations(node)
+
+
+@dataclass(frozen=True)
+class Unexpected:
+    """How the loader a ``load_weights`` builds (vLLM's ``loader = AutoWeightsLoader(self)``) treats a name of a
+    module the model does not build: the loader's method walks the module's children by the first part of each name
+    (``for child_prefix, child_weights in self._groupby_prefix(weights)``), and a part that is neither a child module
+    nor a parameter falls to the last ``else`` of its ``if`` chain, which passes it over (``continue``: the loader's
+    ``_can_skip`` / ``_can_ignore_unexpected``) or raises (vLLM 0.26.0 utils.py:395, 0.33.0 :448: "There is no
+    module or parameter named ..."). ``played``: the loop's statements before the chain and that ``else``, a function
+    of the method's parameters and the loop's names, each ``continue`` ended as ``return ("skipped", line)``;
+    ``fields``: the loader as its ``__init__`` leaves it for the call load_weights makes, with what the loader's own
+    ``load_weights`` appends first (``self.ignore_unexpected_suffixes.append(".bias")``)."""
+
+    scope: ModuleScope
+    played: ast.FunctionDef
+    fields: dict[str, Any]
+    drafter_is_module: bool  # the loader is given the drafter itself (``AutoWeightsLoader(self)``)
+    method: str  # the loader's method that holds the loop ("AutoWeightsLoader._load_module")
+
+    def play(self, at: tuple[str, ...], part: str, drafter: str, module: str) -> tuple[str, int, str] | None:
+        """What the loader does with ``part`` under the module at ``at`` (of class ``module``; the drafter's class
+        ``drafter``): ("skipped", line, "") or ("raises", line, the engine's message); None where its ways differ."""
+        params = [a.arg for a in self.played.args.args[1:]]
+        base = params[:-2]  # the method's; the last two are the loop's (the part, and its weights)
+        passed = [".".join(at), UNKNOWN, *[UNKNOWN] * (len(base) - 2)][:len(base)] + [part, UNKNOWN]
+        try:
+            outcomes, _ = call(self.played, self.scope, passed, {}, fields={"self": copy.deepcopy(self.fields)})
+        except (ValueError, RecursionError):
+            return None
+        ends = set()
+        for o in outcomes:
+            if o.raises is None and isinstance(o.method, tuple) and len(o.method) == 2 and o.method[0] == SKIPPED:
+                ends.add((SKIPPED, int(o.method[1]), ""))
+            elif o.raises is not None:
+                line = int(o.raises.split(":", 1)[0])
+                names = {"self.module._get_name()": drafter if self.drafter_is_module else None,
+                         f"{base[1]}._get_name()": module if len(base) > 1 else None}
+                ends.add((RAISES, line, self._message(line, o.env, names)))
+            else:
+                return None
+        return ends.pop() if len(ends) == 1 else None
+
+    def _message(self, line: int, env: dict[str, Any], names: dict[str, str | None]) -> str:
+        """The raise's text, as Python prints it: its exception and its message, the f-string the message is built
+        from filled from the way's names (``{prefix!r}``) and each module's class name (torch's
+        ``nn.Module._get_name()``: ``type(self).__name__``); a part not known left as its code in braces."""
+        raised = next(n for n in ast.walk(self.played) if isinstance(n, ast.Raise) and n.lineno == line)
+        exc = raised.exc
+        if not isinstance(exc, ast.Call) or not exc.args:
+            return ast.unparse(raised).removeprefix("raise ")
+        text = exc.args[0]
+        if isinstance(text, ast.Name):
+            text = next((s.value for s in ast.walk(self.played) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                         and dotted(s.targets[0]) == text.id), text)
+        pieces = text.values if isinstance(text, ast.JoinedStr) else [text]
+        shown = []
+        for piece in pieces:
+            if isinstance(piece, ast.Constant):
+                shown.append(str(piece.value))
+                continue
+            code = ast.unparse(piece.value if isinstance(piece, ast.FormattedValue) else piece)
+            value = names.get(code) if code in names else env.get(code, UNKNOWN)
+            if value is None or value is UNKNOWN or not isinstance(value, (str, int, float)):
+                shown.append(f"{{{code}}}")
+            else:
+                shown.append(repr(value) if isinstance(piece, ast.FormattedValue) and piece.conversion == ord("r")
+                             else str(value))
+        return f"{dotted(exc.func)}: {''.join(shown)}"
+
+
+def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unexpected | None:
+    """The loader ``load`` builds and hands the weights to, and how it treats a name the model does not build
+    (Unexpected); None where load_weights builds no loader of a class of the release, or its loop has no such
+    ``else``."""
+    made = next((s.value for s in ast.walk(load) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                 and isinstance(s.value.func, ast.Name) and s.value.func.id[:1].isupper()), None)
+    loader = _named(judge, owner, made.func.id) if made is not None and isinstance(made.func, ast.Name) else None
+    if made is None or loader is None or loader.owner is None:
+        return None
+    tree = copy.deepcopy(loader.tree)
+    cls = next(c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == loader.owner.name
+               and c.lineno == loader.owner.lineno)
+    cls.body = [_Inlined().visit(s) if isinstance(s, ast.FunctionDef) else s for s in cls.body]
+    scope = ModuleScope(loader.code, tree, loader.where, owner=cls)
+    played, walker = next(((p, f.name) for f in cls.body if isinstance(f, ast.FunctionDef)
+                           for p in [_unbuilt_branch(f)] if p), (None, ""))
+    init = _own(scope, "__init__")
+    if played is None or init is None:
+        return None
+    this: dict[str, Any] = {CLASS: scope.this_class}
+    named = {k.arg: literal(k.value) for k in made.keywords if k.arg is not None}
+    try:
+        call(init, scope, [UNKNOWN] * len(made.args), named, fields={"self": this})
+    except (ValueError, RecursionError):
+        return None
+    module_param = init.args.args[1].arg if len(init.args.args) > 1 else None
+    for stmt in init.body:
+        # What the loader reads off the model it is given (vLLM 0.33's aliased_params = _get_tied_embedding_params(
+        # module): the names of tied embeddings among the modules it builds) names what the model builds, and a name
+        # it does not build is in none of it.
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and module_param is not None and any(
+                isinstance(a, ast.Name) and a.id == module_param for a in stmt.value.args):
+            for target in stmt.targets:
+                key = (dotted(target) or "").removeprefix("self.")
+                if this.get(key) is UNKNOWN or key in this and not isinstance(this[key], (list, dict, str, int)):
+                    this[key] = {}
+    method = _method(judge, loader, "load_weights")
+    for stmt in method[1].body if method is not None else ():
+        appended = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
+        if appended is not None and isinstance(appended.func, ast.Attribute) and appended.func.attr == "append" \
+                and (dotted(appended.func.value) or "").startswith("self.") and len(appended.args) == 1:
+            key = (dotted(appended.func.value) or "").removeprefix("self.")
+            if isinstance(this.get(key), list):
+                this[key] = [*this[key], literal(appended.args[0])]
+    given_self = bool(made.args) and isinstance(made.args[0], ast.Name) and made.args[0].id == "self"
+    # Its methods read from this scope's class, whose single-use generators are inlined (an object of a named class
+    # has its methods read from the release's module as it is).
+    this.pop(CLASS)
+    return Unexpected(scope, played, this, given_self, f"{cls.name}.{walker}")
+
+
+def _unbuilt_branch(method: ast.FunctionDef) -> ast.FunctionDef | None:
+    """The method's loop over the children by name, as a function of one name (Unexpected.played): the loop whose
+    body ends in an ``if`` chain (child module / parameter / else) whose last ``else`` raises."""
+    for loop in (n for n in ast.walk(method) if isinstance(n, ast.For) and isinstance(n.target, ast.Tuple)
+                 and len(n.target.elts) == 2 and all(isinstance(e, ast.Name) for e in n.target.elts)):
+        at = next((i for i, s in enumerate(loop.body) if isinstance(s, ast.If)), None)
+        if at is None:
+            continue
+        chain = loop.body[at]
+        assert isinstance(chain, ast.If)
+        while len(chain.orelse) == 1 and isinstance(chain.orelse[0], ast.If):
+            chain = chain.orelse[0]
+        if not chain.orelse or not any(isinstance(s, ast.Raise) for s in chain.orelse):
+            continue
+        assert isinstance(loop.target, ast.Tuple)
+        names = [a.arg for a in method.args.args[1:]] + [e.id for e in loop.target.elts if isinstance(e, ast.Name)]
+        played = ast.parse(f"def played(self, {', '.join(names)}):\n    pass").body[0]
+        assert isinstance(played, ast.FunctionDef)
+        marker = _Marked("")
+        played.body = [*copy.deepcopy(loop.body[:at]), *(marker.visit(copy.deepcopy(s)) for s in chain.orelse)]
+        return ast.fix_missing_locations(played)
+    return None
+
+
 def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict, own: str
                  ) -> tuple[list[Part], Built] | None:
     """Each tensor's fate by the release's load_weights, and what the model builds; None where load_weights has
@@ -371,6 +632,11 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: di
     ignored = _ignored_unexpected(judge, owner, load)
     fields = {f"self.{k}": v for k, v in (engine.get("fields") or {}).items()}
     fields["self.use_parallel_drafting"] = bool(ctx.launch.speculative.get("parallel_drafting"))
+    # A quantized drafter's loader also passes over its quantization's suffixes (load_weights extends the list from
+    # the model's quant_config): what it does with a name the model does not build is not read for one.
+    unexpected = _unexpected(judge, owner, load) if renamer is not None and \
+        not ctx.draft_config.get("quantization_config") else None
+    assert found.owner is not None
     parts = []
     for tensor in ctx.draft.tensors:
         one = _renamed(renamer, owner, tensor, fields) if renamer is not None else \
@@ -391,9 +657,29 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: di
         elif ignored is not None and suffix == ".bias" and params.without_bias(into):
             parts.append(Part(tensor, DROPPED, ignored[1], f"{into}: the model builds that layer with bias=False and "
                               f"the loader passes over an unexpected {suffix!r}"))
+        elif (missing := params.unbuilt(into) if unexpected is not None and fate == LOADED else None) is not None:
+            parts.append(_unbuilt(tensor, into, missing, unexpected, found.owner.name, params) or
+                         Part(tensor, "unknown", f"{owner.where}:{line}", into))
         else:
             parts.append(Part(tensor, fate, f"{owner.where}:{line}", into if fate == LOADED else ""))
     return parts, params
+
+
+def _unbuilt(tensor: str, into: str, missing: tuple[tuple[str, ...], tuple[str, ...]], unexpected: Unexpected | None,
+             drafter: str, params: Built) -> Part | None:
+    """A tensor handed to the loader under a name the model does not build (Built.unbuilt): passed over (dropped, at
+    the loader's ``continue``) or raised on (at the loader's ``raise``, with its message); None where the loader's
+    ways differ."""
+    at, qualname = missing
+    end = unexpected.play(at, qualname[-1], drafter, params.classes[at]) if unexpected is not None else None
+    if end is None:
+        return None
+    fate, line, message = end
+    where = f"{unexpected.scope.where}:{line}" if unexpected is not None else ""
+    module = ".".join(at) or drafter
+    if fate == RAISES:
+        return Part(tensor, RAISES, where, message, unexpected.method if unexpected is not None else "")
+    return Part(tensor, DROPPED, where, f"{into}: {module} builds no {qualname[-1]!r} and the loader passes it over")
 
 
 def _looped(played: tuple[ast.FunctionDef, str], owner: ModuleScope, load: ast.FunctionDef, tensor: str,
@@ -519,6 +805,14 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
     engine = rule.params.get("engine") or {}
     unused = set(engine.get("unused") or ())
     evidence = f"{drafter.name} ({owner.where}): " + describe(tensors + keys)
+    raised = [p for p in tensors if p.fate == RAISES]
+    if raised:
+        file, line = raised[0].where.rsplit(":", 1)
+        names = ", ".join(p.name for p in raised[:4]) + (f" and {len(raised) - 4} more" if len(raised) > 4 else "")
+        return engine_finding(rule, ctx, Status.BLOCKS, f"{drafter.name} builds no module or parameter for {names}: "
+                              f"the loader its load_weights hands the checkpoint to raises on a name that is neither "
+                              f"({raised[0].by} at {raised[0].where})", evidence,
+                              EngineFunction(file, int(line), raised[0].by or "load_weights", drafter), raised[0].into)
     lost = [p for p in tensors if p.fate == DROPPED and p.name not in unused]
     total = sum(_numel(ctx, p.name) for p in tensors if p.name not in unused) or 1
     share = sum(_numel(ctx, p.name) for p in lost) / total
