@@ -14,7 +14,6 @@ from rich.console import Console
 
 from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
-from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
 from .html import Html
 from .json import Json
@@ -27,6 +26,7 @@ from .terminal import Terminal, print_patch_status
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Explanation, SmokeResult
 
 __all__ = ["FORMATS", "RENDERERS", "SCAN_FORMATS", "Renderer", "Report", "check_out_dir", "print_patch_status",
            "print_report", "report_name", "smoke_rows", "to_html", "to_json", "to_markdown", "to_sarif", "write_report"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
 from . import lines
 from .renderer import Renderer
@@ -16,6 +15,7 @@ if TYPE_CHECKING:
 
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Explanation, SmokeResult
 
 
 class Html(Renderer[str]):

@@ -6,13 +6,13 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Explanation, SmokeResult
 
 
 class Json(Renderer[str]):

@@ -9,24 +9,25 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.types import ExitCode, Finding, Status, Verdict
-from ..explain.tracebacks import package_path
-from ..results.outcome import (
-    Acceptance,
-    Crash,
-    Explanation,
-    Located,
-    Lossless,
-    Preflight,
-    RootCause,
-    SmokeNode,
-    SmokeResult,
-)
 from ..results.scan import ArchitectureRow, Landscape, Provenance, RuleStatus, ScanResult
 
+# What only explain's and smoke's results hold is named for the type checker: a scan's report imports none of it
+# (their 15 dataclasses and the traceback reader's patterns, ~0.05 s of a warm scan's imports).
 if TYPE_CHECKING:
     from ..fleet.results import Difference, FleetResult, NodeAudit
     from ..launch.parallel import Arithmetic, Check
     from ..results.matrix import Cell, Matrix
+    from ..results.outcome import (
+        Acceptance,
+        Crash,
+        Explanation,
+        Located,
+        Lossless,
+        Preflight,
+        RootCause,
+        SmokeNode,
+        SmokeResult,
+    )
 
 T = TypeVar("T")
 # C0 controls but tab and newline, DEL and C1: an escape sequence from a config, a METADATA or a log line (OSC 8
@@ -277,6 +278,8 @@ def answer_lines(matrix: Matrix) -> list[str]:
 def crash_lines(crash: Crash) -> list[str]:
     """The root cause a log's tracebacks show, as lines every format prints: the exception, where it was raised,
     and the calls that led there, nearest first."""
+    from ..explain.tracebacks import package_path  # here: a scan's report reads no traceback
+
     where = f"line {crash.line_number}" + (f", {crash.process}" if crash.process else "")
     lines = [f"{crash.text}  ({where})"]
     if crash.frames:

@@ -6,7 +6,6 @@ import re
 from typing import TYPE_CHECKING
 
 from ..core.types import Finding, SmokeVerdict
-from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
@@ -49,6 +48,7 @@ from .renderer import Renderer, Report
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 
 
 # The HTML this renderer writes itself; any other tag in a report comes from an input (a config string, a log

@@ -6,14 +6,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, Union
 
-from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, ScanResult
 
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Explanation, SmokeResult
 
-Report = Union[ScanResult, Comparison, Explanation, SmokeResult, "Matrix", "FleetResult"]
+Report = Union[ScanResult, Comparison, "Explanation", "SmokeResult", "Matrix", "FleetResult"]
 Output = TypeVar("Output")
 
 

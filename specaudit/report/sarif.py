@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from .. import __version__
 from ..core.errors import SpecauditError
 from ..core.types import Finding, Status
-from ..results.outcome import Explanation, SmokeResult
 from ..results.scan import Comparison, Provenance, ScanResult
 from .renderer import Renderer
 
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Explanation, SmokeResult
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 MAX_RUNS = 20  # GitHub code scanning: runs per file

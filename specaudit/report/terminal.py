@@ -12,7 +12,6 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core.types import Finding, SmokeVerdict, Status, Verdict
-from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 from ..results.scan import Comparison, Landscape, LaunchSummary, Provenance, ScanResult
 from .lines import (
     MARK,
@@ -54,6 +53,7 @@ from .renderer import Renderer, Report
 if TYPE_CHECKING:
     from ..fleet.results import FleetResult
     from ..results.matrix import Matrix
+    from ..results.outcome import Agreement, Explanation, RootCause, SignatureMatch, SmokeResult
 
 STYLE: dict[str, str] = {Verdict.READY: "bold green", Verdict.BLOCKED: "bold red", Verdict.UNKNOWN: "bold yellow",
          Verdict.DEGRADED: "bold magenta",
