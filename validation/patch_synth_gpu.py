@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The synthesized-bundle round on the H200 (issue 42; validation/gpu/synth/README.md has the device calls).
+"""The synthesized-bundle round on the lent GPU (issue 42; validation/gpu/synth/README.md has the device calls).
 
     python validation/patch_synth_gpu.py prepare   # CPU: the bundles and the carried files
     python validation/patch_synth_gpu.py report    # the section of validation/gpu-differential.md, from the logs
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +31,8 @@ BUNDLES = {("vllm", "0.26.0", "gpt2"): "GPT2LMHeadModel", ("vllm", "0.26.0", "ge
            ("sglang", "0.5.17", "gpt2"): "GPT2LMHeadModel"}
 LOGS = SYNTH / "logs"
 DOC = ROOT / "validation/gpu-differential.md"
-HEADING = "## Synthesized EAGLE-3 bundles on the H200 (issue 42)"
+HEADING = "## Synthesized EAGLE-3 bundles on the lent GPU (issue 42)"
+OLD_HEADING = "## Synthesized EAGLE-3 bundles on the H200 (issue 42)"  # what the section was called before it ran
 
 
 def sha(path: Path) -> str:
@@ -78,8 +80,15 @@ def rows(engine: str) -> list[dict]:
     return json.loads(path.read_text())["cells"]
 
 
+def _cards() -> str:
+    """The GPUs the round ran on, as the device's nvidia-smi named them (an H100 may come for an H200)."""
+    names = {m.group(0).strip() for f in sorted(LOGS.glob("stage-*/nvidia-smi-*.txt"))
+             for m in re.finditer(r"NVIDIA H\d+[^|]*?(?=\s{2,}|\|)", f.read_text())}
+    return ", ".join(sorted(names)) or "not recorded"
+
+
 def report() -> int:
-    out = [HEADING, "",
+    out = [HEADING, "", f"Ran on: {_cards()} (the device's nvidia-smi, `validation/gpu/synth/logs/stage-*/`).", "",
            "Made by `python validation/patch_synth_gpu.py report` from the logs in `validation/gpu/synth/logs/` "
            "(the calls: `validation/gpu/synth/README.md`). The bundles are `specaudit patch --target ARCH`'s, "
            "synthesized on this machine from the fetched wheels' sources (`validation/gpu/synth/bundles/`), their "
@@ -116,7 +125,7 @@ def report() -> int:
             out.append(f"| {engine} | {c['target']} | {site} | {'agree' if c['drafter'] else 'none'} | {outcome} | "
                        f"{acc} | {same} |")
     text = DOC.read_text()
-    head = text.split(HEADING)[0].rstrip("\n")
+    head = text.split(HEADING)[0].split(OLD_HEADING)[0].rstrip("\n")
     DOC.write_text(head + "\n\n" + "\n".join(out) + "\n")
     return 0
 
