@@ -320,14 +320,13 @@ class Analysis:
 def runner_decision(a: Analysis, choice: RunnerChoice, launch: Launch, method: str) -> RunnerDecision:
     """The model runner the launch takes, as the release's own choice decides it (runner.py), over the launch."""
     present = runners_in(a.index, load_path_spec(a.tree.engine.name))
-    return decide_runner(replace(choice, present=present), Source(ReleaseModules(a.index).module_tree),
-                         _runner_facts(a, launch, method))
+    return decide_runner(replace(choice, present=present), _source(a), _runner_facts(a, launch, method))
 
 
 def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: str, runner: str) -> Finding | None:
     """Where the runner the launch takes refuses it (the release's own check of that runner, runner.py ``refusal``):
     a gate of the launch's configuration, met before anything loads."""
-    found = refuse_runner(choice, Source(ReleaseModules(a.index).module_tree), _runner_facts(a, launch, method), runner)
+    found = refuse_runner(choice, _source(a), _runner_facts(a, launch, method), runner)
     if found is None:
         return None
     status = Status.BLOCKS if found.certain else Status.UNDECIDED
@@ -339,6 +338,12 @@ def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: st
                    status, found.file, found.line, found.code, found.error, why,
                    "Launch with what this runner supports, or on a platform and configuration that take the other "
                    "runner (the scan's runner line says why this one is taken).")
+
+
+def _source(a: Analysis) -> Source:
+    """The release's modules as the runner choice reads them."""
+    code = ReleaseModules(a.index)
+    return Source(code.module_tree, code.environment)
 
 
 def _runner_facts(a: Analysis, launch: Launch, method: str) -> LaunchFacts:

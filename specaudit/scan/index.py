@@ -87,6 +87,17 @@ class TreeIndex:
             found = self.parsed[relpath] = parse(self.source(relpath), relpath)
         return found
 
+    def derived(self, relpath: str, kind: str, compute: Callable[[ast.Module], Any]) -> Any:
+        """What ``compute`` makes of one file's syntax tree, kept by the file's content digest as ``sha256`` is
+        (``kind`` names the computation; the cache's salt covers its code): a warm scan neither parses nor walks the
+        file for it. SyntaxProblem or OSError when the file has no syntax tree."""
+        known = self._store.extras.setdefault("derived", {})
+        key = (kind, self._digest(relpath))
+        if key not in known:
+            known[key] = compute(self.syntax(relpath))
+            self._store.dirty = True
+        return known[key]
+
     def source(self, relpath: str) -> bytes:
         if relpath in self.overlay:
             return self.overlay[relpath]

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +75,20 @@ class Conformance:
     reason: str
 
 
+# What can hold a statement: an assignment is never inside an expression.
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _statements(node: ast.AST) -> Iterator[ast.AST]:
+    """``node`` and the statements under it, in the order ``ast.walk`` meets them (breadth first), without walking
+    into the expressions, which hold none (most of a method's nodes)."""
+    todo = deque([node])
+    while todo:
+        node = todo.popleft()
+        todo.extend(child for child in ast.iter_child_nodes(node) if isinstance(child, _HOLDS_STATEMENTS))
+        yield node
+
+
 class Resolver:
     def __init__(self, index: TreeIndex):
         self.index = index
@@ -83,6 +99,9 @@ class Resolver:
         # its argument unchanged instead, that argument.
         self._made: dict[str, tuple[dict[str, Resolved], ClassInfo | None]] = {}
         self._instance_attributes: dict[str, dict[str, list[ast.expr]]] = {}
+        # A class's statement by (module, name): found once, where each method lookup along an MRO looked for it again
+        # (flattening its module's platform branches each time: interfaces.py's protocols, dozens of times a scan).
+        self._class_nodes: dict[tuple[str, str], ast.ClassDef | None] = {}
 
     # -- names ---------------------------------------------------------------------------------------
 
@@ -351,7 +370,7 @@ class Resolver:
             for function in (node.body if node else []):
                 if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     continue
-                for stmt in ast.walk(function):
+                for stmt in _statements(function):
                     if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                         value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
                         for target in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]):
@@ -363,6 +382,12 @@ class Resolver:
         return found
 
     def _class_node(self, cls: ClassInfo) -> ast.ClassDef | None:
+        key = (cls.module, cls.name)
+        if key not in self._class_nodes:
+            self._class_nodes[key] = self._find_class_node(cls)
+        return self._class_nodes[key]
+
+    def _find_class_node(self, cls: ClassInfo) -> ast.ClassDef | None:
         module = self.index.module(cls.module)
         try:
             body = self.index.syntax(module.path).body if module else []

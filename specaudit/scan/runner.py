@@ -29,6 +29,8 @@ BOTH = "v1 and v2"  # what trace.BOTH_RUNNERS names: both runners' roles are tra
 # A launch's value for an engine expression that names the target class (``__target__``), from the caller: (known,
 # value) or (False, what was not understood).
 TargetReader = Callable[[str], tuple[bool, Any]]
+# What a module declares of an environment variable: (declared, default) (play.libraries.environ.declared_default).
+Declared = Callable[[str], tuple[bool, Any]]
 
 
 @dataclass(frozen=True)
@@ -95,10 +97,18 @@ class LaunchFacts:
 
 
 class Source:
-    """The release's modules, as the index gives them: (syntax tree, relative path) by module name."""
+    """The release's modules, as the index gives them: (syntax tree, relative path) by module name; and what a module
+    declares of the environment's variables (None: no such module), which the index keeps without its syntax tree
+    (facts.ReleaseModules.environment), else read from the tree here."""
 
-    def __init__(self, module_tree: Callable[[str], tuple[ast.Module, str] | None]):
+    def __init__(self, module_tree: Callable[[str], tuple[ast.Module, str] | None],
+                 environment: Callable[[str], Declared | None] | None = None):
         self.module_tree = module_tree
+        self.environment = environment or self._environment
+
+    def _environment(self, name: str) -> Declared | None:
+        found = self.module_tree(name)
+        return functools.partial(declared_default, found[0]) if found else None
 
 
 @dataclass(frozen=True)
@@ -152,8 +162,7 @@ class _Launch(WithoutClasses):
             elif isinstance(stmt, ast.ImportFrom) and stmt.module and \
                     choice.defaults_file.rpartition(".") == (stmt.module, ".", stmt.names[0].name):
                 self.envs_aliases.add(stmt.names[0].asname or stmt.names[0].name)
-        envs = source.module_tree(choice.defaults_file) if tree is not None else None
-        self.envs_tree: ast.Module | None = envs[0] if envs else None
+        self.envs: Declared | None = source.environment(choice.defaults_file) if tree is not None else None
 
     def play(self, name: str) -> list[Outcome]:
         """Every way through the class's method ``name`` on the launch (ValueError: more than the player follows)."""
@@ -220,7 +229,7 @@ class _Launch(WithoutClasses):
             variable = path[len("envs."):]
             if variable in self.facts.env:
                 return truthy(self.facts.env[variable])
-            declared, default = declared_default(self.envs_tree, variable)
+            declared, default = self.envs(variable) if self.envs else (False, None)
             if not declared:
                 return Unknown(f"{variable} (not declared in {self.choice.defaults_file})")
             return None if default is None else truthy(default)
@@ -314,7 +323,7 @@ def decide(choice: RunnerChoice, source: Source, facts: LaunchFacts) -> RunnerDe
     launch = _Launch(choice, source, facts)
     name = launch.decision
     if not choice.decision or name not in launch.methods:
-        return _by_variable(choice, launch.envs_tree, facts)
+        return _by_variable(choice, launch.envs, facts)
     where = f"{choice.decision.split(':')[1]} ({launch.file}:{launch.methods[name].lineno})"
     try:
         ways = launch.play(name)
@@ -397,11 +406,11 @@ def refusal(choice: RunnerChoice, source: Source, facts: LaunchFacts, runner: st
                          len(raised) == len(ways), reason)
 
 
-def _by_variable(choice: RunnerChoice, envs: ast.Module | None, facts: LaunchFacts) -> RunnerDecision:
+def _by_variable(choice: RunnerChoice, envs: Declared | None, facts: LaunchFacts) -> RunnerDecision:
     if choice.variable in facts.env:
         runner = choice.when_set if truthy(facts.env[choice.variable]) else choice.otherwise
         return RunnerDecision(runner, f"{choice.variable}={facts.env[choice.variable]} in the launch: {runner}")
-    declared, default = declared_default(envs, choice.variable)
+    declared, default = envs(choice.variable) if envs else (False, None)
     if not declared:
         return RunnerDecision(*undeclared(choice))
     if default is None:
