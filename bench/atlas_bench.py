@@ -4,6 +4,7 @@ one line's lookup, each release built into a cold temporary atlas cache.
   cold         the release alone, every file parsed
   after prev   built after the release before it in the list: the files whose bytes it shares not parsed again
   lookup       one line looked up in the merged atlas of all of them (median of 200), and the merged atlas's load
+               (and the read of a raising function's callers, done where a located raise's own conditions name no knob)
 
     python bench/atlas_bench.py                                   # vllm 0.17.0 0.33.0 0.34.0, sglang 0.5.23
     python bench/atlas_bench.py vllm==0.26.0 vllm==0.32.0
@@ -29,7 +30,9 @@ from specaudit.tree.locate import locate  # noqa: E402
 LINES = ("num_speculative_tokens:5 must be divisible by n_predict=3",
          "Worker failed with error 'Model does not support EAGLE3 interface but aux_hidden_state_outputs was "
          "requested', please check the stack trace above for the root cause",
-         "'>' not supported between instances of 'NoneType' and 'int'")
+         "'>' not supported between instances of 'NoneType' and 'int'",
+         # a message the paste cut (words left out after its first hole): found by its leading part (atlas.leading)
+         "max_num_scheduled_tokens is set to -1792, which does not allow any tokens to be scheduled")
 
 
 def main() -> None:
@@ -63,6 +66,11 @@ def main() -> None:
         start = time.monotonic()
         merged = atlas_build.load_atlas(trees)
         print(f"merged atlas loaded from the cache in {time.monotonic() - start:.2f} s")
+        start = time.perf_counter()
+        found = [merged.callers(merged.entry(i)) for i in range(len(merged))]  # format 7: each parsed when asked for
+        print(f"callers of each of the {len(merged)} templates' functions read in "
+              f"{(time.perf_counter() - start) / len(merged) * 1e6:.1f} us each ({merged.functions_called} functions "
+              f"with callers, {sum(map(len, found))} callers in all)")
         for line in LINES:
             times = []
             for _ in range(200):

@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parent / "fixtures" / "logs" / "public2"
 
 def fixes(code: str, line: str, exception: str = "ValueError", engine: str = "vllm") -> tuple[str, ...]:
     """The fixes explain derives for ``line`` against an atlas of ``code`` alone (one file of one release)."""
-    rows, fields = _parse(code.encode())
+    rows, fields, *_ = _parse(code.encode())
     atlas = Atlas(_merge([{"engine": engine, "version": "1.0.0", "files": {f"{engine}/config/x.py": ["d", rows, fields]}}]))
     found = locate(atlas, line, exception=exception)
     assert found is not None, line

@@ -200,7 +200,7 @@ def test_a_wrapper_quoting_a_failure_the_atlas_does_not_know_offers_no_fix_of_it
         releases, lines = ("0.17.0",), (10,)
 
     class Hit:
-        entry, whole, rank = Entry, True, (True, 75)
+        entry, whole, rank, cut, literal, partial = Entry, True, (True, True, 75), (), 0, False
         holes = (("e", "'Runner' object has no attribute 'builder'"),)
 
     class Atlas:
@@ -209,6 +209,9 @@ def test_a_wrapper_quoting_a_failure_the_atlas_does_not_know_offers_no_fix_of_it
 
         def lookup(self, text):
             return [Hit] if text.startswith("Worker failed") else []
+
+        def callers(self, entry):
+            return ()
 
     found = locate(Atlas(), "Worker failed with error ''Runner' object has no attribute 'builder'', please check the "
                    "stack trace above for the root cause", exception="RuntimeError")

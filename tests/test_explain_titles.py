@@ -40,7 +40,7 @@ class ServerArgs:
 def atlas() -> Atlas:
     releases = []
     for engine, code, version in (("vllm", VLLM, "0.20.0"), ("sglang", SGLANG, "0.5.8")):
-        rows, fields = _parse(code.encode())
+        rows, fields, *_ = _parse(code.encode())
         releases.append({"engine": engine, "version": version, "files": {f"{engine}/x.py": ["d", rows, fields]}})
     return Atlas(_merge(releases))
 

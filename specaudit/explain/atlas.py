@@ -8,6 +8,7 @@ and the patterns of the templates that share a word with it, whatever the atlas'
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
+from .callers import Caller, caller_of
 from .messages import Parts, pattern_of
 from .templates import Template
 
@@ -46,15 +48,26 @@ class Entry:
         return sum(len(p) for p in self.template.parts[0::2])
 
 
+# The text of a hole the paste cut off (Hit.cut): the message was pasted up to a point before it.
+CUT = "(cut from the paste)"
+
+
 @dataclass(frozen=True)
 class Hit:
     entry: Entry
-    holes: tuple[tuple[str, str], ...]  # (the hole's expression, the text it stands for)
+    holes: tuple[tuple[str, str], ...]  # (the hole's expression, the text it stands for; CUT where the paste cut it)
     whole: bool  # the template is the whole text, not a part of it
+    cut: tuple[str, ...] = ()  # the holes the paste left out: it holds the template's leading part only
+    literal: int = 0  # a cut hit's: the template's literal text the paste holds
 
     @property
-    def rank(self) -> tuple[bool, int]:
-        return self.whole, self.entry.literal
+    def rank(self) -> tuple[bool, bool, int]:
+        return not self.cut and not self.partial, self.whole, self.literal or self.entry.literal
+
+    @property
+    def partial(self) -> bool:
+        """The paste holds the template's leading part only (a hit found by ``leading``)."""
+        return self.literal > 0
 
 
 # A template as the atlas files hold it (JSON): kind, exception, function, line, parts, guard, remedies, way,
@@ -85,6 +98,18 @@ class Atlas:
         # engine -> flag class -> its fields, over every release
         self.fields = {e: {c: frozenset(n) for c, n in cs.items()} for e, cs in data["fields"].items()}
         self._entries: dict[int, Entry] = {}
+        self._callers: dict[str, str] = data.get("callers") or {}  # function -> its callers' rows, as JSON
+
+    def callers(self, entry: Entry) -> tuple[Caller, ...]:
+        """The callers of the function that makes ``entry``'s message, in the releases the atlas was built from
+        (callers.py), parsed when asked for."""
+        rows = json.loads(self._callers.get(f"{entry.engine}\t{entry.file}\t{entry.template.function}", "[]"))
+        return tuple(caller_of(row) for row in rows)
+
+    @property
+    def functions_called(self) -> int:
+        """How many raising functions the callers' table holds callers of."""
+        return len(self._callers)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -96,11 +121,15 @@ class Atlas:
         return self._entries[i]
 
     def lookup(self, text: str) -> list[Hit]:
-        """The templates ``text`` is an instance of, best first: whole before part, more literal text before less."""
+        """The templates ``text`` is an instance of, best first: whole before part, more literal text before less;
+        where it is an instance of none, the templates whose leading part it holds, cut (``leading``)."""
         text = text[:MAX_LOOKUP_CHARS].strip()
         candidates = {i for word in set(_WORD.findall(text)) for i in self.index.get(word, ())}
         hits = [hit for i in candidates if _in_order(self.rows[i][2][4][0::2], text)
                 for hit in [_match(self.entry(i), text)] if hit]
+        if not hits:
+            hits = [hit for i in candidates if self.rows[i][2][4][0] in text
+                    for hit in [leading(self.entry(i), text)] if hit]
         return sorted(hits, key=lambda h: h.rank, reverse=True)
 
 
@@ -147,6 +176,75 @@ def _match(entry: Entry, text: str) -> Hit | None:
         return None
     holes = entry.template.parts[1::2]
     return Hit(entry, tuple((hole, found[f"h{i}"]) for i, hole in enumerate(holes)), whole)
+
+
+MIN_LEADING_LITERAL = 24  # the template's literal text a paste of its leading part must hold
+MIN_FIRST_LITERAL = 8  # and its first literal: where the message starts in the line
+# A hole's text where the paste cut the literal after it: a value as Python prints one.
+_VALUE = re.compile(r"""\[[^\]\n]*\]|\([^)\n]*\)|\{[^}\n]*\}|'[^'\n]*'|"[^"\n]*"|[^\s,;]+""")
+_WORDS = re.compile(r"\w+")
+
+
+def leading(entry: Entry, text: str) -> Hit | None:
+    """The template matched on its leading part only: the line holds its first literal, then its holes and literals
+    in order up to a point; after that point the line's rest is either the start of the template's next literal
+    (the paste cut the message there) or words the template's rest holds, in their order (the paste left some out
+    between). The holes up to the point are read (the last one as a value as Python prints it); those after it are
+    ``Hit.cut``. None where the line holds less than MIN_LEADING_LITERAL of the template's literal text, or goes on
+    with words the template does not have."""
+    parts = entry.template.parts
+    first = parts[0]
+    if len(parts) < 3 or len(first.strip()) < MIN_FIRST_LITERAL:
+        return None
+    at = text.find(first)
+    if at < 0:
+        return None
+    at += len(first)
+    literal = len(first)
+    holes: list[tuple[str, str]] = []
+    for i in range(1, len(parts), 2):
+        after = parts[i + 1]
+        end = text.find(after, at) if after else -1
+        if end >= 0 and "\n" not in text[at:end]:
+            holes.append((parts[i], text[at:end]))
+            at, literal = end + len(after), literal + len(after)
+            continue
+        value = _VALUE.match(text, at)
+        if value is None:
+            break
+        holes.append((parts[i], value[0].rstrip(".")))
+        at += len(value[0].rstrip("."))
+        rest = text[at:].rstrip()
+        if not rest:
+            break
+        if after.startswith(rest):  # cut in the literal after the hole
+            literal += len(rest)
+            break
+        told = _told(rest, " ".join(parts[i + 1::2]))
+        if told is None:
+            return None
+        literal += told
+        break
+    else:
+        return None  # the whole template: a match the pattern refused
+    if literal < MIN_LEADING_LITERAL:
+        return None  # too little of it to tell
+    cut = parts[2 * len(holes) + 1::2]
+    return Hit(entry, (*holes, *((hole, CUT) for hole in cut)), False, tuple(cut), literal)
+
+
+def _told(rest: str, template_rest: str) -> int | None:
+    """The literal characters of ``rest`` that the template's rest holds, its words in their order; None where a
+    word of it is not there."""
+    words = _WORDS.findall(rest)
+    have = _WORDS.findall(template_rest)
+    at = 0
+    for word in words:
+        try:
+            at = have.index(word, at) + 1
+        except ValueError:
+            return None
+    return sum(len(w) + 1 for w in words)
 
 
 def release_order(version: str) -> tuple[int, Version | str]:

@@ -15,6 +15,7 @@ import gzip
 import hashlib
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -28,10 +29,12 @@ from ..core.engines import ENGINES
 from ..scan.facts import MAX_FILE_BYTES
 from ..tree.locate import EngineTree, locate_directory
 from .atlas import Atlas, Row, index_of, release_order, row_of
-from .templates import file_templates
+from .callers import call_of, call_row, caller_row, link_callers, signature_of, signature_row
+from .knobs import knob_of
+from .templates import file_facts
 
-FORMAT = 6  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
-# conditions on the way to each template and what reaches them)
+FORMAT = 7  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
+# conditions on the way to each template and what reaches them; 7: each raising function's callers, callers.py)
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 
@@ -71,7 +74,7 @@ def refresh(trees: Iterable[EngineTree], rebuild: bool = False) -> tuple[list[Bu
             old.unlink(missing_ok=True)
         path = release_file(tree)
         data = _read(path) or {}
-        templates = sum(len(rows) for _, rows, _ in data.get("files", {}).values())
+        templates = sum(len(facts[1]) for facts in data.get("files", {}).values())
         done.append(BuiltRelease(tree.label, templates, time.monotonic() - start, path.stat().st_size,
                                  rebuild or old is None))
         paths.append(tree)
@@ -150,27 +153,52 @@ def _build(tree: EngineTree, sources: dict[str, bytes], digests: dict[str, str],
         parsed = [_parse(sources[rel]) for rel in todo]
     reused.update({digests[rel]: result for rel, result in zip(todo, parsed)})
     files = {rel: [digests[rel], *reused[digests[rel]]] for rel in sources}
-    return {"format": FORMAT, "engine": tree.engine.name, "version": tree.version, "files": files}
+    return {"format": FORMAT, "engine": tree.engine.name, "version": tree.version, "files": files,
+            "callers": _callers(files)}
 
 
-def _parse(source: bytes) -> tuple[list[Row], dict[str, list[str]]]:
+def release_of(engine: str, version: str, sources: dict[str, bytes]) -> dict:
+    """One release's part of the atlas made from its files' sources here, as ``_build`` makes it from a tree's."""
+    files = {rel: [hashlib.blake2b(data, digest_size=16).hexdigest(), *_parse(data)] for rel, data in sources.items()}
+    return {"format": FORMAT, "engine": engine, "version": version, "files": files, "callers": _callers(files)}
+
+
+def merged_of(releases: list[dict]) -> Atlas:
+    """The atlas of releases made by ``release_of``, merged as ``load_atlas`` merges the cached ones."""
+    return Atlas(_merge(releases))
+
+
+def _callers(files: dict[str, list]) -> list[list]:
+    """[file, function, its callers' rows] for each function of the release that makes a template (callers.py)."""
+    defs = {rel: {name: signature_of(row) for name, row in facts[3].items()} for rel, facts in files.items()}
+    calls = {rel: [call_of(row) for row in facts[4]] for rel, facts in files.items()}
+    wanted = dict.fromkeys((rel, row[2]) for rel, facts in files.items() for row in facts[1])
+    linked = link_callers(defs, calls, wanted)
+    return [[rel, function, [caller_row(c) for c in found]] for (rel, function), found in linked.items()]
+
+
+Parsed = tuple[list[Row], dict[str, list[str]], dict[str, list], list[list]]  # templates, fields, defs, calls
+
+
+def _parse(source: bytes) -> Parsed:
     gc.disable()  # ast builds millions of objects and frees none of them here: the collector only costs time
     try:
-        templates, fields = file_templates(source)
+        facts = file_facts(source)
     finally:
         gc.enable()
-    return [row_of(t) for t in templates], fields
+    return ([row_of(t) for t in facts.templates], facts.fields,
+            {name: signature_row(s) for name, s in facts.defs.items()}, [call_row(c) for c in facts.calls])
 
 
-def _parsed_before(directory: Path, wanted: set[str]) -> dict[str, tuple[list[Row], dict[str, list[str]]]]:
+def _parsed_before(directory: Path, wanted: set[str]) -> dict[str, Parsed]:
     """What the releases built before found in the files whose bytes this one shares with them."""
-    found: dict[str, tuple[list[Row], dict[str, list[str]]]] = {}
+    found: dict[str, Parsed] = {}
     for path in directory.glob(f"*-*{SUFFIX}"):
         if path.name.startswith("merged-"):
             continue
-        for digest, rows, fields in ((_read(path) or {}).get("files") or {}).values():
+        for digest, *facts in ((_read(path) or {}).get("files") or {}).values():
             if digest in wanted:
-                found[digest] = (rows, fields)
+                found[digest] = tuple(facts)  # type: ignore[assignment]
     return found
 
 
@@ -179,9 +207,14 @@ def _merge(releases: list[dict]) -> dict:
     releases.sort(key=lambda r: (r["engine"], release_order(r["version"])))
     merged: dict[str, Row] = {}  # identity -> [engine, file, row, releases, lines]
     fields: dict[str, dict[str, set[str]]] = {}
+    callers: dict[str, dict[str, list]] = {}  # "engine\tfile\tfunction" -> a caller's identity -> its row
     for release in releases:
         engine, version = release["engine"], release["version"]
-        for rel, (_, rows, found) in release["files"].items():
+        for rel, function, rows in release.get("callers", ()):
+            kept = callers.setdefault(f"{engine}\t{rel}\t{function}", {})
+            for row in rows:  # the newest release's row of a caller that makes the same call in each
+                kept[json.dumps(_without_lines(row))] = row
+        for rel, (_, rows, found, *_) in release["files"].items():
             for cls, names in found.items():
                 fields.setdefault(engine, {}).setdefault(cls, set()).update(names)
             for row in rows:
@@ -191,9 +224,45 @@ def _merge(releases: list[dict]) -> dict:
                 entry[3].append(version)
                 entry[4].append(row[3])
     rows = list(merged.values())
+    wanted = {f"{engine}\t{file}\t{row[2]}" for engine, file, row, _, _ in rows}
+    flags = {e: {c: frozenset(n) for c, n in cs.items()} for e, cs in fields.items()}
+    linked = {key: found for key, kept in callers.items() if key in wanted
+              for found in [[r for r in kept.values() if _names_a_knob(r, flags.get(key.partition("\t")[0], {}))]]
+              if found}
     return {"format": FORMAT, "entries": rows, "index": index_of(rows),
+            # read only when a located raise's own conditions name no knob (Atlas.callers): each function's callers
+            # a string, so that loading the atlas parses none of them and a lookup only the one it needs
+            "callers": {key: json.dumps(found[-MAX_MERGED_CALLERS:], separators=(",", ":"))
+                        for key, found in linked.items()},
             "releases": {e: [r["version"] for r in releases if r["engine"] == e] for e in {r["engine"] for r in releases}},
             "fields": {e: {c: sorted(n) for c, n in cs.items()} for e, cs in fields.items()}}
+
+
+MAX_MERGED_CALLERS = 8  # distinct callers kept for a function over all the releases, the newest releases' last
+
+
+_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_GETATTR = re.compile(r"""getattr\(\s*([A-Za-z_][\w.]*)\s*,\s*['"](\w+)['"]""")
+_ENV_READ = re.compile(r"""os\.(?:getenv|environ\.get)\(\s*['"]\w+['"]""")
+
+
+def _names_a_knob(row: list, fields: dict[str, frozenset[str]]) -> bool:
+    """Whether a caller's row (or a row of its callers) reads a knob (knobs.knob_of) in the conditions it calls
+    under, the arguments it hands on or what reaches them: a caller that reads none gives no fix, and is not kept."""
+    file, function, _, way, reaching, bindings, _, up = row
+    texts = [c for c, _ in way] + [v for _, v in reaching] + [a for _, a in bindings]
+    for text in texts:
+        if _ENV_READ.search(text):
+            return True
+        text = _GETATTR.sub(lambda m: f"{m[1]}.{m[2]}", text)
+        if any(knob_of(name, function, fields) for name in _DOTTED.findall(text)):
+            return True
+    return any(_names_a_knob(u, fields) for u in up)
+
+
+def _without_lines(row: list) -> list:
+    """A caller's row without its line numbers (and its callers'), which move from release to release."""
+    return [row[0], row[1], *row[3:7], [_without_lines(u) for u in row[7]]]
 
 
 def _python_files(root: Path, package: str) -> list[tuple[str, int, int]]:

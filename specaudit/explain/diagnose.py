@@ -16,7 +16,7 @@ from ..core.engines import ENGINES
 from ..core.types import Finding, Status, Verdict
 from ..results.outcome import Agreement, Crash, Explanation, Frame, Located, RootCause, SignatureMatch
 from ..results.scan import GateSite, ScanResult
-from .atlas import Atlas
+from .atlas import CUT, Atlas
 from .titles import TITLE, title_located, title_summary
 from .tracebacks import CUT_OFF, package_path
 
@@ -69,6 +69,9 @@ def _located_summary(crash: Crash, found: Located) -> str:
         return f"{found.text} ({where}; quoted by {crash.exception} at {found.quoted_by.location}; {found.releases})"
     if found.quotes:
         return f"{found.quotes} (quoted by {crash.exception} {where}; {found.releases})"
+    cut = [hole for hole, value in found.holes if value == CUT]
+    if cut:
+        where += f"; the paste holds the message's leading part only, cut before {', '.join(cut)}"
     return f"{crash.text} ({where}; {found.releases})"
 
 

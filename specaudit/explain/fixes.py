@@ -15,6 +15,12 @@ condition on the way held; any one of them made false avoids it. Two forms of fi
   condition played by the player with every other printed number as printed. A number the message says is a knob's
   expression ("{u} (num_speculative_tokens + 1)") is solved through that expression.
 
+Where the raise's own conditions name no knob, its callers' (callers.py, one or two levels up) are read the same
+way: the raise's conditions and the message's holes with each parameter put as the caller's argument, under the
+conditions the caller calls it under, in the caller's function; and where no condition there names a knob either,
+a value the message printed that the caller hands down from a knob (``architectures`` from
+``getattr(model_config.hf_config, "architectures", [])``) is that knob's, to be changed from what was printed.
+
 The player (``play/``) is the one evaluator: nothing here computes a condition itself.
 """
 
@@ -28,7 +34,9 @@ from typing import Any
 
 from ..play.player import Player, dotted
 from ..play.values import Raised, Unknown
-from .knobs import knob_of, said_knobs
+from .atlas import CUT
+from .callers import Caller
+from .knobs import advised_knobs, knob_of, said_knobs
 from .templates import Template, remedies_of
 
 # What remedies_of words a value with, before the expression itself ("at most n_predict").
@@ -70,6 +78,78 @@ def fixes_of(template: Template, holes: Sequence[tuple[str, str]], fields: dict[
     return list(dict.fromkeys([*first, *further]))
 
 
+def caller_fixes(template: Template, holes: Sequence[tuple[str, str]], fields: dict[str, frozenset[str]],
+                 callers: Sequence[Caller]) -> list[str]:
+    """The fixes the callers of ``template``'s function give (``fixes_of`` on the raise as each caller sees it), each
+    saying where the call is; the nearer callers' first."""
+    found: list[str] = []
+    for caller in callers:
+        seen = _as_called(template, holes, caller)
+        if seen is None:
+            continue
+        near, printed = seen
+        found += [f"{fix} [{_via(caller)}]" for fix in _caller_own(near, printed, fields)]
+        for up in caller.up:
+            further = _as_called(near, printed, up)
+            if further is not None:
+                found += [f"{fix} [{_via(caller)}, {_via(up)}]" for fix in _caller_own(*further, fields)]
+    return list(dict.fromkeys(found))
+
+
+def _via(caller: Caller) -> str:
+    return f"called by {caller.function} at {caller.location}"
+
+
+def _caller_own(template: Template, holes: list[tuple[str, str]], fields: dict[str, frozenset[str]]) -> list[str]:
+    """The fixes of the conditions on the way in the caller; else the knobs the caller hands the printed values
+    down from."""
+    fixes = fixes_of(template, holes, fields)
+    if fixes:
+        return fixes
+    reaching = _reaching(template)
+    return [f"{knob}: other than {value} (the message printed it; no condition on the way names a knob)"
+            for hole, value in holes if value.strip() and value != CUT
+            for knob in _knobs(hole, template.function, fields, reaching)]
+
+
+def _as_called(template: Template, holes: Sequence[tuple[str, str]], caller: Caller) -> \
+        tuple[Template, list[tuple[str, str]]] | None:
+    """The raise as ``caller`` makes it: its conditions and holes, read through what reaches their names in the
+    function, with each parameter put as the caller's argument, under the caller's own conditions; in the caller's
+    function. What reads the callee's ``self`` is left out where the call is not made on the caller's own."""
+    bound = {param: tree for param, text in caller.bindings for tree in [_parse(text)] if tree is not None}
+    reaching = _reaching(template)
+
+    def moved(text: str) -> str | None:
+        tree = _parse(text)
+        if tree is None:
+            return None
+        tree = _expand(tree, reaching)
+        if caller.receiver != "self" and any(isinstance(n, ast.Name) and n.id == "self" for n in ast.walk(tree)):
+            return None  # the callee's self, which is not the caller's
+        return ast.unparse(_substituted(tree, bound))
+
+    own = [(text, branch) for condition, branch in getattr(template, "way", ()) for text in [moved(condition)] if text]
+    renamed = [(text, value) for hole, value in holes for text in [moved(hole)] if text]
+    if not own and not renamed and not caller.way:
+        return None
+    names = dict(zip(template.parts[1::2], (moved(h) or h for h in template.parts[1::2])))
+    parts = tuple(names.get(part, part) if i % 2 else part for i, part in enumerate(template.parts))
+    return Template(template.kind, template.exception, caller.function, caller.line, parts, "", (),
+                    (*caller.way, *own), caller.reaching), renamed
+
+
+def _substituted(tree: ast.expr, bound: dict[str, ast.expr]) -> ast.expr:
+    """The expression with each parameter's name put as the argument bound to it."""
+    class Put(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            if isinstance(node.ctx, ast.Load) and node.id in bound:
+                return copy.deepcopy(bound[node.id])
+            return node
+
+    return ast.fix_missing_locations(Put().visit(copy.deepcopy(tree)))
+
+
 # Flags whose removal turns speculative decoding off: what a condition on the way says, and no fix of a speculative
 # launch's failure.
 _SPECULATION = ("--speculative-config", "--speculative-algorithm", "--speculative-model", "--speculative-draft-model-path")
@@ -104,6 +184,14 @@ def said_fixes(template: Template, fields: dict[str, frozenset[str]]) -> list[st
     literal = " ".join(template.parts[0::2])
     return [f"{knob}: {value or 'as the message says'} (the message names it)"
             for knob, value in said_knobs(literal, fields)]
+
+
+def advised_fixes(template: Template, fields: dict[str, frozenset[str]]) -> list[str]:
+    """The knobs the message's own words advise changing ("Increase max_num_batched_tokens ..."), offered beside the
+    conditions' fixes: from the template, so that a paste that cut the advice off still gets it."""
+    literal = " ".join(template.parts[0::2])
+    return [f"{knob}: {value or 'as the message advises'} (the message advises it)"
+            for knob, value in advised_knobs(literal, fields)]
 
 
 def _worded(knob: str, value: str, holes: dict[str, str], numbers: dict[str, Any], reaching: dict[str, ast.expr],

@@ -81,6 +81,25 @@ def said_knobs(text: str, fields: dict[str, frozenset[str]]) -> list[tuple[str, 
     return list(found.items())
 
 
+# A verb that tells the reader what to do: the knobs named after it, in its sentence, are the message's advice.
+_ADVICE = re.compile(r"\b(?:increase|decrease|reduce|raise|lower|set|use|pass|specify|enable|disable|adjust|change|"
+                     r"try|consider)\b", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?]+(?:[.!?](?=\s|$)|$)")
+
+
+def advised_knobs(text: str, fields: dict[str, frozenset[str]]) -> list[tuple[str, str]]:
+    """The knobs a message advises changing: ``said_knobs`` of what follows an advice verb in its sentence
+    ("Increase max_num_batched_tokens ..., or decrease num_speculative_tokens"), not a knob it only mentions ("was
+    not provided", "only supports")."""
+    found: dict[str, str] = {}
+    for sentence in _SENTENCE.findall(text):
+        verb = _ADVICE.search(sentence)
+        if verb is not None:
+            for knob, value in said_knobs(sentence[verb.start():], fields):
+                found.setdefault(knob, value)
+    return list(found.items())
+
+
 # "X > 1 is not supported": the message states the value it refuses, so the fix is the other side of it.
 _STATED = re.compile(r"^\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<value>-?\d+)\b")
 _REFUSED = re.compile(r"\b(?:not (?:yet )?supported|unsupported|cannot|can't|must not|not allowed)\b", re.IGNORECASE)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from ..results.outcome import Frame, Located, RaiseSite
 from .atlas import Atlas, Hit, release_order, release_ranges
-from .fixes import fixes_of, said_fixes
+from .fixes import advised_fixes, caller_fixes, fixes_of, said_fixes
 from .tracebacks import BareLine
 
 MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
@@ -45,6 +45,10 @@ def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: 
     said = "; ".join(f"{e} {release_ranges(releases[e], atlas.releases.get(e, []))}" for e in sorted(releases))
     fixes = _distinct(fix for hit in hits[:5] for fix in _fixes(atlas, hit)) or \
         _distinct(fix for hit in hits[:5] for fix in _said(atlas, hit))
+    named = {_knob(fix) for fix in fixes}
+    fixes += tuple(fix for fix in _distinct(f for hit in hits[:5] for f in _advised(atlas, hit))
+                   if _knob(fix) not in named)
+    fixes += _cut_needed(best)
     quotes = _quoted_text(best)
     if quotes:  # a wrapper quoting a failure the atlas does not know: its guard is the wrapper's, no fix of that
         fixes = ()
@@ -67,8 +71,12 @@ def bare_line(atlas: Atlas) -> BareLine:
         if not MIN_BARE_LITERAL <= len(line) <= MAX_BARE_CHARS or left[0] <= 0:
             return None
         left[0] -= 1
-        hit = next((h for h in atlas.lookup(line) if h.whole and not h.entry.logged
-                    and h.entry.literal >= MIN_BARE_LITERAL), None)
+        hits = atlas.lookup(line)
+        hit = next((h for h in hits if h.whole and not h.entry.logged and h.entry.literal >= MIN_BARE_LITERAL), None)
+        if hit is None and hits and hits[0].partial:  # the line holds a raise's leading part, and no log's as much
+            tied = [h for h in hits if h.rank == hits[0].rank]
+            hit = hits[0] if not any(h.entry.logged for h in tied) and hits[0].literal >= MIN_BARE_LITERAL and \
+                line.startswith(hits[0].entry.template.parts[0]) else None
         return hit.entry.template.exception.rpartition(".")[2] if hit else None
 
     return raised
@@ -121,7 +129,7 @@ def _credible(hit: Hit, text: str, whole: bool) -> bool:
     """Whether the hit tells where the text was made: the whole text, or (unless ``whole``) enough literal text of a
     part of it; and either much literal text or most of the text literal. A template mostly of holes around a
     phrase Python itself prints ("{x} object has no attribute {y}") is not where Python's own AttributeError was."""
-    literal = hit.entry.literal
+    literal = hit.literal or hit.entry.literal  # a cut paste's: what it holds of the template
     if not hit.whole and (whole or literal < MIN_PART_LITERAL):
         return False
     if _python_own(hit.entry.template.parts):
@@ -203,13 +211,40 @@ def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
 
 
 def _fixes(atlas: Atlas, hit: Hit) -> list[str]:
-    """The fixes of the conditions on the way to the hit's raise, with the values the message printed (fixes.py)."""
-    return fixes_of(hit.entry.template, hit.holes, atlas.fields.get(hit.entry.engine, {}))
+    """The fixes of the conditions on the way to the hit's raise, with the values the message printed (fixes.py);
+    where they name no knob, its callers' (fixes.caller_fixes)."""
+    fields = atlas.fields.get(hit.entry.engine, {})
+    return fixes_of(hit.entry.template, hit.holes, fields) or \
+        caller_fixes(hit.entry.template, hit.holes, fields, atlas.callers(hit.entry))
 
 
 def _said(atlas: Atlas, hit: Hit) -> list[str]:
     """The knobs the message's own words tell to change, for a message whose conditions read none."""
     return said_fixes(hit.entry.template, atlas.fields.get(hit.entry.engine, {}))
+
+
+def _advised(atlas: Atlas, hit: Hit) -> list[str]:
+    """The knobs the message's words advise changing, beside the conditions' fixes."""
+    return advised_fixes(hit.entry.template, atlas.fields.get(hit.entry.engine, {}))
+
+
+def _knob(fix: str) -> str:
+    """The knob a fix changes: what it says before its value."""
+    return fix.partition(": ")[0]
+
+
+def _cut_needed(hit: Hit) -> tuple[str, ...]:
+    """Where the paste cut the message before a hole that the conditions on the way read: what a fix would have
+    needed is not in the paste, said as a line of the fixes."""
+    if not hit.cut:
+        return ()
+    template = hit.entry.template
+    read = " ".join([*(c for c, _ in template.way), template.guard])
+    needed = [h for h in hit.cut if re.search(rf"(?<![\w.]){re.escape(h)}(?![\w(])", read)]
+    if not needed:
+        return ()
+    return (f"not from this paste: it cut the message before {', '.join(needed)}, which the conditions on the way "
+            "read (paste the whole message for the fix that needs its value)",)
 
 
 def _distinct(fixes: Iterable[str]) -> tuple[str, ...]:

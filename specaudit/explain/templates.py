@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .messages import Parts, message_parts
@@ -23,6 +24,19 @@ MAX_REACHING_DEPTH = 3
 # An assert with no message is kept where its statement tells a site (as raise_sites.MIN_LITERAL_TO_TELL: "assert x is
 # not None" is in a thousand places, and a third of the atlas) and a paste can hold it whole.
 MIN_BARE_ASSERT, MAX_BARE_ASSERT = 40, 200
+# A call of a function is kept (for the callers of a raise: atlas_build.link_callers) where what it passes or the
+# conditions it is made under may name a knob: under a condition, or handing on a name or an attribute; at most
+# MAX_CALL_ARGS arguments of it. Calls of Python's builtins and of the commonest methods are not kept.
+MAX_CALL_ARGS = 8
+_NOT_CALLEES = frozenset({
+    "len", "isinstance", "issubclass", "getattr", "setattr", "hasattr", "print", "str", "int", "float", "bool", "list",
+    "dict", "set", "tuple", "frozenset", "super", "range", "enumerate", "zip", "min", "max", "sum", "any", "all",
+    "sorted", "reversed", "type", "repr", "iter", "next", "map", "filter", "abs", "round", "append", "extend", "get",
+    "items", "keys", "values", "pop", "update", "format", "join", "split", "strip", "startswith", "endswith",
+    "replace", "lower", "upper", "add", "copy", "view", "reshape", "to", "size", "item", "cuda", "cpu", "contiguous",
+    "numel", "dim", "tolist", "info", "debug", "warning", "warning_once", "info_once", "error", "exception",
+    "setdefault", "insert", "remove", "index", "count", "encode", "decode", "zeros", "empty", "ones", "tensor",
+    "arange", "full", "cat", "stack", "field", "partial", "wraps", "cast"})
 _LOGGER = re.compile(r"^_?(?:logger|log|LOGGER|_LOG)$")
 LOG_LEVELS = frozenset({"info", "info_once", "warning", "warning_once", "warn", "error", "error_once", "exception",
                         "critical", "fatal"})
@@ -46,6 +60,42 @@ class Template:
     reaching: tuple[tuple[str, str], ...] = ()
 
 
+@dataclass(frozen=True)
+class Call:
+    """A call of a function by its name (``self.check(x)``, ``check(x)``, ``Check(x)``: the class's ``__init__``), where
+    the caller makes it: what it passes and the conditions it is made under, as a template carries them."""
+
+    callee: str  # the name called: "_raise_for_unsupported", or a class's name
+    function: str  # the caller: Class.method, or <module>
+    line: int
+    receiver: str  # "" for a bare name's call, "self" for ``self.f(...)``, "." for any other attribute's
+    args: tuple[str, ...]  # the positional arguments' source
+    keywords: tuple[tuple[str, str], ...]  # (keyword, its argument's source); ``**x`` has no keyword and is not kept
+    way: tuple[tuple[str, bool], ...] = ()  # the conditions on the way to the call in the caller, outermost first
+    reaching: tuple[tuple[str, str], ...] = ()  # what reaches the names the conditions and the arguments read
+
+
+@dataclass(frozen=True)
+class Signature:
+    """A function's parameters, to bind a call's arguments to them."""
+
+    params: tuple[str, ...]  # positional-or-keyword (and positional-only) parameters, ``self`` included
+    keyword_only: tuple[str, ...] = ()
+    star: bool = False  # *args
+    double_star: bool = False  # **kwargs
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What one pass over a file finds: its templates, its flag classes' fields, the functions it defines and the
+    calls it makes that may carry a knob to a callee."""
+
+    templates: list[Template]
+    fields: dict[str, list[str]]
+    defs: dict[str, Signature]  # qualified name -> its parameters
+    calls: list[Call]
+
+
 # The classes whose fields are a launch's flags: vLLM's engine arguments and speculative config, SGLang's server
 # arguments (knobs.py maps a guard's names onto them).
 FLAG_CLASSES = frozenset({"EngineArgs", "SpeculativeConfig", "ServerArgs"})
@@ -54,13 +104,19 @@ FLAG_CLASSES = frozenset({"EngineArgs", "SpeculativeConfig", "ServerArgs"})
 def file_templates(source: bytes) -> tuple[list[Template], dict[str, list[str]]]:
     """The file's templates, in source order, and the fields of the flag classes it defines; none where the file
     does not parse."""
+    facts = file_facts(source)
+    return facts.templates, facts.fields
+
+
+def file_facts(source: bytes) -> FileFacts:
+    """The file's templates, flag fields, functions and calls (``FileFacts``); none where the file does not parse."""
     try:
         module = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
-        return [], {}
+        return FileFacts([], {}, {}, [])
     walker = _Walker(source.decode("utf-8", errors="replace"))
     walker.body(module.body)
-    return walker.found, walker.fields
+    return FileFacts(walker.found, walker.fields, walker.defs, walker.calls)
 
 
 _TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except*, from Python 3.11
@@ -81,6 +137,8 @@ class _Walker:
         self.in_class = False
         self.found: list[Template] = []
         self.fields: dict[str, list[str]] = {}
+        self.defs: dict[str, Signature] = {}
+        self.calls: list[Call] = []
 
     def body(self, statements: list[ast.stmt], guard: Guard | None = None) -> None:
         if guard is not None:
@@ -117,10 +175,13 @@ class _Walker:
             self._bare_assert(node)
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
             self._logged(node.value)
-        elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            self.assigned[node.targets[0].id] = node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            self.assigned[node.target.id] = node.value
+            self._calls(node.value)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign | ast.Return) and node.value is not None:
+            self._calls(node.value)
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                self.assigned[node.targets[0].id] = node.value
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                self.assigned[node.target.id] = node.value
 
     def _enter(self, node: ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) -> None:
         saved = self.scope, self.guards, self.assigned, self.literals, self.in_class
@@ -128,6 +189,11 @@ class _Walker:
             self.literals = {**self.literals, **{n: v for n, v in self.assigned.items() if _literal(v)}}
         self.scope, self.guards, self.assigned = [*self.scope, node.name], [], {}
         self.in_class = isinstance(node, ast.ClassDef)
+        if not self.in_class:
+            a = node.args  # type: ignore[union-attr]
+            self.defs[".".join(self.scope)] = Signature(
+                tuple(p.arg for p in [*a.posonlyargs, *a.args]), tuple(p.arg for p in a.kwonlyargs),
+                a.vararg is not None, a.kwarg is not None)
         flags = _flag_class(node) if isinstance(node, ast.ClassDef) else None
         if flags is not None:
             self.fields.setdefault(flags, []).extend(
@@ -139,6 +205,31 @@ class _Walker:
         call = node.exc
         if isinstance(call, ast.Call) and len(call.args) == 1:
             self._add("raise", ast.unparse(call.func), node.lineno, call.args[0], self.guards[-1:])
+
+    def _calls(self, value: ast.expr) -> None:
+        """The calls a statement of a function makes, where they may carry a knob to the callee: made under a
+        condition, or handing it a name or an attribute."""
+        if not self.scope or self.in_class:
+            return
+        for node in ast.walk(value):
+            if not isinstance(node, ast.Call) or len(node.args) + len(node.keywords) > MAX_CALL_ARGS:
+                continue
+            func = node.func
+            callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if not callee or callee in _NOT_CALLEES or callee.startswith("__") or \
+                    any(isinstance(a, ast.Starred) for a in node.args):
+                continue
+            handed = [a for a in [*node.args, *(k.value for k in node.keywords)] if _is_knob(a)]
+            if not handed and not self.guards:
+                continue
+            args = tuple(self._source(a) for a in node.args)
+            keywords = tuple((k.arg, self._source(k.value)) for k in node.keywords if k.arg is not None)
+            if any(len(text) > MAX_SOURCE for text in [*args, *(v for _, v in keywords)]):
+                continue
+            way, reaching = self._way(self.guards, handed)
+            owner = func.value if isinstance(func, ast.Attribute) else None
+            receiver = "" if owner is None else "self" if isinstance(owner, ast.Name) and owner.id == "self" else "."
+            self.calls.append(Call(callee, ".".join(self.scope), node.lineno, receiver, args, keywords, way, reaching))
 
     def _bare_assert(self, node: ast.Assert) -> None:
         """An assert with no message: Python prints a bare AssertionError, and a paste shows the statement above it
@@ -167,19 +258,22 @@ class _Walker:
         self.found.append(Template(kind, exception, ".".join(self.scope) or "<module>", line, parts, guard, remedies,
                                    conditions, reaching))
 
-    def _way(self, guards: list[Guard]) -> tuple[tuple[tuple[str, bool], ...], tuple[tuple[str, str], ...]]:
+    def _way(self, guards: list[Guard], also: Sequence[ast.expr] = ()) -> tuple[tuple[tuple[str, bool], ...],
+                                                                             tuple[tuple[str, str], ...]]:
         """The conditions on the way (an ``except`` clause is none), the innermost MAX_WAY, and what reaches the
-        names they read: the function's last assignment of each, or a literal of its module or class."""
+        names they read (and the names ``also`` reads): the function's last assignment of each, or a literal of its
+        module or class."""
         tests = [(test, branch) for test, branch in guards if isinstance(test, ast.expr)][-MAX_WAY:]
         way = tuple((text, branch) for test, branch in tests for text in [self._source(test)] if len(text) <= MAX_SOURCE)
         reaching: dict[str, str] = {}
-        todo = [test for test, _ in tests]
+        todo = [*(test for test, _ in tests), *also]
         for _ in range(MAX_REACHING_DEPTH):
             found = []
             for name in dict.fromkeys(n.id for test in todo for n in ast.walk(test) if isinstance(n, ast.Name)):
                 value = self.assigned.get(name) or self.literals.get(name)
-                if value is None or name in reaching or len(reaching) >= MAX_REACHING:
-                    continue
+                if value is None or name in reaching or len(reaching) >= MAX_REACHING or \
+                        any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value)):
+                    continue  # a name that reaches itself (``x = [x]`` in a branch) says nothing of where it came from
                 text = ast.unparse(value)
                 if len(text) <= MAX_SOURCE:
                     reaching[name] = text
