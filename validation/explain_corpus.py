@@ -191,35 +191,58 @@ def main(argv: list[str] | None = None) -> int:
 
 
 NOTES = """\
-"Before" is explain at 44e61c8 with the atlas of the 16 releases it was built over then (vLLM 0.8.4 and later); "after"
-is this tree with the atlas of 25: the same and vLLM 0.5.2, 0.5.4, 0.6.0, 0.6.2, 0.6.3.post1, 0.6.4.post1,
-0.6.6.post1, 0.7.1 and 0.7.3 (fetched by range requests with `specaudit.tree`, built by `atlas_build`). The held-out
-third was run once with this tree, after the changes, looking at none of its logs before; the earlier code's figure on
-it was computed before the changes, as figures only (no log of it read).
+"Before" is explain at 583bf64 with the atlas of the same 25 releases (format 6); "after" is this tree with the atlas
+of format 7 built from them (each raising function's callers; 66 026 merged templates either way). The held-out third
+was run once with this tree, after the changes, looking at none of its logs before; the earlier code's figure on it
+was computed before the changes, as figures only (no log of it read).
 
 ## What changed this round (on the 41 logs not held out)
 
-- An issue title pasted with no error line (`explain/titles.py`): the paste's first line, with a title's tag
-  (`[Bug]: ...`), that says something failed, where no failure line is found, is read by its words. Each word (stop
-  words and exception names left out) is weighed by its rarity among the atlas's templates; a template scores the
-  share of that weight its message holds (its guard, function and file at half weight); an upper-case abbreviation is
-  also read as the words of the engine flag it abbreviates (`PP`: `pipeline_parallel_size`). The nearest messages are
-  its sites, the engine is settled where they are all one engine's or the title names one, and a fix is offered only
-  from a message that holds three quarters of the title's weight. The summary quotes the title and says what a title
-  cannot settle: the exception, where it was raised, the release. The "right root cause" of the four titles (10483,
-  6306, 4847, 30436) counts a summary that quotes the title, as the judge reads it; a title is never counted as
-  located. 4847 and 30436 get no fix: no message of the atlas holds most of their words (the AttributeError of one and
-  the missing attribute of the other are Python's own).
-- The atlas covers vLLM 0.5 to 0.7 (nine releases; 25 in all): 64 147 to 66 026 merged templates, 5.0 MB to 5.2 MB on
-  disk. 10483's title is vLLM 0.6's message whole, now located (`vllm/config.py`,
-  `SpeculativeConfig.create_draft_parallel_config`, 0.6.0-0.6.3.post1) with the thread's fix
-  (`--speculative-draft-tensor-parallel-size: 1`). A release in the tree cache is known by its `.complete` marker, not
-  a walk of its files: explain of a one-line paste with the 25 releases as fast as with 16 before (4.2-4.4 s against
-  44e61c8's 4.8-5.9 s on the same 25, on a machine at load 6.6 of 2 cores).
-- Held out, run once: recognised 16 -> 18 of 20 and right root cause 12 -> 14, both two titles read by their words
-  (28407, 44846: the summary quotes the title); located and right fix unchanged (3, 2 of 8).
+- Fixes from a raise's callers (`explain/callers.py`, `fixes.caller_fixes`). Each file's pass records the parameters
+  of its functions and the calls that may carry a knob to a callee (made under a condition, or handing on a name or an
+  attribute); the build links each raising function to its call sites one and two levels up in the same release (by
+  name, where the call fits the parameters; a name defined in more than three places only through a `self.` call in
+  its own file), and the merge keeps the callers that read a knob. Where a located raise's own conditions name no
+  knob, the raise is read as each caller makes it: its conditions and holes with each parameter put as the caller's
+  argument (the callee's `self` left out unless it is called on the caller's own), under the caller's conditions, in
+  the caller's function, and solved as the raise's own are; where no condition there names a knob either, a value the
+  message printed that the caller hands down from a knob is that knob's. 30987 (vLLM's `_raise_for_unsupported`,
+  raised with no condition on the way): `resolve_model_cls` hands it its architectures, which
+  `_get_model_architecture` (0.14.0) reads from the checkpoint (`getattr(model_config.hf_config, "architectures",
+  [])`) and `init_vllm_registered_model` (0.6.0-0.6.3.post1) hands on as `hf_config.architectures`: fix
+  "`architectures` in the model's config.json: other than ['EagleLlamaModel']", the thread's fix. The callers of
+  ModelConfig (`registry.inspect_model_cls(architectures, self)` in `__post_init__`) are three levels up and hand on
+  a property (`self.architectures`): not read.
+- A message the paste cut (`atlas.leading`): where a line is an instance of no template, a template whose first
+  literal it holds is matched on its leading part: its holes and literals in order up to a point, after which the
+  line's rest is either the start of the next literal (cut there) or words the template's rest holds, in order (words
+  left out between: 50708's "based on the speculative decoding settings"). The holes up to the point are read (the last
+  one as a value as Python prints one); those after it are marked cut, the summary says the paste holds the message's
+  leading part only and where it was cut, and where a condition on the way reads a cut hole a fix line says the fix
+  needs it ("not from this paste: it cut the message before ..."). A bare line so cut is read as the raise unless a
+  logged template's leading part ties with it (a healthy log's warning that begins with the same words). 30987's
+  message is cut after "for now." (before "Supported architectures: {...}"), 50708's loses a phrase: both located.
+- The knobs a message's own words advise (`knobs.advised_knobs`: named after "increase", "decrease", "set", "use",
+  ... in one sentence) are offered beside the conditions' fixes, read from the template, so that a paste that cut the
+  advice off keeps it: 50708's "Increase max_num_batched_tokens ... or decrease num_speculative_tokens or
+  max_num_seqs", beside the guard's `--max-num-scheduled-tokens: above 0 (-1792 here)`. A knob the message only
+  mentions ("was not provided", "only supports") is not advice.
+- Not held out: recognised 40 -> 41, right root cause 39 -> 40, located 10 -> 12, right fix 5 -> 7 of 13 (30987 and
+  50708; no other log changed). Held out, run once: unchanged on every measure (recognised 18, right root cause
+  14, located 3 of 20, right fix 2 of 8; no log changed).
+- The atlas: merged 5.2 -> 5.6 MB on disk (2 133 raising functions with callers, each function's kept as its own
+  JSON string and parsed only when asked for); one-line explain 4.0-4.9 s against 4.1-6.2 s for 583bf64 on the same
+  machine (load ~5 on 2 cores). Each release's cache file holds its files' calls and parameters besides the templates
+  (the per-file reuse needs them): 16.5 -> 49.6 MB over the 25 releases in the user cache; a rebuild of all 25 took 22
+  minutes here.
 
-## The round before (c2cd414 → 44e61c8, fixes from the conditions on the way)
+## The round before (44e61c8 → 583bf64, issue titles and vLLM 0.5-0.7)
+
+- An issue title pasted with no error line is read by its words (`explain/titles.py`); the atlas covers vLLM 0.5 to
+  0.7 (25 releases). Not held out: recognised 36 -> 40 of 41, right root cause 35 -> 39, located 9 -> 10, right fix
+  4 -> 5 of 13; held out, run once: recognised 16 -> 18 of 20, right root cause 12 -> 14, located 3, right fix 2 of 8.
+
+## Two rounds before (c2cd414 → 44e61c8, fixes from the conditions on the way)
 
 - The atlas (format 6) carries, with each template, the conditions on the way to it in its function and what reaches
   the names they read; `explain/fixes.py` derives the fix from them, played by `play/`'s player on the numbers the
@@ -234,12 +257,18 @@ an engine's signature no root cause of the other engine's paste.
 
 ## What is left
 
-- Fixes no condition in the atlas's releases states: a paste that shortens the message (50708: `max_num_scheduled_tokens
-  is set to -1792, which does not allow ...` drops `based on the speculative decoding settings,`), a condition in a
-  caller (30987's `architectures`, tested before `_raise_for_unsupported` is called), fixes a thread settles on by
-  experiment (32105's `--speculative-num-steps 1`, 4218's power of two), and 5893's: its message ("Expected both
-  speculative_model and num_speculative_tokens ...") is in no release from 0.5.2 on, and vLLM 0.5.0 and 0.5.1 have no
-  wheel for the Python 3.12 the fetcher picks wheels for (`tree/fetch.py` PYTHON), so the atlas cannot hold them.
+- Fixes no condition in the atlas's releases states: fixes a thread settles on by experiment (32105's
+  `--speculative-num-steps 1`, 4218's power of two), and 5893's: its message ("Expected both speculative_model and
+  num_speculative_tokens ...") is in no release from 0.5.2 on, and vLLM 0.5.0 and 0.5.1 have no wheel for the Python
+  3.12 the fetcher picks wheels for (`tree/fetch.py` PYTHON), so the atlas cannot hold them.
+- Callers are linked by name, not through imports and not through properties (`ModelConfig.architectures`), and two
+  levels up at most; a method called on another object lends the callee no `self`, so a condition on the callee's own
+  attributes is not read in its caller.
+- A cut paste is found through the template's anchor word (its longest literal word): where the cut removed that word,
+  the template is not a candidate. A cut hole is shown in the guard line of the report only where the site has a guard
+  (`report/lines.py` prints the holes with the guard).
+- 30987's root cause is classified by SGLang's signature `sglang-unsupported-architecture` on a vLLM message (both
+  engines word it alike); the located sites and the fix are vLLM's.
 - A title without a tag is not read as one (an untagged line saying "exception" is as often a log's line); a title's
   reading gives no message text in its sites (`RaiseSite` has none), only their location, function and guard.
 - Python's and torch's own errors (most of "located": no engine template makes them).
