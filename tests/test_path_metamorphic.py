@@ -336,3 +336,48 @@ def test_a_gate_behind_an_import_inside_a_function_keeps_the_verdict(refactor, c
         if verdict == "BLOCKED":  # where the helper now raises
             helper = SGL_SPEC_UTILS if refactor.release.startswith("sglang") else UTILS
             assert any(f.file == helper for f in result.blocking), blocking
+
+
+# vLLM 0.34.0 xpress/config.py:20-28, XPressSpeculatorConfig.apply_options, played through the transformers config
+# EAGLEConfig wraps the drafter's in (play/libraries/transformers.py): a top-C past the draft vocabulary is refused.
+XPRESS = "vllm/v1/worker/gpu/spec_decode/xpress/config.py"
+XPRESS_CHECK = """        draft_vocab_size = (
+            getattr(hf_config, "draft_vocab_size", None) or hf_config.vocab_size
+        )
+        if not 0 <= xpress_topc <= draft_vocab_size:
+            raise ValueError(
+                "xpress_topc must be between 0 and the draft "
+                f"vocabulary size ({draft_vocab_size})"
+            )
+"""
+XPRESS_HELPER = '''
+
+def bounded_top_c(config, top_c):
+    limit = getattr(config, "draft_vocab_size", None) or config.vocab_size
+    if top_c < 0 or top_c > limit:
+        raise ValueError(f"xpress_topc must be between 0 and the draft vocabulary size ({limit})")
+'''
+XPRESS_REFACTORS = [
+    Refactor("xpress: assert instead of if/raise, the local renamed", "vllm==0.34.0", ((XPRESS, XPRESS_CHECK, """\
+        limit = getattr(hf_config, "draft_vocab_size", None) or hf_config.vocab_size
+        assert 0 <= xpress_topc <= limit, f"xpress_topc must be between 0 and the draft vocabulary size ({limit})"
+"""),)),
+    Refactor("xpress: the check in a helper of another module, imported inside the function", "vllm==0.34.0", (
+        (XPRESS, XPRESS_CHECK, """\
+        from vllm.v1.worker.gpu.spec_decode.utils import bounded_top_c
+        bounded_top_c(hf_config, xpress_topc)
+"""), ("vllm/v1/worker/gpu/spec_decode/utils.py", "", XPRESS_HELPER))),
+]
+
+
+@pytest.mark.parametrize("refactor", [None, *XPRESS_REFACTORS], ids=["as released", *(r.name for r in XPRESS_REFACTORS)])
+def test_a_draft_option_checked_against_the_wrapped_draft_config_keeps_the_verdict(refactor):
+    from test_methods_dflash import dflash, dflash_launch
+
+    overlay = _overlay(refactor.release, refactor.edits) if refactor else None
+    drafter = dflash(architecture="Qwen3XPressModel")
+    tree = engine_tree("vllm==0.34.0")
+    refused = scan(tree, dflash_launch(drafter, xpress_topc=999999), overlay=overlay)
+    assert refused.verdict == "BLOCKED", [(f.rule_id, f.location) for f in refused.findings]
+    assert "draft vocabulary size (151936)" in (refused.blocking[0].error or "")
+    assert scan(tree, dflash_launch(drafter, xpress_topc=5), overlay=overlay).verdict == "READY"

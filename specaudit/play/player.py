@@ -417,8 +417,10 @@ class Player:
             if isinstance(holds, Unknown):
                 self._opaque(stmt, stmt.test, way.env)
             if not isinstance(holds, Unknown) and not _truth(holds):
+                # Python prints an assert's message where it has one, else nothing: its test says what failed
+                said = self._quiet(stmt.msg, way.env) if stmt.msg is not None else None
                 way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {self._code(stmt)}",
-                        f"AssertionError: {ast.unparse(stmt.test)}")
+                        f"AssertionError: {said if isinstance(said, str) else ast.unparse(stmt.test)}")
             return [way]
         if isinstance(stmt, ast.Return):
             method = way.env.get(self.variable, UNKNOWN)
