@@ -6,7 +6,8 @@ The engines decide a launch in a few statements: ``if self.method is None: ... s
 the draft's config by rewriting a config object (``hf_config.model_type = "deepseek_mtp"``, ``hf_config.update({
 "n_predict": ...})``). The player walks such a function's syntax tree with the variable it follows (the method, the
 returned value, or the object being rewritten), the locals it assigns, and what the launch fixes (``bindings``: an
-expression of the engine's, as written, to a value of the launch; a config is a dict, its attributes its keys).
+expression of the engine's, as written, to a value of the launch; a config is a dict, its attributes its keys:
+transformers' config objects are play.values.ConfigObject, played by play/libraries/transformers.py).
 
 Its policy for a condition it cannot decide: where the statement sets the followed variable (or may end the
 function), it **forks**, one way for each branch; elsewhere it **stops** there, and what the statement may assign

@@ -75,7 +75,8 @@ def method(config: ConfigObject, name: str, args: list[Any]) -> tuple[bool, Any]
     if name == "update" and len(args) == 1:
         if isinstance(args[0], dict):
             config.update(args[0])
-        else:
+        else:  # updated from what is not known: none of its attributes is, and it may have more
+            config.update({key: UNKNOWN for key in config if key != CLASS})
             config.open = True
         return True, None
     return False, None
