@@ -598,3 +598,15 @@ def test_a_name_a_package_re_exports_by_a_relative_import_is_its_module_s():
     function = tree.body[-1]
     outcomes, _ = call(function, scope, [], {})
     assert outcomes[0].method == "speculators"
+
+
+def test_any_of_a_generator_bound_to_a_name_is_the_generator_s():
+    # vLLM's AutoWeightsLoader._can_ignore_unexpected: `iup = (qualname.endswith(s) for s in ...)`, then `any(iup)`
+    code = """
+    def ignored(qualname, suffixes):
+        iup = (qualname.endswith(s) for s in suffixes)
+        return any(iup)
+    """
+    assert played(code, qualname="fc.bias", suffixes=[".bias"]) is True
+    assert played(code, qualname="fc.weight", suffixes=[".bias"]) is False
+    assert isinstance(played(code, qualname="fc.weight", suffixes=UNKNOWN), Unknown)

@@ -897,7 +897,7 @@ class Player:
             return UNKNOWN if names is None else tuple(sorted(names))
         if func in ("getattr", "hasattr") and len(args) in (2, 3) and not node.keywords:
             return self._getattr(func, args, node, env)
-        if func in ("any", "all", "sum") and len(args) == 1 and isinstance(args[0], (ast.GeneratorExp, ast.ListComp)):
+        if func in ("any", "all", "sum") and len(args) == 1 and not node.keywords:
             return self._quantified(func, args[0], env)
         if func in _PURE and not node.keywords:
             values = [self.evaluate(a, env) for a in args]
@@ -1171,11 +1171,19 @@ class Player:
         values = [o.method for o in running]
         return values[0] if all(v == values[0] for v in values) else UNKNOWN
 
-    def _quantified(self, func: str, gen: ast.GeneratorExp | ast.ListComp, env: dict[str, Any]) -> Any:
-        rounds = self._rounds(gen.generators, env)
-        if rounds is None:
-            return UNKNOWN
-        values = [self.evaluate(gen.elt, each) for each in rounds]
+    def _quantified(self, func: str, over: ast.expr, env: dict[str, Any]) -> Any:
+        """``any``/``all``/``sum`` of a generator or list written in the call, item by item (what is known of an
+        ``any`` decides it), or of a sequence the function built before (``iup = (... for p in ...)``, ``any(iup)``)."""
+        if isinstance(over, (ast.GeneratorExp, ast.ListComp)):
+            rounds = self._rounds(over.generators, env)
+            if rounds is None:
+                return UNKNOWN
+            values = [self.evaluate(over.elt, each) for each in rounds]
+        else:
+            built = self.evaluate(over, env)
+            if not isinstance(built, (list, tuple, frozenset, set)):
+                return built if isinstance(built, Unknown) else UNKNOWN
+            values = list(built)
         unknown = next((v for v in values if isinstance(v, Unknown)), None)
         if func == "sum":
             return unknown or pure("sum", [values])

@@ -447,29 +447,6 @@ def _ignored_unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef)
     return ([suffix for suffix, _ in appended], f"{method[0].where}:{appended[0][1]}") if appended else None
 
 
-class _Inlined(ast.NodeTransformer):
-    """A function with each name bound once to a generator expression and read once, as the argument of the call that
-    consumes it, given that expression in its place (``iup = (q.startswith(p) for p in ...)``, ``any(iup)``:
-    ``any(q.startswith(p) for p in ...)``): the same value, a lazy generator consumed where it is read, in the form
-    the player plays (``any``/``all`` of a generator it is given)."""
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        bound = {t.id: s for s in node.body if isinstance(s, ast.Assign) and len(s.targets) == 1
-                 and isinstance(s.value, ast.GeneratorExp) for t in s.targets if isinstance(t, ast.Name)}
-        reads = [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-        once = {name: stmt for name, stmt in bound.items() if reads.count(name) == 1}
-        if not once:
-            return node
-
-        class Read(ast.NodeTransformer):
-            def visit_Name(self, name: ast.Name) -> ast.AST:
-                stmt = once.get(name.id)
-                return copy.deepcopy(stmt.value) if stmt is not None and isinstance(name.ctx, ast.Load) else name
-
-        node.body = [Read().visit(s) for s in node.body if not any(s is stmt for stmt in once.values())]
-        return ast.fix_missing_locations(node)
-
-
 @dataclass(frozen=True)
 class Unexpected:
     """How the loader a ``load_weights`` builds (vLLM's ``loader = AutoWeightsLoader(self)``) treats a name of a
@@ -548,11 +525,7 @@ def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unex
     loader = _named(judge, owner, made.func.id) if made is not None and isinstance(made.func, ast.Name) else None
     if made is None or loader is None or loader.owner is None:
         return None
-    tree = copy.deepcopy(loader.tree)
-    cls = next(c for c in ast.walk(tree) if isinstance(c, ast.ClassDef) and c.name == loader.owner.name
-               and c.lineno == loader.owner.lineno)
-    cls.body = [_Inlined().visit(s) if isinstance(s, ast.FunctionDef) else s for s in cls.body]
-    scope = ModuleScope(loader.code, tree, loader.where, owner=cls)
+    cls, scope = loader.owner, loader
     played, walker = next(((p, f.name) for f in cls.body if isinstance(f, ast.FunctionDef)
                            for p in [_unbuilt_branch(f)] if p), (None, ""))
     init = _own(scope, "__init__")
@@ -584,8 +557,8 @@ def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unex
             if isinstance(this.get(key), list):
                 this[key] = [*this[key], literal(appended.args[0])]
     given_self = bool(made.args) and isinstance(made.args[0], ast.Name) and made.args[0].id == "self"
-    # Its methods read from this scope's class, whose single-use generators are inlined (an object of a named class
-    # has its methods read from the release's module as it is).
+    # Its methods read from this scope's class (an object of a named class has its methods read from the release's
+    # module as it is).
     this.pop(CLASS)
     return Unexpected(scope, played, this, given_self, f"{cls.name}.{walker}")
 
