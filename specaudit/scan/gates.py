@@ -23,6 +23,7 @@ from ..play.player import LiteralScope, Player
 from ..play.values import UNKNOWN, Raised, Unknown, truth
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
 from .judge import Judge
+from .own_draft import judge_own_draft
 
 # Where a message template formats a value in: {expression}, or {expression=} (the expression and its value).
 HOLE = re.compile(r"\{([^{}=]+?)(=?)\}")
@@ -521,3 +522,17 @@ class DrafterContract(Kind):
         if problem is None and rule.params["check"] not in CHECKS:
             return f"params.check must be one of {', '.join(CHECKS)}"
         return problem
+
+
+class DraftIsTargetClass(Kind):
+    """A draft the engine builds from the target's own class, where the target was built (own_draft.py): its layers
+    take the target's names, and the first that registers its name is refused."""
+
+    name = "draft_is_target_class"
+    # load: the functions that build the draft (the first in the release); build: the builder they call; target_load:
+    # where the model runner builds the target; registry: the mapping the layers register their names in
+    required = {"load": list, "build": str, "target_load": list, "registry": str}
+    siteless = True
+
+    def judge_launch(self, rule: Rule, judge: Judge) -> Finding | None:
+        return judge_own_draft(rule, judge)

@@ -12,6 +12,7 @@ from ..launch.request import Launch
 from ..methods.resolve import Resolution
 from ..tree.locate import EngineTree
 from .facts import ModuleInfo
+from .resolve import Resolver
 
 
 class TargetFacts(Protocol):
@@ -84,6 +85,10 @@ class ReleaseCode(Protocol):
         """A check read this file: what is kept of the scan depends on its content too."""
         ...
 
+    def source(self, relpath: str) -> bytes:
+        """A file's bytes."""
+        ...
+
 
 class Judge(Protocol):
     """What the gate kinds and the drafter checks need to judge a launch: the launch itself (its method resolved),
@@ -98,6 +103,10 @@ class Judge(Protocol):
         ...
     @property
     def release(self) -> ReleaseCode: ...
+    @property
+    def resolver(self) -> Resolver:
+        """Names of the release resolved as its modules bind them (classes, their MROs and methods)."""
+        ...
     @property
     def runner(self) -> str | None:
         """The model runner the launch's traced path takes (None: the engine has one, or no path was traced)."""
