@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from specaudit.explain.atlas import CUT
-from specaudit.explain.atlas_build import load_atlas, merged_of, release_of
-from specaudit.explain.callers import bind, link_callers
+from specaudit.explain.atlas_build import load_atlas, merged_of, release_facts, release_of
+from specaudit.explain.callers import Resolver, bind, call_of, link_callers, signature_of
 from specaudit.explain.diagnose import located
 from specaudit.explain.raise_sites import bare_line, locate
 from specaudit.explain.signatures import explain_file
 from specaudit.explain.templates import Call, Signature, file_facts
+from specaudit.report.lines import located_lines
 
 from conftest import engine_tree
 
@@ -255,3 +256,71 @@ def test_the_negative_token_budget_of_50708_pasted_with_words_left_out_is_locate
     # the advice the paste left out, from the template's words: beside the guard's --max-num-scheduled-tokens where
     # the release has that flag (0.32.0), alone where it does not (0.20.0: the message's words are the only fix)
     assert any(f.startswith("--max-num-batched-tokens: as the message ") for f in found.fixes), found.fixes
+
+
+def _linked(requirement: str, by_imports: bool = True):
+    """The callers of each raising function of a real release, linked through each module's imports (as the atlas
+    links them) or, ``by_imports`` False, by the callee's name only (as format 7 did)."""
+    files = release_facts(engine_tree(requirement))["files"]
+    defs = {rel: {name: signature_of(row) for name, row in facts[3].items()} for rel, facts in files.items()}
+    calls = {rel: [call_of(row) for row in facts[4]] for rel, facts in files.items()}
+    wanted = dict.fromkeys((rel, row[2]) for rel, facts in files.items() for row in facts[1])
+    imports = {rel: facts[5] for rel, facts in files.items()} if by_imports else None
+    return files, link_callers(defs, calls, wanted, imports)
+
+
+# vLLM 0.14.0 and 0.17.0 have two functions named rejection_sample: vllm/v1/sample/rejection_sampler.py:345 (0.17.0:
+# :350), which asserts (`assert draft_token_ids.ndim == 1`, :361 / :366), and
+# vllm/v1/worker/gpu/spec_decode/rejection_sample.py:41. The new runner, vllm/v1/worker/gpu/model_runner.py, imports
+# the second (`from vllm.v1.worker.gpu.spec_decode.rejection_sample import rejection_sample`, :56 / :89) and calls it
+# in GPUModelRunner.sample (:640 / :790): no caller of the first. And `main`, defined in 14 modules of 0.14.0, is
+# linked where a module imports it: vllm/entrypoints/cli/benchmark/latency.py:5 `from vllm.benchmarks.latency import
+# add_cli_args, main`, called at :21 in BenchmarkLatencySubcommand.cmd, is a caller of vllm/benchmarks/latency.py:80
+# main (which asserts at :89).
+@pytest.mark.parametrize("release, line", [("vllm==0.14.0", 640), ("vllm==0.17.0", 790)])
+def test_a_call_is_linked_to_the_function_its_module_imports_not_to_another_of_its_name(release, line):
+    files, linked = _linked(release)
+    runner = "vllm/v1/worker/gpu/model_runner.py"
+    assert files[runner][5]["rejection_sample"] == "vllm.v1.worker.gpu.spec_decode.rejection_sample.rejection_sample"
+    key = ("vllm/v1/sample/rejection_sampler.py", "rejection_sample")
+    sample = (runner, "GPUModelRunner.sample", line)
+    assert sample not in {(c.file, c.function, c.line) for c in linked.get(key, ())}
+    _, by_name = _linked(release, by_imports=False)
+    assert sample in {(c.file, c.function, c.line) for c in by_name[key]}  # what linking by name confused
+    benchmark = ("vllm/entrypoints/cli/benchmark/latency.py", "BenchmarkLatencySubcommand.cmd", 21)
+    assert benchmark in {(c.file, c.function, c.line) for c in linked[("vllm/benchmarks/latency.py", "main")]}
+    assert benchmark not in {(c.file, c.function, c.line) for c in by_name.get(("vllm/benchmarks/latency.py", "main"), ())}
+
+
+def test_a_call_is_resolved_through_a_package_s_re_export_and_star_import_and_left_to_its_name_where_it_cannot_be():
+    defs = {"e/pkg/__init__.py": {}, "e/pkg/state.py": {"init_env": Signature(("n",)), "Check.run": Signature(
+        ("self", "n"))}, "e/other.py": {"init_env": Signature(("n",))}, "e/user.py": {"go": Signature(("n",))}}
+    imports = {"e/pkg/__init__.py": {"*1": ".state"}, "e/user.py": {"init_env": "e.pkg.init_env", "Check": "e.pkg.state.Check",
+                                                                    "torch": "torch"}}
+    resolver = Resolver(defs, imports)
+    call = Call("init_env", "go", 3, "", ("n",), ())
+    assert resolver.callee("e/user.py", call) == ("e/pkg/state.py", "init_env")  # the star import's
+    assert resolver.callee("e/user.py", Call("run", "go", 4, ".", ("n",), (), owner="Check")) == ("e/pkg/state.py",
+                                                                                                  "Check.run")
+    assert resolver.callee("e/user.py", Call("f", "go", 5, ".", ("n",), (), owner="torch.ops")) == ("", "")  # outside
+    assert resolver.callee("e/user.py", Call("run", "go", 6, ".", ("n",), (), owner="local")) is None  # by name
+    linked = link_callers(defs, {"e/user.py": [call]}, [("e/pkg/state.py", "init_env"), ("e/other.py", "init_env")],
+                          imports)
+    assert list(linked) == [("e/pkg/state.py", "init_env")]
+
+
+def test_a_site_reports_its_message_and_a_cut_message_its_holes_with_no_guard_to_show_them_in():
+    code = """
+    def draft_vocab(draft_vocab_size, target_vocab_size):
+        raise ValueError(
+            f"the draft vocabulary has {draft_vocab_size} tokens, more than the target's; truncate it to "
+            f"{target_vocab_size} tokens or retrain the head")
+    """
+    atlas = atlas_of({"spec_decode/vocab.py": code})
+    found = locate(atlas, "the draft vocabulary has 151936 tokens, more than the target's; trunc")
+    assert found is not None and found.sites[0].guard == ""
+    assert found.sites[0].message == ("the draft vocabulary has {draft_vocab_size} tokens, more than the target's; "
+                                      "truncate it to {target_vocab_size} tokens or retrain the head")
+    lines = located_lines(found)
+    assert f"message there: {found.sites[0].message}" in lines
+    assert f"its holes: draft_vocab_size = 151936, target_vocab_size = {CUT}" in lines

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specaudit.explain.atlas import Atlas
 from specaudit.explain.atlas_build import _merge, _parse
 from specaudit.explain.diagnose import root_cause
 from specaudit.explain.signatures import explain_file
-from specaudit.explain.titles import TITLE, read_title, title_located, title_of, title_words
+from specaudit.explain.titles import (
+    TITLE,
+    read_title,
+    title_located,
+    title_near,
+    title_of,
+    title_words,
+    untagged_title,
+)
 
 VLLM = '''
 class EngineArgs:
@@ -48,13 +58,54 @@ def atlas() -> Atlas:
 def test_a_title_is_a_first_line_with_a_tag_that_says_something_failed():
     assert title_of("[Bug]: EAGLE3 crashes with pipeline parallel") == "EAGLE3 crashes with pipeline parallel"
     assert title_of("[Speculative decoding] ngram fails with dp attention") == "ngram fails with dp attention"
-    # no tag: a log's line or prose ("The above exception was the direct cause of the following exception:")
-    assert title_of("EAGLE3 crashes with pipeline parallel") is None
+    # no tag: a log's line, Python's, a paste's own or code, not a title
+    assert title_of("The above exception was the direct cause of the following exception:") is None
+    assert title_of("I got this error when launching the server:") is None
+    assert title_of("ERROR 06-04 10:14:43 [core.py:712] EngineCore failed to start.") is None
+    assert title_of("assert draft_token_ids.ndim == 1, 'the drafter failed'") is None
     assert title_of("[Feature]: support EAGLE3 with pipeline parallel") is None  # no failure said
     assert title_of("[rank0]: RuntimeError raised in the worker") is None  # a rank tag is no title's
     assert title_of("[TP0] scheduler failed") is None  # nor SGLang's
     assert title_of("[Bug]: " + "EAGLE3 crashes " * 40) is None  # prose, not a title
     assert title_of("[Bug]: fails") is None  # too short to read
+
+
+# Public titles with no tag, as their threads have them: a sentence that names an error is read as a title
+# (sgl-project/sglang#3362, #22930); one that names none, a question or a change, is not (#6768, and the pull request
+# #36593's title).
+@pytest.mark.parametrize("title, read", [
+    ("run eagle speculative decodeing error!", True),
+    ("EAGLE speculative decoding CUDA graph crash when using KVTC (shared graph memory pool conflict)", True),
+    ("How to run EAGLE3 for Llama 3.3 70B instruct", False),
+    ("Fix EAGLE3 startup without draft model", False),
+])
+def test_an_untagged_title_is_read_where_it_is_a_sentence_naming_an_error(title, read):
+    assert untagged_title(title) == (title if read else None)
+    assert title_of(title, lambda text: True) == (title if read else None)
+    assert title_of(title) is None  # with no atlas to hold its words: a line with no tag is not read
+
+
+def test_an_untagged_sentence_naming_an_error_is_read_only_where_the_atlas_holds_its_words():
+    near = title_near(atlas())
+    assert title_of("EAGLE3 with pipeline parallel crashes on startup", near) is not None
+    assert title_of("we assert that the failure is rare", near) is None  # prose: no engine message holds its words
+
+
+def test_an_untagged_title_pasted_alone_is_read_by_its_words(tmp_path: Path):
+    log = tmp_path / "title.log"
+    log.write_text("EAGLE3 with pipeline parallel crashes on startup\n")
+    assert explain_file(str(log)).crash is None  # without the atlas
+    explanation = explain_file(str(log), None, None, title_near(atlas()))
+    assert explanation.crash is not None and explanation.crash.exception == TITLE and explanation.exit_code == 1
+    from dataclasses import replace
+
+    from specaudit.explain.diagnose import located
+    explanation = replace(explanation, located=located(explanation, atlas()))
+    root = root_cause(explanation, None)
+    assert root is not None and root.by == "issue title"
+    # the message nearest its words, as the site writes it
+    assert "nearest vllm's raise ValueError 'EAGLE3 with pipeline parallel is not supported.' at vllm/x.py" in \
+        root.summary
 
 
 def test_a_titles_words_leave_out_stop_words_and_exception_names_and_keep_abbreviations():
@@ -110,7 +161,8 @@ def test_a_paste_that_is_only_a_title_is_a_failure_read_by_its_words(tmp_path: P
     root = root_cause(explanation, None)
     assert root is not None and root.by == "issue title"
     assert root.summary.startswith("an issue title, with no error line: 'EAGLE3 with pipeline parallel crashes")
-    assert "nearest vllm's raise ValueError at vllm/x.py" in root.summary
+    assert "nearest vllm's raise ValueError 'EAGLE3 with pipeline parallel is not supported.' at vllm/x.py" in \
+        root.summary
     assert "a title does not show the exception, where it was raised or the release" in root.summary
 
 

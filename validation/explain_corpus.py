@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from specaudit.explain.diagnose import located, message_atlas, root_cause  # noqa: E402
 from specaudit.explain.raise_sites import bare_line  # noqa: E402
 from specaudit.explain.signatures import explain_file  # noqa: E402
-from specaudit.explain.titles import TITLE  # noqa: E402
+from specaudit.explain.titles import TITLE, title_near  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "logs" / "public2"
 REPORT = ROOT / "validation" / "explain-corpus.md"
@@ -70,7 +70,8 @@ def _norm(text: str) -> str:
 
 def judge(entry: dict, atlas) -> Outcome:
     """explain on one log of the corpus, judged against its index entry."""
-    explanation = explain_file(str(CORPUS / entry["file"]), None, bare_line(atlas) if atlas else None)
+    explanation = explain_file(str(CORPUS / entry["file"]), None, bare_line(atlas) if atlas else None,
+                               title_near(atlas) if atlas else None)
     if atlas is not None and (explanation.crash is not None or explanation.cause is not None):
         explanation = replace(explanation, located=located(explanation, atlas))
     found = explanation.located
@@ -92,14 +93,36 @@ def judge(entry: dict, atlas) -> Outcome:
         key, value = fix["key"], str(fix.get("value", ""))
         fixed = any(_names(line, key) and (not value or re.search(rf"\b{re.escape(value)}\b", line))
                     for line in offered)
-    return Outcome(entry["file"], list(entry["form"]), bool(entry.get("held_out")), explanation.exit_code == 1,
+    return Outcome(entry["file"], forms_of(entry), bool(entry.get("held_out")), explanation.exit_code == 1,
                    right, where, fixed, summary, offered)
+
+
+_FRAME = re.compile(r'^\W*\s*File "[^"]+", line \d+', re.MULTILINE)
+_PYDANTIC = re.compile(r"\d+ validation errors? for \w+|Value error, |Assertion failed, ")
+
+
+def forms_of(entry: dict) -> list[str]:
+    """The log's forms as index.yaml names them, and two read from its text: ``whole`` (a traceback from its header
+    through its frames, not marked as its tail) and ``pydantic`` (pydantic's form of a validator's error)."""
+    forms = list(entry["form"])
+    text = (CORPUS / entry["file"]).read_text(encoding="utf-8", errors="replace")
+    if "Traceback (most recent call last)" in text and _FRAME.search(text) and "tail" not in forms:
+        forms.append("whole")
+    if _PYDANTIC.search(text):
+        forms.append("pydantic")
+    return forms
 
 
 def _names(line: str, key: str) -> bool:
     """Whether a proposed fix names the key, as a flag (--max-num-batched-tokens) or as the key itself."""
     flag = "--" + key.lower().replace("_", "-")
     return key in line or flag in line
+
+
+def outcomes_of(entries: list[dict], logs: dict[str, list], held_out: bool) -> list[Outcome]:
+    """An earlier run's outcomes (its --json ``logs``), with the forms the logs have now."""
+    return [Outcome(e["file"], forms_of(e), held_out, *logs[e["file"]], "", []) for e in entries
+            if bool(e.get("held_out")) == held_out and e["file"] in logs]
 
 
 def figures(outcomes: list[Outcome]) -> dict[str, dict[str, list[int]]]:
@@ -169,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     result = {"dev": figures(dev), "held_out": figures(held) if held else {},
               "logs": {o.file: [o.recognised, o.root, o.located, o.fix] for o in outcomes}}
     before = json.loads(args.before.read_text()) if args.before else None
+    if before is not None and "logs" in before:  # its figures by the forms read now (whole, pydantic: from the text)
+        before["dev"] = figures(outcomes_of(index, before["logs"], False))
+        if before.get("held_out"):
+            before["held_out"] = figures(outcomes_of(index, before["logs"], True))
 
     kept = sum(1 for e in index if e.get("held_out"))
     lines = [f"explain on tests/fixtures/logs/public2 ({len(index)} logs: {len(index) - kept} tuned on, {kept} held out), "

@@ -33,8 +33,9 @@ from .callers import call_of, call_row, caller_row, link_callers, signature_of, 
 from .knobs import knob_of
 from .templates import file_facts
 
-FORMAT = 7  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
-# conditions on the way to each template and what reaches them; 7: each raising function's callers, callers.py)
+FORMAT = 8  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
+# conditions on the way to each template and what reaches them; 7: each raising function's callers, callers.py; 8: the
+# callers' callees resolved through each module's imports)
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 
@@ -115,6 +116,12 @@ def release_file(tree: EngineTree, note: Callable[[str], None] | None = None) ->
     return path
 
 
+def release_facts(tree: EngineTree) -> dict:
+    """The tree's part of the atlas as its cache file holds it (built where it is not): ``files`` (package path ->
+    [digest, templates, flag fields, functions, calls, imports]) and ``callers``."""
+    return _read(release_file(tree)) or {}
+
+
 def _known_file(tree: EngineTree) -> Path | None:
     """The tree's atlas file, where ``trees.json`` has it for the tree's file listing as it is now."""
     directory = cache_dir("atlas")
@@ -172,12 +179,14 @@ def _callers(files: dict[str, list]) -> list[list]:
     """[file, function, its callers' rows] for each function of the release that makes a template (callers.py)."""
     defs = {rel: {name: signature_of(row) for name, row in facts[3].items()} for rel, facts in files.items()}
     calls = {rel: [call_of(row) for row in facts[4]] for rel, facts in files.items()}
+    imports = {rel: facts[5] for rel, facts in files.items()}
     wanted = dict.fromkeys((rel, row[2]) for rel, facts in files.items() for row in facts[1])
-    linked = link_callers(defs, calls, wanted)
+    linked = link_callers(defs, calls, wanted, imports)
     return [[rel, function, [caller_row(c) for c in found]] for (rel, function), found in linked.items()]
 
 
-Parsed = tuple[list[Row], dict[str, list[str]], dict[str, list], list[list]]  # templates, fields, defs, calls
+# templates, fields, defs, calls, imports
+Parsed = tuple[list[Row], dict[str, list[str]], dict[str, list], list[list], dict[str, str]]
 
 
 def _parse(source: bytes) -> Parsed:
@@ -187,7 +196,8 @@ def _parse(source: bytes) -> Parsed:
     finally:
         gc.enable()
     return ([row_of(t) for t in facts.templates], facts.fields,
-            {name: signature_row(s) for name, s in facts.defs.items()}, [call_row(c) for c in facts.calls])
+            {name: signature_row(s) for name, s in facts.defs.items()}, [call_row(c) for c in facts.calls],
+            facts.imports)
 
 
 def _parsed_before(directory: Path, wanted: set[str]) -> dict[str, Parsed]:

@@ -46,8 +46,8 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
     if gate is not None and crash is not None:
         return RootCause(f"{gate.title}: {crash.text} (raised at {gate.location})", "gate location", crash, signature,
                          gate, frame, found)
-    if signature is not None and (crash is None or _names_crash(signature, crash)
-                                  or signature.line_number < crash.line_number):
+    if signature is not None and engine_fits(signature.engine, explanation) and (
+            crash is None or _names_crash(signature, crash) or signature.line_number < crash.line_number):
         return RootCause(f"{signature.title}: {signature.line.strip()}", "signature", crash, signature, None, frame,
                          found)
     if crash is not None and found is not None:
@@ -59,6 +59,35 @@ def root_cause(explanation: Explanation, scan: ScanResult | None, exit_status: i
         return RootCause(f"the engine exited with status {exit_status}, without a traceback", "exit status",
                          None, None, None, None)
     return None
+
+
+def paste_engines(explanation: Explanation) -> frozenset[str]:
+    """The engines the paste is consistent with, from what tells them: the release a line of it names, else the
+    packages of its root traceback's frames, else the engines whose templates the atlas located its root line at (a
+    message both engines word alike: both); none where nothing tells."""
+    named = explanation.release.get("engine")
+    if named in ENGINES:
+        return frozenset({named})
+    crash = explanation.crash
+    if crash is not None:
+        framed = {engine for engine, profile in ENGINES.items() for f in crash.frames
+                  if f"/{profile.package}/" in f.file.replace("\\", "/")}
+        if framed:
+            return frozenset(framed)
+        if crash.exception == TITLE:
+            return frozenset()  # a title's sites are the messages nearest its words, not where it was raised
+    found = explanation.located
+    return frozenset({site.engine for site in found.sites}) if found is not None else frozenset()
+
+
+def engine_fits(engine: str, explanation: Explanation) -> bool:
+    """Whether an engine's own text (a signature's, a template's) classifies the paste: where the paste is known to
+    be of that engine alone, or nothing tells its engine but that text. A signature of one engine on a message both
+    engines word alike, or on a paste of the other, names no root cause (the sites say where it was raised)."""
+    if engine not in ENGINES:
+        return True  # every engine's (a device's, a driver's)
+    told = paste_engines(explanation)
+    return not told or told == {engine}
 
 
 def _located_summary(crash: Crash, found: Located) -> str:
@@ -177,9 +206,10 @@ def explain(log: str, engines: list[str] | None = None, tree: str | None = None,
     from ..tree.provenance import launch_provenance
     from .raise_sites import bare_line
     from .signatures import explain_file
+    from .titles import title_near
 
     atlas = message_atlas(tree)
-    explanation = explain_file(log, engines, bare_line(atlas) if atlas else None)
+    explanation = explain_file(log, engines, bare_line(atlas) if atlas else None, title_near(atlas) if atlas else None)
     if explanation.crash is None and explanation.cause is None:
         return replace(explanation, provenance=launch_provenance(None))
     explanation = replace(explanation, located=located(explanation, atlas) if atlas else None)
@@ -212,15 +242,15 @@ def located(explanation: Explanation, atlas: Atlas) -> Located | None:
     line."""
     from .raise_sites import locate
 
-    version = explanation.release.get("version")
+    version, engine = explanation.release.get("version"), explanation.release.get("engine")
     crash = explanation.crash
     if crash is not None and crash.exception == TITLE:
         return title_located(atlas, crash.message)
     if crash is not None and crash.exception != CUT_OFF:
         return locate(atlas, crash.message or crash.exception, crash.frames, crash.exception, version,
-                      continued=crash.continued)
+                      continued=crash.continued, engine=engine)
     cause = explanation.cause
-    return locate(atlas, cause.line.strip(), (), None, version) if cause else None
+    return locate(atlas, cause.line.strip(), (), None, version, engine=engine) if cause else None
 
 
 def release_scan(explanation: Explanation, tree: str | None, platform: str | None) -> tuple[ScanResult | None, str]:

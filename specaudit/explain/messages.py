@@ -133,3 +133,8 @@ def pattern_of(parts: Parts) -> str:
     for i in range(1, len(parts), 2):
         out += [f"(?P<h{i // 2}>.*?)", re.escape(parts[i + 1])]
     return "".join(out)
+
+
+def template_text(parts: Parts) -> str:
+    """The parts as the message reads in its source: each hole as ``{its source}``."""
+    return "".join(part if i % 2 == 0 else f"{{{part}}}" for i, part in enumerate(parts))

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from ..results.outcome import Frame, Located, RaiseSite
 from .atlas import Atlas, Hit, release_order, release_ranges
 from .fixes import advised_fixes, caller_fixes, fixes_of, said_fixes
+from .messages import template_text
 from .tracebacks import BareLine
 
 MIN_PART_LITERAL = 24  # a template found inside a longer line (not the whole of it) needs this much literal text
@@ -26,16 +27,17 @@ _QUOTED = re.compile(r"^(?:[A-Za-z_][\w.]*(?:Error|Exception): )?(?P<message>.+)
 
 
 def locate(atlas: Atlas, message: str, frames: Sequence[Frame] = (), exception: str | None = None,
-           version: str | None = None, quoted: bool = False, continued: Sequence[str] = ()) -> Located | None:
+           version: str | None = None, quoted: bool = False, continued: Sequence[str] = (),
+           engine: str | None = None) -> Located | None:
     """Where ``message`` (an exception's message, or a line pasted without one) is made, or None where no
-    template of the atlas is it. ``version``: the release the log names, where it names one; ``continued``: the
-    lines a paste may have wrapped the message over."""
-    hits = _best(atlas, message, frames, exception, continued, whole=quoted)
+    template of the atlas is it. ``version`` and ``engine``: the release the log names, where it names one (only
+    that engine's templates are its sites); ``continued``: the lines a paste may have wrapped the message over."""
+    hits = _best(atlas, message, frames, exception, continued, whole=quoted, engine=engine)
     if not hits:
         return None
     best = hits[0]
     if not quoted:
-        inner = _quoted(atlas, best, frames, version)
+        inner = _quoted(atlas, best, frames, version, engine)
         if inner is not None:
             return inner
     releases = _consistent(hits, frames, version)
@@ -83,15 +85,17 @@ def bare_line(atlas: Atlas) -> BareLine:
 
 
 def _best(atlas: Atlas, message: str, frames: Sequence[Frame], exception: str | None,
-          continued: Sequence[str] = (), whole: bool = False) -> list[Hit]:
+          continued: Sequence[str] = (), whole: bool = False, engine: str | None = None) -> list[Hit]:
     """The hits that tie for best, over the message as printed and as pydantic prints a validator's, each alone
     and with the lines it may go on over (rejoined where the paste cut a word, or between two); ``whole``: only
-    templates that are the whole message (a wrapper's quote is one message, not a line around one)."""
+    templates that are the whole message (a wrapper's quote is one message, not a line around one); ``engine``: the
+    engine the log names (else its frames' packages), whose templates alone can be its sites."""
     rejoined = [message + "".join(continued), message + " " + " ".join(continued)] if continued else []
     texts = [message, *rejoined, *_as_written(message)]
     texts += [found["message"] for text in texts for found in [_PYDANTIC.search(text)] if found]
     hits = [h for text in dict.fromkeys(texts) for h in atlas.lookup(text) if _credible(h, text, whole)]
-    packages = {engine for engine in atlas.releases if any(f"/{engine}/" in _path(f) for f in frames)}
+    packages = {engine} if engine in atlas.releases else \
+        {e for e in atlas.releases if any(f"/{e}/" in _path(f) for f in frames)}
     hits = [h for h in hits if not packages or h.entry.engine in packages]
     if exception and any(not h.entry.logged for h in hits):
         hits = [h for h in hits if not h.entry.logged]  # an exception's message: raised, not logged
@@ -152,12 +156,13 @@ def _python_own(parts: Sequence[str]) -> bool:
     return len(re.sub(r"[\W_]+", "", literal[:said.start()] + literal[said.end():])) < 8
 
 
-def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | None) -> Located | None:
+def _quoted(atlas: Atlas, wrapper: Hit, frames: Sequence[Frame], version: str | None,
+            engine: str | None = None) -> Located | None:
     """The message a wrapper's hole quotes, located, where it is one the atlas knows."""
     for _, value in wrapper.holes:
         text = value.strip()
         found = _QUOTED.match(text) if len(text) >= 12 else None
-        inner = locate(atlas, found["message"], frames, None, version, quoted=True) if found else None
+        inner = locate(atlas, found["message"], frames, None, version, quoted=True, engine=engine) if found else None
         if inner is not None:
             releases = _consistent([wrapper], frames, version)
             return Located(inner.text, inner.sites, inner.engine, inner.releases, inner.holes, inner.fixes,
@@ -207,7 +212,8 @@ def _site(atlas: Atlas, hit: Hit, releases: dict[str, list[str]]) -> RaiseSite:
     have = [r for r in releases.get(entry.engine, []) if r in entry.releases] or list(entry.releases)
     line = entry.lines[entry.releases.index(have[-1])]
     return RaiseSite(entry.engine, entry.file, template.function, line, template.kind, template.exception,
-                     template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])))
+                     template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])),
+                     template_text(template.parts))
 
 
 def _fixes(atlas: Atlas, hit: Hit) -> list[str]:

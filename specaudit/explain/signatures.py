@@ -14,7 +14,7 @@ import io
 import re
 import sys
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO
@@ -261,7 +261,8 @@ _LEVEL = re.compile(r"^(?:\([^()]*pid=\d+\) ?)?(?:\[[^\]]*\] ?)?(?P<level>DEBUG|
 def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
              wrappers: list[re.Pattern] | None = None, up: list[re.Pattern] | None = None,
              release: list[Milestone] | None = None, crashes: list[Signature] | None = None,
-             known: list[KnownFailure] | None = None, bare: BareLine | None = None) -> Explanation:
+             known: list[KnownFailure] | None = None, bare: BareLine | None = None,
+             near: Callable[[str], bool] | None = None) -> Explanation:
     """The first line that matches each signature, with the lines around it; the root cause, the first match of
     a root signature; and the root cause the tracebacks show (see tracebacks.py), with or without a signature.
     A traceback before a line that shows the server up (``up``) is one the launch came through; one after it
@@ -272,7 +273,7 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
     log. The ``known`` failures whose text the root cause shows are listed with it (the root cause when no
     signature names it). A line with no exception type that ``bare`` knows as one the engine raises is a crash; a
     paste with no failure line whose first line is an issue's title saying something failed is a crash of that title
-    (titles.title_of: exception ``TITLE``).
+    (titles.title_of: exception ``TITLE``; a line with no tag only where ``near``, the atlas, holds its words).
     Reads the lines once, keeping only a few: a log of any size fits in memory."""
     tracebacks = TracebackReader(bare)
     named: dict[str, str] = {}
@@ -336,7 +337,7 @@ def classify(lines: Iterable[str], signatures: list[Signature], log: str = "-",
         cause = replace(matched_known[0], root=True)
         matched_known[0] = cause
     if crash is None and cause is None and first is not None:
-        reported = title_of(first[1])
+        reported = title_of(first[1], near)
         if reported is not None:  # an issue's title, and no error line: the failure it reports (titles.py)
             crash = Crash(first[0], "", TITLE, reported, ())
     return Explanation(log, count, cause, distinct + matched_known, crash, named)
@@ -404,22 +405,23 @@ def _fields_of(match: re.Match, failure: KnownFailure) -> dict[str, str]:
     return {**fields, "thread": failure.thread, "releases": failure.specifier}
 
 
-def explain_file(path: str, engines: Iterable[str] | None = None, bare: BareLine | None = None) -> Explanation:
+def explain_file(path: str, engines: Iterable[str] | None = None, bare: BareLine | None = None,
+                 near: Callable[[str], bool] | None = None) -> Explanation:
     """Classify a log file, or standard input for ``-`` (a pipe: ``/dev/stdin`` is read the same way); ``bare``
-    as for ``classify``."""
+    and ``near`` as for ``classify``."""
     signatures, known = load_signatures(engines), load_known_failures(engines)
     wrappers, release = load_wrappers(engines), load_release_markers(engines)
     crashes = load_crash_signatures(engines)
     up = [m.pattern for m in load_milestones(engines) if m.name == SERVER_UP]
     if path == "-":
         return classify(_decoded(sys.stdin.buffer), signatures, "standard input", wrappers, up, release, crashes,
-                        known, bare)
+                        known, bare, near)
     log = Path(path)
     if log.is_dir() or not log.exists():
         raise SpecauditError(f"{path}: no such log file")
     try:
         with log.open("rb") as fh:
-            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes, known, bare)
+            return classify(_decoded(fh), signatures, str(log), wrappers, up, release, crashes, known, bare, near)
     except OSError as exc:
         raise SpecauditError(f"{path}: cannot read it ({exc.strerror})") from None
 

@@ -73,6 +73,7 @@ class Call:
     keywords: tuple[tuple[str, str], ...]  # (keyword, its argument's source); ``**x`` has no keyword and is not kept
     way: tuple[tuple[str, bool], ...] = ()  # the conditions on the way to the call in the caller, outermost first
     reaching: tuple[tuple[str, str], ...] = ()  # what reaches the names the conditions and the arguments read
+    owner: str = ""  # what an attribute's call is made on, where it is a dotted name: "ModelRegistry", "self.cfg"
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,10 @@ class FileFacts:
     fields: dict[str, list[str]]
     defs: dict[str, Signature]  # qualified name -> its parameters
     calls: list[Call]
+    # name the module binds by an import (anywhere in it) -> what it imports, as written: "vllm.config.ModelConfig",
+    # relative ones with their dots (".registry.ModelRegistry"); "" for a name bound to two different things; a star
+    # import's module under "*1", "*2", ...
+    imports: dict[str, str]
 
 
 # The classes whose fields are a launch's flags: vLLM's engine arguments and speculative config, SGLang's server
@@ -113,10 +118,10 @@ def file_facts(source: bytes) -> FileFacts:
     try:
         module = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
-        return FileFacts([], {}, {}, [])
+        return FileFacts([], {}, {}, [], {})
     walker = _Walker(source.decode("utf-8", errors="replace"))
     walker.body(module.body)
-    return FileFacts(walker.found, walker.fields, walker.defs, walker.calls)
+    return FileFacts(walker.found, walker.fields, walker.defs, walker.calls, walker.imports)
 
 
 _TRY = (ast.Try, getattr(ast, "TryStar", ast.Try))  # try/except*, from Python 3.11
@@ -139,6 +144,7 @@ class _Walker:
         self.fields: dict[str, list[str]] = {}
         self.defs: dict[str, Signature] = {}
         self.calls: list[Call] = []
+        self.imports: dict[str, str] = {}
 
     def body(self, statements: list[ast.stmt], guard: Guard | None = None) -> None:
         if guard is not None:
@@ -166,6 +172,8 @@ class _Walker:
         elif isinstance(node, ast.Match):
             for case in node.cases:
                 self.body(case.body)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            self._import(node)
         elif isinstance(node, ast.Raise):
             self._raise(node)
         elif isinstance(node, ast.Assert) and node.msg is not None:
@@ -201,6 +209,21 @@ class _Walker:
         self.body(node.body)
         self.scope, self.guards, self.assigned, self.literals, self.in_class = saved
 
+    def _import(self, node: ast.Import | ast.ImportFrom) -> None:
+        """The names an import binds, and what each is (a function's own imports count as its module's: a name
+        imported to two different things is left unknown)."""
+        for alias in node.names:
+            if isinstance(node, ast.Import):
+                name, target = (alias.asname, alias.name) if alias.asname else (alias.name.partition(".")[0],) * 2
+            elif alias.name == "*":  # kept as "*1", "*2", ...: the modules whose names it binds, in order
+                name = f"*{sum(k.startswith('*') for k in self.imports) + 1}"
+                target = "." * node.level + (node.module or "")
+            else:
+                base = "." * node.level + (f"{node.module}." if node.module else "")
+                name, target = alias.asname or alias.name, base + alias.name
+            if self.imports.setdefault(name, target) != target:
+                self.imports[name] = ""
+
     def _raise(self, node: ast.Raise) -> None:
         call = node.exc
         if isinstance(call, ast.Call) and len(call.args) == 1:
@@ -229,7 +252,8 @@ class _Walker:
             way, reaching = self._way(self.guards, handed)
             owner = func.value if isinstance(func, ast.Attribute) else None
             receiver = "" if owner is None else "self" if isinstance(owner, ast.Name) and owner.id == "self" else "."
-            self.calls.append(Call(callee, ".".join(self.scope), node.lineno, receiver, args, keywords, way, reaching))
+            self.calls.append(Call(callee, ".".join(self.scope), node.lineno, receiver, args, keywords, way, reaching,
+                                   _dotted(owner) if owner is not None else ""))
 
     def _bare_assert(self, node: ast.Assert) -> None:
         """An assert with no message: Python prints a bare AssertionError, and a paste shows the statement above it
@@ -367,3 +391,12 @@ def _is_knob(node: ast.expr) -> bool:
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
         return ast.unparse(node.func) in ("os.getenv", "os.environ.get")
     return False
+
+
+def _dotted(node: ast.expr) -> str:
+    """A dotted name's source (``ModelRegistry``, ``envs.x``), "" for any other expression."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else ""

@@ -18,12 +18,14 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
 from ..results.outcome import Located, RaiseSite
 from .atlas import Atlas, Entry, release_ranges
 from .fixes import fixes_of
+from .messages import template_text
 
 TITLE = "issue title"  # the exception of a crash read from an issue title: no error line was pasted
 MAX_TITLE_CHARS = 300  # a title longer than this is prose, not a title
@@ -61,18 +63,49 @@ _STOP = frozenset({"a", "an", "the", "and", "or", "but", "with", "without", "on"
     "vs", "new", "old", "latest", "version", "model", "models"})
 
 
-def title_of(line: str) -> str | None:
-    """The failure an issue title reports, without its tag: the paste's first line, where it carries a title's tag
-    (``[Bug]: ...``), is no longer than a title, and says that something failed. None where the line is no such
-    title: a line without a tag is a log's or prose (``The above exception was the direct cause ...``), not read so."""
+def title_of(line: str, near: Callable[[str], bool] | None = None) -> str | None:
+    """The failure an issue title reports, without its tag: the paste's first line, where it is no longer than a title
+    and either carries a title's tag (``[Bug]: ...``) and says that something failed, or, with no tag, is a sentence
+    that names an error (``untagged_title``) whose words ``near`` finds near an engine's message (``title_near``: the
+    atlas; without one, a line with no tag is not read). None where the line is no such title."""
     text = line.strip()
     if not text or len(text) > MAX_TITLE_CHARS:
         return None
     tag = _TAG.match(text)
-    if tag is None or _RANK_TAG.match(tag["tag"]):
+    if tag is None:
+        return text if near is not None and untagged_title(text) and near(text) else None
+    if _RANK_TAG.match(tag["tag"]):
         return None
     title = text[tag.end():].strip()
     return title if len(title) >= 12 and _FAILURE.search(title) else None
+
+
+# A line with no tag is read as a title where it is a sentence (words, a letter first, not ending in ":" as Python's
+# "The above exception was the direct cause of the following exception:" and a paste's "I got this error:" do) that
+# names an error: an exception's type, or error, exception, crash, fail, assert; and is not a log's or Python's line
+# (a timestamp, a pid or rank tag, a logger's level, a frame, a path or file:line, a statement or a call of code).
+MIN_TITLE_WORDS = 4
+_NAMES_ERROR = re.compile(r"\b(?:[A-Z]\w*(?:Error|Exception)|[Ee]rrors?|[Ee]xceptions?|[Cc]rash\w*|[Ff]ail\w*|"
+                          r"[Aa]ssert\w*|OOM)\b")
+_NOT_PROSE = re.compile(r"^(?:[\d(\[<>#|`*-]|(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\b|Traceback\b|File \"|"
+                        r"During handling\b|The above exception\b|(?:assert|raise|return|def|class|import|lambda)\s)|[=;{}]|\w\(|"
+                        r"\w+\.py\b|(?:^|\s)/\w|\.\w+:\d|:$|\w+(?:Error|Exception):")
+
+
+def title_near(atlas: Atlas) -> Callable[[str], bool]:
+    """Whether an untagged line's words are near a message of the atlas's releases, as a title's are read
+    (``title_located``): prose that names an error but no engine message ("we assert that the failure is rare") is
+    not read as a title."""
+    return lambda text: title_located(atlas, text) is not None
+
+
+def untagged_title(text: str) -> str | None:
+    """A first line with no tag, read as an issue's title: a sentence naming an error (``run eagle speculative
+    decodeing error!``, sglang#3362), not a question or a change that names none (``How to run EAGLE3 for Llama 3.3
+    70B instruct``, sglang#6768), nor a log's, Python's or a paste's own line."""
+    if not text[:1].isalpha() or _NOT_PROSE.search(text) or len(text.split()) < MIN_TITLE_WORDS:
+        return None
+    return text if _NAMES_ERROR.search(text) else None
 
 
 @dataclass(frozen=True)
@@ -296,11 +329,13 @@ def title_summary(title: str, found: Located | None) -> str:
     more = f" and {len(found.sites) - 1} more" if len(found.sites) > 1 else ""
     guard = f" under {site.guard}" if site.guard else ""
     unsure = "" if found.engine else " (the engine is not settled: both engines' messages hold its words)"
-    return (f"{said}. Its words are nearest {engine} {site.kind} {site.exception} at {site.location} in "
+    message = f" '{site.message}'" if site.message else ""
+    return (f"{said}. Its words are nearest {engine} {site.kind} {site.exception}{message} at {site.location} in "
             f"{site.function}{guard}{more}{unsure}; {found.releases}; {unsettled}")
 
 
 def _site(atlas: Atlas, entry: Entry) -> RaiseSite:
     template = entry.template
     return RaiseSite(entry.engine, entry.file, template.function, entry.lines[-1], template.kind, template.exception,
-                     template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])))
+                     template.guard, release_ranges(entry.releases, atlas.releases.get(entry.engine, [])),
+                     template_text(template.parts))

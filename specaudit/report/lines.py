@@ -306,14 +306,18 @@ def located_lines(found: Located) -> list[str]:
     printed, the fixes the guard names, and the releases the paste is consistent with."""
     lines = [f"made at {s.location} in {s.function} ({s.kind} {s.exception}; {s.engine} {s.releases})"
              for s in found.sites[:3]]
+    if found.sites and found.sites[0].message and found.sites[0].message != found.text:  # its holes, as written
+        lines.insert(1, f"message there: {found.sites[0].message}")
     if found.quoted_by is not None:
         lines.append(f"quoted by the wrapper at {found.quoted_by.location} in {found.quoted_by.function}")
     if found.quotes:
         lines.append(f"a wrapper: the failure it reports is {found.quotes}")
     guard = found.sites[0].guard
+    values = ", ".join(f"{hole} = {value}" for hole, value in found.holes)
     if guard:
-        values = ", ".join(f"{hole} = {value}" for hole, value in found.holes)
         lines.append(f"guard: {guard}" + (f", where {values}" if values else ""))
+    elif values:  # the values the message printed (a hole the paste cut, said so), with no guard to show them in
+        lines.append(f"its holes: {values}")
     lines += [f"fix: {fix}" for fix in found.fixes]
     both = "" if found.engine else " (both engines make this message)"
     return [*lines, f"consistent with {found.releases}{both}"]

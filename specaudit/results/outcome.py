@@ -80,6 +80,7 @@ class RaiseSite:
     exception: str
     guard: str  # the condition it is made under, as source text ("" where unconditional)
     releases: str  # the releases that have it, as runs of the atlas's: "0.17.0-0.33.0"
+    message: str = ""  # the message as the site makes it, each hole as {its source}: "got {n} drafts"
 
     @property
     def location(self) -> str:
