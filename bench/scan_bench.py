@@ -16,6 +16,7 @@ that no run pays for compiling the package it imports (see `bench`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -51,29 +52,34 @@ def main() -> None:
     parser.add_argument("releases", nargs="*", default=["vllm==0.33.0", "sglang==0.5.23"])
     parser.add_argument("--target", default="kimi-k2.5")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--baseline", metavar="REV", help="Also time the scan of this git revision, side by side.")
+    parser.add_argument("--baseline", metavar="REV", help="Also time the scan of this git revision, side by side "
+                        "(the two sides take turns, run by run).")
+    parser.add_argument("--code", metavar="REV", help="Time this git revision as this tree (a checkout of its own: "
+                        "edits made in the working tree while the bench runs do not reach it).")
+    parser.add_argument("--warm-only", action="store_true", help="Time the warm scans only (each run's index is "
+                        "still built by an untimed cold scan).")
     args = parser.parse_args()
 
-    with tempfile.TemporaryDirectory() as checkout:
+    with contextlib.ExitStack() as stack:
         codes = {"this tree": ROOT}
-        if args.baseline:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", checkout, args.baseline],
-                           check=True, capture_output=True)
-            codes[args.baseline] = Path(checkout)
-        try:
-            for release in args.releases:
-                bench(release, args.target, args.runs, codes)
-                print()
-        finally:
-            if args.baseline:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", checkout], capture_output=True)
+        for name, revision in (("this tree", args.code), (args.baseline, args.baseline)):
+            if revision and name:
+                checkout = stack.enter_context(tempfile.TemporaryDirectory())
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", checkout, revision],
+                               check=True, capture_output=True)
+                stack.callback(subprocess.run, ["git", "-C", str(ROOT), "worktree", "remove", "--force", checkout],
+                               capture_output=True)
+                codes[name] = Path(checkout)
+        for release in args.releases:
+            bench(release, args.target, args.runs, codes, args.warm_only)
+            print()
 
 
 # What a person would grep for: the protocol's name (vLLM), the method the engine calls (SGLang).
 GREP = {"vllm": "SupportsEagle3", "sglang": "set_eagle3_layers_to_capture"}
 
 
-def bench(release: str, target: str, runs: int, codes: dict[str, Path]) -> None:
+def bench(release: str, target: str, runs: int, codes: dict[str, Path], warm_only: bool = False) -> None:
     tree = locate(release)
     files = sum(1 for _ in tree.package_dir.rglob("*.py"))
     size = sum(p.stat().st_size for p in tree.package_dir.rglob("*.py")) / 1e6
@@ -85,37 +91,47 @@ def bench(release: str, target: str, runs: int, codes: dict[str, Path]) -> None:
     grep_lines = len(grep[0][3].splitlines())
 
     scan = [sys.executable, "-m", "specaudit.cli", "scan", str(tree.root), "--target", target]
-    timings: dict[str, tuple[list, list]] = {}
-    for name, code in codes.items():
-        # The environment sets PYTHONDONTWRITEBYTECODE=1, under which every run would compile the package it imports
-        # from source, the larger package paying more (and this tree's __pycache__, which other work writes, would
-        # decide whether it does). An installed specaudit runs from bytecode: each side gets its own cache outside
-        # the working tree, filled by one untimed cold scan, which the timed runs read.
-        with tempfile.TemporaryDirectory() as bytecode:
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())  # the machine may be shared: said beside the figures
+    timings: dict[str, tuple[list, list]] = {name: ([], []) for name in codes}
+    with contextlib.ExitStack() as stack:
+        envs: dict[str, dict[str, str]] = {}
+        for name, code in codes.items():
+            # The environment sets PYTHONDONTWRITEBYTECODE=1, under which every run would compile the package it
+            # imports from source, the larger package paying more (and this tree's __pycache__, which other work
+            # writes, would decide whether it does). An installed specaudit runs from bytecode: each side gets its own
+            # cache outside the working tree, filled by one untimed cold scan, which the timed runs read.
+            bytecode = stack.enter_context(tempfile.TemporaryDirectory())
             base = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-            base |= {"PYTHONPATH": str(code), "PYTHONPYCACHEPREFIX": bytecode}
+            envs[name] = base | {"PYTHONPATH": str(code), "PYTHONPYCACHEPREFIX": bytecode}
             # `python -m` puts the working directory first on sys.path, before PYTHONPATH: each side runs in its
             # own checkout, else a run from this tree's root would time this tree's code for the baseline too.
-            imported = subprocess.run([sys.executable, "-c", "import specaudit; print(specaudit.__file__)"], env=base,
-                                      cwd=code, capture_output=True, text=True).stdout.strip()
+            imported = subprocess.run([sys.executable, "-c", "import specaudit; print(specaudit.__file__)"],
+                                      env=envs[name], cwd=code, capture_output=True, text=True).stdout.strip()
             if not Path(imported).is_relative_to(code):
                 raise SystemExit(f"{name}: specaudit imports from {imported or 'nowhere'}, not from {code}")
             with tempfile.TemporaryDirectory() as cache:
-                timed(scan, {**base, "SPECAUDIT_CACHE": cache}, code)
-            cold, warm = [], []
-            for _ in range(runs):
+                timed(scan, {**envs[name], "SPECAUDIT_CACHE": cache}, code)
+        # The sides take turns, run by run (cold, then its warm runs), so that a machine whose load changes while the
+        # bench runs (other work on it) weighs on both alike: the figures are paired.
+        for _ in range(runs):
+            for name, code in codes.items():
+                cold, warm = timings[name]
                 with tempfile.TemporaryDirectory() as cache:
-                    env = {**base, "SPECAUDIT_CACHE": cache}
-                    cold.append(timed(scan, env, code))  # empty index cache
+                    env = {**envs[name], "SPECAUDIT_CACHE": cache}
+                    if not warm_only:
+                        cold.append(timed(scan, env, code))  # empty index cache
+                    else:
+                        timed(scan, env, code)  # the index the warm runs read, untimed
                     for _ in range(runs):
                         warm.append(timed(scan, env, code))
-        timings[name] = cold, warm
-    verdict = next((line for line in timings["this tree"][0][0][3].splitlines()
+    verdict = next((line for line in timings["this tree"][1][0][3].splitlines()
                     if line.split()[:1] in (["READY"], ["BLOCKED"], ["UNKNOWN"])), "no verdict line (did the scan fail?)")
     baseline = next((name for name in timings if name != "this tree"), None)
     baseline_cpu = statistics.median(c for _, c, _, _ in timings[baseline][1]) if baseline else None
 
     def row(name: str, runs: list, target: str) -> str:
+        if not runs:
+            return f"{name:<40}{'(not timed: --warm-only)':>32}"
         wall = statistics.median(w for w, _, _, _ in runs)
         cpu = statistics.median(c for _, c, _, _ in runs)
         rss = max(r for _, _, r, _ in runs)
@@ -123,6 +139,8 @@ def bench(release: str, target: str, runs: int, codes: dict[str, Path]) -> None:
 
     def judged(runs: list, wall_limit: float, cpu_limit: float | None = None) -> str:
         """The runs' figures against the targets: "met", or the ones missed."""
+        if not runs:
+            return "not timed"
         missed = [what for what, over in (
             ("wall", statistics.median(w for w, _, _, _ in runs) > wall_limit),
             ("CPU", cpu_limit is not None and statistics.median(c for _, c, _, _ in runs) > cpu_limit),
@@ -142,7 +160,8 @@ def bench(release: str, target: str, runs: int, codes: dict[str, Path]) -> None:
         else:
             print(row(f"specaudit scan, cold ({name})", cold, "(baseline)"))
             print(row(f"specaudit scan, warm ({name})", warm, "(baseline: the warm CPU bar)"))
-    print(f"median of {runs} (cold) and {runs * runs} (warm) runs, after one untimed scan per side; "
+    print(f"median of {runs} (cold) and {runs * runs} (warm) runs, the sides taking turns, after one untimed scan per "
+          f"side; load average {load} before, {' '.join(f'{x:.1f}' for x in os.getloadavg())} after; "
           f"{target}: {verdict.strip()}")
 
 

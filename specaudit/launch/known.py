@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -24,7 +24,7 @@ from ..core.data import data_dir, read_yaml
 from ..core.errors import SpecauditError
 
 if TYPE_CHECKING:
-    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,22 @@ class KnownFailure:
     counterexamples: tuple[str, ...] = ()
 
     @functools.cached_property
-    def releases(self) -> SpecifierSet:
-        """``specifier`` parsed (packaging is imported only when a release is held against it: it costs 2 MB)."""
+    def releases(self) -> Callable[[Version], bool]:
+        """``specifier`` as a test of a release (prereleases included): its clauses held by ``_holds``, which plays
+        packaging's own comparisons for the operators the known-failures files use (``==``, ``!=``, ``<``, ``<=``,
+        ``>``, ``>=``); any other (``~=``, ``===``, ``==X.*``) is held by packaging's SpecifierSet, whose import
+        (packaging.specifiers with packaging.tags and utils: ~27 ms, 2 MB) a scan otherwise never pays."""
+        clauses = [c.strip() for c in self.specifier.split(",") if c.strip()]
+        parsed = [_clause(c) for c in clauses]
+        if all(parsed):
+            from packaging.version import Version
+
+            bounds = [(operator, Version(version)) for operator, version in (c for c in parsed if c)]
+            return lambda release: all(_holds(operator, release, bound) for operator, bound in bounds)
         from packaging.specifiers import SpecifierSet
 
-        return SpecifierSet(self.specifier)
+        specifiers = SpecifierSet(self.specifier)
+        return lambda release: specifiers.contains(release, prereleases=True)
 
     @property
     def hint(self) -> str:
@@ -71,9 +82,64 @@ class KnownFailure:
         from packaging.version import InvalidVersion, Version
 
         try:
-            return self.releases.contains(Version(version), prereleases=True)
+            return self.releases(Version(version))
         except InvalidVersion:
             return False
+
+
+_CLAUSE = re.compile(r"^(==|!=|<=|>=|<|>)\s*([0-9][0-9A-Za-z.+!-]*)$")
+
+
+def _clause(text: str) -> tuple[str, str] | None:
+    """One clause of a specifier as (operator, version), where it is one ``_holds`` plays (no wildcard, no ``~=``, no
+    ``===``, a version PEP 440 parses); None otherwise."""
+    found = _CLAUSE.match(text)
+    if found is None or found[2].endswith(".*"):
+        return None
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(found[2])
+    except InvalidVersion:
+        return None
+    return found[1], found[2]
+
+
+def _holds(operator: str, release: Version, bound: Version) -> bool:
+    """packaging.specifiers.Specifier's comparison of ``release`` with ``bound`` (packaging 26.2, specifiers.py
+    ``_compare_*``): ``==``/``!=`` on the public version where the bound has no local part; ``<=``/``>=`` on the public
+    version; ``<`` not of a prerelease of the bound (from its earliest, ``.dev0``) unless the bound is one; ``>`` not of
+    a post-release of the bound unless the bound is one, nor of a local version of it."""
+    public = _version(release, local=False)
+    if operator in ("==", "!="):
+        equal = (release if bound.local else public) == bound
+        return equal if operator == "==" else not equal
+    if operator == "<=":
+        return public <= bound
+    if operator == ">=":
+        return public >= bound
+    if operator == "<":
+        return release < bound and not (not bound.is_prerelease and release.is_prerelease
+                                         and release >= _version(bound, dev=0, local=False))
+    return release > bound and not (not bound.is_postrelease and release.is_postrelease
+                                    and _version(release, post=None, dev=None, local=False) == bound) \
+        and not (release.local is not None and public == bound)
+
+
+_KEEP: Any = object()
+
+
+def _version(version: Version, post: Any = _KEEP, dev: Any = _KEEP, local: bool = True) -> Version:
+    """``version`` with its post and dev parts replaced (None: without), and without its local part unless ``local``."""
+    from packaging.version import Version
+
+    post = version.post if post is _KEEP else post
+    dev = version.dev if dev is _KEEP else dev
+    text = f"{version.epoch}!" + ".".join(map(str, version.release))
+    text += f"{version.pre[0]}{version.pre[1]}" if version.pre else ""
+    text += (f".post{post}" if post is not None else "") + (f".dev{dev}" if dev is not None else "")
+    text += f"+{version.local}" if local and version.local else ""
+    return Version(text)
 
 
 @dataclass(frozen=True)

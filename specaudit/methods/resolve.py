@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 import copy
 import functools
+import hashlib
 import operator
+import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -22,6 +24,10 @@ class ReleaseCode(Protocol):
     """What resolution reads of a release: a module's syntax tree and its path in the tree, or None."""
 
     def module_tree(self, name: str) -> tuple[ast.Module, str] | None: ...
+
+    def memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """What ``compute`` derives from the release's modules, kept while none of the files it read changes
+        (scan.index.TreeIndex.memo): a warm scan neither parses nor plays them again."""
 
     def installed(self, module: str) -> bool | None:
         """Whether the environment the release is installed in has ``module`` (None: the tree is not an
@@ -182,9 +188,15 @@ def _text_config(config: dict[str, Any]) -> dict[str, Any]:
 def keys_as_read(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Launch:
     """The launch with its speculative config's keys as the release reads them (``keys_from``): `-` rewritten as
     `_` where the release's builder does so, as given elsewhere."""
-    found = _function(code, spec.keys_from)
-    if found is None or not any(isinstance(n, ast.DictComp) and _dashes_to_underscores(n.key)
-                                for n in ast.walk(found[0])):
+    if not any("-" in str(k) for k in launch.speculative):
+        return launch  # nothing to rewrite: the builder is not read
+
+    def rewrites() -> bool:
+        found = _function(code, spec.keys_from)
+        return found is not None and any(isinstance(n, ast.DictComp) and _dashes_to_underscores(n.key)
+                                         for n in ast.walk(found[0]))
+
+    if not code.memo(f"keys-from:{','.join(spec.keys_from)}", rewrites):
         return launch
     return replace(launch, speculative={str(k).replace("-", "_"): v for k, v in launch.speculative.items()})
 
@@ -197,7 +209,50 @@ def _dashes_to_underscores(node: ast.AST) -> bool:
 def resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
     """The method the release runs for ``launch``: each of the engine's resolving functions that the release defines
     played out in turn on the launch's values (and on the draft's config as the engine rewrites it), then its
-    lookup's aliases; with the release's own list of methods."""
+    lookup's aliases; with the release's own list of methods.
+
+    Kept in the tree's index by what the resolution reads of the launch (``_launch_key``) while none of the release's
+    files it read changes: a warm scan of the same launch neither parses nor plays the resolving modules (vLLM
+    0.33.0's arg_utils.py, config/speculative.py, model.py, parallel.py: ~0.14 s). The resolution is kept as its
+    pickle, so that each scan gets its own copy; ``member`` plays on the release when it is asked."""
+    key = _launch_key(launch, code, spec)
+    kept = code.memo(f"resolution:{key}", lambda: pickle.dumps(replace(_resolve(launch, code, spec), member=_no_member),
+                                                              protocol=pickle.HIGHEST_PROTOCOL))
+    found: Resolution = pickle.loads(kept)
+    return replace(found, member=functools.cache(functools.partial(_member, code, spec, found.fields, key)))
+
+
+def _no_member(expression: str) -> Any:
+    """``Resolution.member`` as kept: the member is played when asked, on the release (resolve)."""
+    return UNKNOWN
+
+
+def _member(code: ReleaseCode, spec: EngineMethods, fields: dict[str, Any], key: str, expression: str) -> Any:
+    """``_member_value``, kept in the tree's index beside the launch's resolution (as its pickle; one that does not
+    pickle is played each time it is asked)."""
+    def played() -> bytes | None:
+        try:
+            return pickle.dumps(_member_value(code, spec, fields, expression), protocol=pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
+            return None
+
+    kept = code.memo(f"member:{key}:{expression}", played)
+    return pickle.loads(kept) if kept is not None else _member_value(code, spec, fields, expression)
+
+
+def _launch_key(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> str:
+    """A digest of what resolution reads of the launch (its method, drafter, speculative config, options, the
+    target's and the drafter's configs), of whether the packages the methods file binds are installed beside the
+    tree, and of the methods file itself: the resolution's key, besides the release's files."""
+    target, drafter = launch.target, launch.drafter
+    installed = {fact: _installed(code, fact) for fact in spec.bindings.values() if fact.startswith(INSTALLED)}
+    read = (launch.method, launch.engine, launch.draft, launch.speculative, launch.options,
+            (target.name, target.config) if target is not None else None,
+            (drafter.path, drafter.config) if drafter is not None else None, installed, spec)
+    return hashlib.blake2b(repr(read).encode(), digest_size=16).hexdigest()
+
+
+def _resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:
     requested = launch.method.lower() if launch.method else None
     spell = str.upper if spec.case == "upper" else str.lower
     draft, rewrite_stop = draft_config_of(launch, code, spec)

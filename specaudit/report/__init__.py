@@ -5,8 +5,10 @@ compute nothing, and the words they share are made once (lines.py)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,12 +17,8 @@ from rich.console import Console
 from ..core.cache import inside, slug, write_atomic
 from ..core.errors import SpecauditError
 from ..results.scan import Comparison, ScanResult
-from .html import Html
-from .json import Json
 from .lines import smoke_rows
-from .markdown import Markdown
 from .renderer import Renderer, Report
-from .sarif import Sarif
 from .terminal import Terminal, print_patch_status
 
 if TYPE_CHECKING:
@@ -31,13 +29,48 @@ if TYPE_CHECKING:
 __all__ = ["FORMATS", "RENDERERS", "SCAN_FORMATS", "Renderer", "Report", "check_out_dir", "print_patch_status",
            "print_report", "report_name", "smoke_rows", "to_html", "to_json", "to_markdown", "to_sarif", "write_report"]
 
-RENDERERS: dict[str, Renderer[str]] = {"json": Json(), "md": Markdown(), "html": Html(), "sarif": Sarif()}
+class _Renderers(Mapping[str, Renderer[str]]):
+    """The file formats' renderers, each imported when a report is first written in its format: a scan that writes
+    none (the terminal's report only) does not import them."""
+
+    _WHERE = {"json": ".json:Json", "md": ".markdown:Markdown", "html": ".html:Html", "sarif": ".sarif:Sarif"}
+
+    def __init__(self) -> None:
+        self._made: dict[str, Renderer[str]] = {}
+
+    def __getitem__(self, fmt: str) -> Renderer[str]:
+        if fmt not in self._made:
+            module, _, name = self._WHERE[fmt].partition(":")
+            self._made[fmt] = getattr(importlib.import_module(module, __name__), name)()
+        return self._made[fmt]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._WHERE)
+
+    def __len__(self) -> int:
+        return len(self._WHERE)
+
+
+RENDERERS: Mapping[str, Renderer[str]] = _Renderers()
 FORMATS = ("json", "md", "html")
 SCAN_FORMATS = (*FORMATS, "sarif")  # SARIF holds code locations: a scan's, not a launch's
 TERMINAL = Terminal()
 
-to_json, to_markdown = RENDERERS["json"].render, RENDERERS["md"].render
-to_html, to_sarif = RENDERERS["html"].render, RENDERERS["sarif"].render
+
+def to_json(report: Report) -> str:
+    return RENDERERS["json"].render(report)
+
+
+def to_markdown(report: Report) -> str:
+    return RENDERERS["md"].render(report)
+
+
+def to_html(report: Report) -> str:
+    return RENDERERS["html"].render(report)
+
+
+def to_sarif(report: Report) -> str:
+    return RENDERERS["sarif"].render(report)
 
 
 def print_report(report: Report, console: Console) -> None:

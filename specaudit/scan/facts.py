@@ -430,6 +430,10 @@ class ReleaseModules:
         entry = self.registry.lookup([architecture]) if self.registry is not None else None
         return f"{entry.module}:{entry.class_name}" if entry is not None else None
 
+    def memo(self, name: str, compute: Callable[[], Any]) -> Any:
+        """What ``compute`` derives from the release's modules, kept in the tree's index (TreeIndex.memo)."""
+        return self.index.memo(name, compute)
+
     def module_tree(self, name: str) -> tuple[ast.Module, str] | None:
         module = self.index.module(name)
         if module is None:

@@ -38,6 +38,13 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------------------------------------------
 # The tree index: which files are indexed, the cache, the process pool.
 
+# The memoized results a tree's cache keeps, by kind (the first part of the name; "": any other), the most recently
+# used: traced paths (~0.13 MB each on vLLM 0.33.0; a targeted scan reads the default method's and its runner's) and
+# landscapes (~0.27 MB) dominate the cache, which kept every one ever computed (6 MB for a tree scanned for every
+# method, against 2.5 MB for one launch); resolutions and the like are a few KB, and the speculative config's members
+# a launch's gates read (methods/resolve.py) a few dozen bytes each, about a dozen a launch.
+MEMO_KEPT = {"trace": 4, "landscape": 2, "member": 64, "": 16}
+
 
 @dataclass
 class TreeIndex:
@@ -56,6 +63,7 @@ class TreeIndex:
     parsed: dict[str, ast.Module] = field(default_factory=dict)
     # relpath -> (size, mtime) as the listing found them: each file of the tree is stat'ed once a build.
     stats: dict[str, tuple[int, int]] = field(default_factory=dict)
+    _now: dict[str, str] = field(default_factory=dict)  # relpath -> content digest, as this build found it
 
     def module(self, name: str) -> ModuleInfo | None:
         """A module's facts, indexing it on first use. None when the tree has no such module or it is unparsable."""
@@ -115,7 +123,11 @@ class TreeIndex:
     def _digest(self, relpath: str) -> str:
         if relpath in self.overlay:
             return hashlib.blake2b(self.overlay[relpath], digest_size=16).hexdigest()
-        return self._store.digest(self.tree.root, relpath, self.stats.get(relpath))
+        # Once per file a build: a warm scan checks each memoized result's inputs (~500 files, ~20 results).
+        found = self._now.get(relpath)
+        if found is None:
+            found = self._now[relpath] = self._store.digest(self.tree.root, relpath, self.stats.get(relpath))
+        return found
 
     def _index_paths(self, relpaths: Iterable[str], rules: dict[str, tuple] | None = None,
                      meanwhile: Callable[[], None] | None = None) -> None:
@@ -157,20 +169,34 @@ class TreeIndex:
         """A result derived from the indexed files, reused while none of the files it read has changed.
 
         Its inputs are every module indexed by the time it is computed, so on-demand indexing done
-        by ``compute`` itself is covered; a file added to or removed from the tree is a new key.
+        by ``compute`` itself is covered; a file added to or removed from the tree is a new key. The cache keeps the
+        results used most recently, a bounded number of each kind (MEMO_KEPT, by the name's first part).
         """
         key = f"memo:{name}:{self.listing}"
-        entry = self._store.extras.get(key)
+        extras = self._store.extras
+        entry = extras.get(key)
         if entry is not None:
             inputs, value = entry
             if all(self._digest(rel) == digest for rel, digest in inputs.items()):
                 self.digests.update(inputs)  # what the result was computed from is part of this scan's reading
+                # ... and the modules computing it indexed are indexed here too (from the cache), as computing it would
+                # have: what the report lists of the modules indexed (their platform dispatches) is the same warm.
+                unindexed = [rel for rel in inputs if rel.endswith(".py") and rel not in self.skipped
+                             and module_name_for(rel) not in self.modules]
+                if unindexed:
+                    self._index_paths(unindexed)
+                extras[key] = extras.pop(key)  # the most recently used (kept in that order when the cache is saved)
                 return value
         value = compute()
         # One entry per name: the same result for another file list is stale. Results of other names (the paths of
         # other methods and runners) stay; evicting them made every warm scan trace its two paths again.
-        self._store.extras = {k: v for k, v in self._store.extras.items() if k.rpartition(":")[0] != f"memo:{name}"}
-        self._store.extras[key] = (dict(self.digests), value)
+        extras = {k: v for k, v in self._store.extras.items() if k.rpartition(":")[0] != f"memo:{name}"}
+        extras[key] = (dict(self.digests), value)
+        kind = name.partition(":")[0]
+        same = [k for k in extras if k.startswith("memo:") and k[5:].partition(":")[0] == kind]
+        for stale in same[:max(0, len(same) - MEMO_KEPT.get(kind, MEMO_KEPT[""]))]:  # the least recently used
+            del extras[stale]
+        self._store.extras = extras
         self._store.dirty = True
         return value
 
@@ -434,6 +460,12 @@ class _CacheStore:
         self.stats = {rel: known for rel, known in self.stats.items() if rel in live}
         self.modules = {key: info for key, info in self.modules.items() if live.get(key[0]) == key[1]}
         self.sites = {key: found for key, found in self.sites.items() if live.get(key[0]) == key[1]}
+        # What later stages keep by a file's content digest, for contents the tree still has.
+        contents = set(live.values())
+        if "derived" in self.extras:
+            self.extras["derived"] = {key: v for key, v in self.extras["derived"].items() if key[1] in contents}
+        if "sha256" in self.extras:
+            self.extras["sha256"] = {key: v for key, v in self.extras["sha256"].items() if key in contents}
 
 
 def _unpack(blob: bytes, magic: bytes = _CACHE_MAGIC) -> Any:
@@ -556,8 +588,10 @@ def _code_salt() -> str:
     digest = hashlib.blake2b(digest_size=8)
     # The memoized results (the traced paths, the landscape) are computed by the tracer and the player too.
     for name in ("facts.py", "../core/types.py", "gates.py", "index.py", "match.py", "resolve.py", "registry.py", "audit.py",
-                 "trace.py", "decide.py", "landscape.py", "runner.py", *sorted(str(p.relative_to(here))
-                                                                           for p in (here / "../play").rglob("*.py"))):
+                 "trace.py", "decide.py", "landscape.py", "runner.py", "../launch/target.py",
+                 # ... and the methods' resolutions by the methods stage (methods/resolve.py on play/).
+                 *sorted(str(p.relative_to(here)) for folder in ("../play", "../methods")
+                         for p in (here / folder).rglob("*.py"))):
         path = here / name
         if path.exists():
             digest.update(path.read_bytes())

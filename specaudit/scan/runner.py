@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import functools
+import hashlib
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -102,9 +104,14 @@ class Source:
     (facts.ReleaseModules.environment), else read from the tree here."""
 
     def __init__(self, module_tree: Callable[[str], tuple[ast.Module, str] | None],
-                 environment: Callable[[str], Declared | None] | None = None):
+                 environment: Callable[[str], Declared | None] | None = None,
+                 memo: Callable[[str, Callable[[], Any]], Any] | None = None):
         self.module_tree = module_tree
         self.environment = environment or self._environment
+        # Where results derived from the modules are kept while the files they read are unchanged (index.TreeIndex.
+        # memo): the decision and the refusal, so that a warm scan neither parses nor plays the decision's module
+        # (vLLM's config/vllm.py, 160 KB: ~0.05 s). None: played each time.
+        self.memo = memo
 
     def _environment(self, name: str) -> Declared | None:
         found = self.module_tree(name)
@@ -320,6 +327,24 @@ def _said(branch: Branch) -> str:
 
 def decide(choice: RunnerChoice, source: Source, facts: LaunchFacts) -> RunnerDecision:
     """The runner the launch takes: by the release's own choice where it has one, else by the variable's default."""
+    decision: RunnerDecision = _kept(source, "runner", choice, facts, lambda: _decide(choice, source, facts))
+    return decision
+
+
+def _kept(source: Source, kind: str, choice: RunnerChoice, facts: LaunchFacts, compute: Callable[[], Any],
+          *more: Any) -> Any:
+    """``compute()``, kept by ``source.memo`` under a digest of the choice and of what it reads of the launch (the
+    target reader's answers are the tree's and the target's config's, which the key and the memo's files cover), as its
+    pickle: each scan gets its own copy."""
+    if source.memo is None:
+        return compute()
+    read = (choice, facts.method, facts.options, facts.speculative, facts.config, facts.text_config,
+            facts.draft_config, facts.env, facts.platform, facts.target is None, *more)
+    key = hashlib.blake2b(repr(read).encode(), digest_size=16).hexdigest()
+    return pickle.loads(source.memo(f"{kind}:{key}", lambda: pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)))
+
+
+def _decide(choice: RunnerChoice, source: Source, facts: LaunchFacts) -> RunnerDecision:
     launch = _Launch(choice, source, facts)
     name = launch.decision
     if not choice.decision or name not in launch.methods:
@@ -376,6 +401,14 @@ class RunnerRefusal:
 def refusal(choice: RunnerChoice, source: Source, facts: LaunchFacts, runner: str) -> RunnerRefusal | None:
     """The release's check of the launch against the runner it takes (``validate``), played over the launch as the
     decision is: a raise where every way through it raises (``certain``), or where some way does; None otherwise."""
+    if not dict(choice.validate).get(runner):
+        return None
+    found: RunnerRefusal | None = _kept(source, "runner-refusal", choice, facts,
+                                        lambda: _refusal(choice, source, facts, runner), runner)
+    return found
+
+
+def _refusal(choice: RunnerChoice, source: Source, facts: LaunchFacts, runner: str) -> RunnerRefusal | None:
     name = dict(choice.validate).get(runner)
     launch = _Launch(choice, source, facts)
     if not name or name not in launch.methods:
