@@ -343,7 +343,7 @@ def runner_refusal(a: Analysis, choice: RunnerChoice, launch: Launch, method: st
 def _source(a: Analysis) -> Source:
     """The release's modules as the runner choice reads them."""
     code = ReleaseModules(a.index)
-    return Source(code.module_tree, code.environment)
+    return Source(code.module_tree, code.environment, code.memo)
 
 
 def _runner_facts(a: Analysis, launch: Launch, method: str) -> LaunchFacts:
