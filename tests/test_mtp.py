@@ -432,11 +432,14 @@ def test_on_0_34_0_mtp_on_a_target_no_rewrite_maps_is_refused_where_its_second_c
     assert result.method.method == "mtp"
 
 
-def test_on_0_34_0_a_target_whose_layers_refuse_at_several_places_is_refused_at_the_draft_s_build():
+@pytest.mark.parametrize("preset", ["kimi-k2", "kimi-k2.5"])
+def test_on_0_34_0_a_target_whose_layers_refuse_at_several_places_is_refused_at_the_draft_s_build(preset):
     # Kimi-K2 (model type kimi_k2, DeepseekV3ForCausalLM): deepseek_v2.py builds Attention, MLAAttention (through
     # layers/mla.py's MultiHeadLatentAttentionWrapper) or V3.2's indexer cache by its config; which comes first is
-    # not told, so the finding stands at load_eagle_model's get_model (eagle/utils.py:131) and names them.
-    result = audit(analysis("vllm==0.34.0"), mtp("kimi-k2"))
+    # not told, so the finding stands at load_eagle_model's get_model (eagle/utils.py:131) and names them. Kimi-K2.5
+    # builds its language model with init_vllm_registered_model(..., architectures=["DeepseekV2ForCausalLM"])
+    # (kimi_k25.py:376-380): the path file's target_parts builder, followed to the registry's class.
+    result = audit(analysis("vllm==0.34.0"), mtp(preset))
     assert result.verdict == Verdict.BLOCKED
     (first,) = result.blocking
     assert (first.rule_id, first.file, first.line) == (DRAFT_IS_TARGET, "vllm/v1/worker/gpu/spec_decode/eagle/utils.py",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..core.types import Finding, Rule, Status
 from .facts import ClassInfo, ModuleInfo, SyntaxProblem
@@ -175,10 +175,12 @@ def _refusals_in(function: ast.FunctionDef, registry: str) -> Iterator[ast.Raise
             yield from (s for s in node.body if isinstance(s, ast.Raise) and s.exc is not None)
 
 
-def reached_refusals(judge: Judge, start: ClassInfo, registry: str) -> tuple[list[Refusal], int]:
+def reached_refusals(judge: Judge, start: ClassInfo, registry: str, builders: frozenset[str] = frozenset()
+                     ) -> tuple[list[Refusal], int]:
     """The registration refusals in the ``__init__``s of the classes building ``start`` reaches (and how many classes
-    were read): each class's ``__init__``s along its MRO and the methods they call on ``self``, and every class of the
-    release they name (what they construct, their defaults' classes)."""
+    were read): each class's ``__init__``s along its MRO and the methods they call on ``self``, every class of the
+    release they name (what they construct, their defaults' classes), and the registry's class for the architectures a
+    call of one of ``builders`` names."""
     from .trace import raised_exception  # trace imports gates, which imports this module
 
     resolver = judge.resolver
@@ -210,6 +212,18 @@ def reached_refusals(judge: Judge, start: ClassInfo, registry: str) -> tuple[lis
                                                               owner.name)
             names = {d for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
                      and (d := _dotted(n)) and not d.startswith("self.")}
+            # A part built by the registry's class for a literal architectures=[...] (the path file's target_parts
+            # builders: vLLM's init_vllm_registered_model, Kimi-K2.5's language model).
+            for call in (c for c in ast.walk(function) if isinstance(c, ast.Call)):
+                built = _dotted(call.func) or ""
+                architectures = _keyword(call, "architectures")
+                if built.rpartition(".")[2] in builders and isinstance(architectures, ast.List) \
+                        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in architectures.elts):
+                    entry = judge.registered([str(cast(ast.Constant, e).value) for e in architectures.elts])
+                    part = resolver.find_class(entry.module, entry.class_name) if entry is not None else None
+                    if isinstance(part, ClassInfo) and part.qualname not in seen:
+                        seen.add(part.qualname)
+                        queue.append(part)
             for name in sorted(names):
                 resolved = resolver.resolve(module, name)
                 if isinstance(resolved, ClassInfo) and resolved.qualname not in seen:
@@ -242,7 +256,10 @@ def judge_own_draft(rule: Rule, judge: Judge) -> Finding | None:
                        f"{rewrite}; how it is built is not understood: {shape}", rule.hint)
     load_file, prefix, build_line, load_name = shape
     code = judge.release.source(load_file).decode("utf-8", "replace").splitlines()[build_line - 1].strip()
-    refusals, read = reached_refusals(judge, found, rule.params["registry"])
+    from .trace import load_path_spec
+
+    builders = frozenset(b.rpartition(".")[2] for b in load_path_spec(judge.release.tree.engine.name).target_parts.builders)
+    refusals, read = reached_refusals(judge, found, rule.params["registry"], builders)
     names = (f"{load_name} builds it with {rule.params['build']}() at the loader's default prefix {prefix!r}, as the "
              f"model runner built the target, in the same vLLM config: every layer it makes has the name of one of "
              f"the target's")
