@@ -209,3 +209,32 @@ def test_a_multimodal_target_s_text_config_is_held_to_the_attribute_vllm_expects
         assert "does not have `num_attention_heads`" in (result.blocking[0].error or "")
     else:
         assert ("vllm/transformers_utils/config.py", 1310) not in blocking(result)
+
+
+# The resolving code's raises the player could not play out on a launch's values are listed as undecided gates
+# (scan/audit.opaque_raises), never passed in silence. An EAGLE-3 drafter named by a Hub id has no config here: 0.34.0's
+# DraftModelSpeculatorConfig.resolve_num_speculative_tokens (speculator_config.py:275-291) reads its n_predict, whose
+# `elif (num_speculative_tokens > n_predict and ... % n_predict != 0)` (:283-287) raises at :288 on a value not known;
+# 0.33.0's SpeculativeConfig.__post_init__ holds the same check inline (speculative.py:1604-1612, the raise at :1609).
+@pytest.mark.parametrize("release, where", [("vllm==0.34.0", ("vllm/v1/worker/gpu/spec_decode/speculator_config.py", 288)),
+                                            ("vllm==0.33.0", ("vllm/config/speculative.py", 1609))])
+def test_a_raise_of_the_resolving_code_not_played_out_is_listed_undecided(release, where):
+    result = audit(engine_analysis(release), launch({"method": "eagle3", "model": "org/EAGLE3-drafter",
+                                                     "num_speculative_tokens": 3}))
+    undecided = {(f.file, f.line): f for f in result.findings if f.status is Status.UNDECIDED}
+    assert where in undecided, sorted(undecided)
+    found = undecided[where]
+    assert found.rule_id == "path-raise" and found.error.startswith("ValueError: num_speculative_tokens:")
+    if release == "vllm==0.34.0":  # in a class the traced path does not reach (looked up by name): was passed silently
+        assert "could not play out on this launch's values" in found.why and "n_predict" in found.why
+    # 0.33.0's is in __post_init__ itself, an obligation of the traced path, which lists it with its own reading
+    assert result.verdict in (Verdict.READY, Verdict.UNKNOWN)  # undecided: listed, the verdict not made by it
+
+
+def test_a_raise_the_launch_s_values_decide_is_not_listed():
+    # ngram's lookups (ngram/config.py:19-36 on 0.34.0) are played out: neither the min > max raise (:34) nor
+    # anything of the speculator's config for a method with no draft checkpoint is undecided.
+    result = audit(engine_analysis("vllm==0.34.0"), launch({"method": "ngram", "num_speculative_tokens": 3,
+                                                            "prompt_lookup_max": 4}))
+    assert result.verdict == Verdict.READY
+    assert not any(f.status is Status.UNDECIDED and "spec_decode" in f.file for f in result.findings)

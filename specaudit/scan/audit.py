@@ -48,7 +48,7 @@ from .ruleset import Verified, load_rules, load_verified
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
 from .runner import refusal as refuse_runner
-from .trace import Obligation, TracedPath, load_path_spec, runners_in, runs, trace
+from .trace import Obligation, TracedPath, load_path_spec, raised_exception, runners_in, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 
@@ -563,10 +563,97 @@ def settled(decisions: list[Decision], resolution: Resolution, index: TreeIndex)
                            "scan the environment the engine is installed in)") if call else d
 
     decisions = [unread(d) for d in decisions]
-    return [replace(d, status=Status.PASSES, error=None, bypassed=True,
-                    why="not reached: the engine's resolving code, played out on this launch's values, takes no way "
-                        "to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
-            and not_reached(d.obligation) else d for d in decisions]
+    decisions = [replace(d, status=Status.PASSES, error=None, bypassed=True,
+                         why="not reached: the engine's resolving code, played out on this launch's values, takes no "
+                             "way to it") if d.obligation.kind in ("raise", "assert") and d.status is not Status.PASSES
+                 and not_reached(d.obligation) else d for d in decisions]
+    if resolution.stops is not None:
+        return decisions
+    return decisions + opaque_raises(resolution, index, {(d.obligation.file, d.obligation.line) for d in decisions})
+
+
+def opaque_raises(resolution: Resolution, index: TreeIndex, judged: set[tuple[str, int]]) -> list[Decision]:
+    """The raises and asserts of the engine's resolving code inside a statement it played but could not play out on
+    this launch's values (an ``if`` on what the scan does not know, a loop, an except clause), that the traced path
+    does not judge (``judged``): whether the launch meets them is not known, so each is undecided, never passed in
+    silence. A way that ends in a raise is the refusal (``stops``), not these."""
+    coverage = resolution.coverage
+    found: dict[tuple[str, int], Decision] = {}
+    for where, first, last in sorted(coverage.opaque, key=lambda s: s[2] - s[1], reverse=True):
+        if not any(w == where and f <= first and last <= e for w, f, e in coverage.played):
+            continue  # a function that raised while played: what it would do is the player's problem, said elsewhere
+        try:
+            tree = index.syntax(where)
+        except (SyntaxProblem, OSError):
+            continue
+        lines = index.source(where).decode("utf-8", "replace").splitlines()
+        for function, qualname in _functions_with_names(tree):
+            if not function.lineno <= first <= (function.end_lineno or function.lineno):
+                continue
+            for node in ast.walk(function):
+                if not isinstance(node, (ast.Raise, ast.Assert)) or not first <= node.lineno <= last \
+                        or (where, node.lineno) in judged or _innermost_function(function, node) is not function:
+                    continue
+                exception, message = (raised_exception(node.exc) if isinstance(node, ast.Raise) and node.exc
+                                      else ("AssertionError", None))
+                statement = _statement_text(tree, first, last) or lines[first - 1].strip()
+                module = next((m for m, rel in index.files.items() if rel == where), where)
+                o = Obligation("raise" if isinstance(node, ast.Raise) else "assert", "method resolution",
+                               Phase.SPECULATIVE_CONFIG.value, module, where, node.lineno,
+                               node.end_lineno or node.lineno, lines[node.lineno - 1].strip(), f"{module}:{qualname}",
+                               (), (), exception, message)
+                error = f"{exception}: {message}" if message else exception
+                # The innermost statement not played out holds it: the spans are walked widest first.
+                found[(where, node.lineno)] = Decision(
+                    o, Status.UNDECIDED,
+                    f"in the engine's resolving code, under a statement the scan could not play out on this launch's "
+                    f"values (line {first}: `{statement}`): whether the launch meets this raise is not known",
+                    error.replace("{", "<").replace("}", ">") if error else None, unknown=statement)
+    return list(found.values())
+
+
+def _statement_text(tree: ast.Module, first: int, last: int) -> str | None:
+    """The statement (or except clause) spanning ``first`` to ``last``, as its head reads: ``if <test>``, ``for <target>
+    in <iter>``, ``except <type>``, cut at 120 characters."""
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) != first or getattr(node, "end_lineno", None) != last:
+            continue
+        if isinstance(node, (ast.If, ast.While)):
+            head = f"{'if' if isinstance(node, ast.If) else 'while'} {ast.unparse(node.test)}"
+        elif isinstance(node, (ast.For, ast.AsyncFor)):
+            head = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
+        elif isinstance(node, ast.ExceptHandler):
+            head = f"except {ast.unparse(node.type)}" if node.type is not None else "except"
+        elif isinstance(node, ast.stmt):
+            head = ast.unparse(node).splitlines()[0]
+        else:
+            continue
+        head = " ".join(head.split())
+        return head if len(head) <= 120 else head[:117] + "..."
+    return None
+
+
+def _functions_with_names(tree: ast.Module) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+    """Every function of a module, with its qualified name (``Class.method``, ``outer.inner``)."""
+    def walk(body: list[ast.stmt], prefix: str) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
+        for stmt in body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield stmt, prefix + stmt.name
+                yield from walk(stmt.body, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, ast.ClassDef):
+                yield from walk(stmt.body, f"{prefix}{stmt.name}.")
+            elif isinstance(stmt, (ast.If, ast.Try)):
+                yield from walk(stmt.body + stmt.orelse, prefix)
+    yield from walk(tree.body, "")
+
+
+def _innermost_function(function: ast.AST, node: ast.AST) -> ast.AST:
+    """The function among ``function`` and those nested in it whose body holds ``node``."""
+    for inner in ast.walk(function):
+        if inner is not function and isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) \
+                and any(n is node for n in ast.walk(inner)):
+            return _innermost_function(inner, node)
+    return function
 
 
 def _draft_text(draft: dict | None, launch: Launch) -> str:
