@@ -112,6 +112,10 @@ class LaunchJudge:
     def registry_read(self) -> bool:
         return self.registry is not None
 
+    @property
+    def part_builders(self) -> tuple[str, ...]:
+        return load_path_spec(self.resolver.index.tree.engine.name).target_parts.builders
+
     def registered(self, architectures: Sequence[str]) -> RegistryEntry | None:
         return self.registry.lookup(list(architectures)) if self.registry else None
 

@@ -11,8 +11,7 @@ from ..core.types import EngineFunction
 from ..launch.request import Launch
 from ..methods.resolve import Resolution
 from ..tree.locate import EngineTree
-from .facts import ModuleInfo
-from .resolve import Resolver
+from .facts import ClassInfo, ModuleInfo
 
 
 class TargetFacts(Protocol):
@@ -90,6 +89,16 @@ class ReleaseCode(Protocol):
         ...
 
 
+class NameResolver(Protocol):
+    """What a check asks of the scan's resolver (resolve.Resolver): a name as a module binds it, a class by module and
+    name, a class's MRO, and the definition of a method an instance calls."""
+
+    def resolve(self, module: ModuleInfo, dotted: str) -> Any: ...
+    def find_class(self, module: str, name: str) -> ClassInfo | Any: ...
+    def hierarchy(self, cls: ClassInfo) -> Any: ...
+    def method_node(self, cls: ClassInfo, name: str) -> tuple[ClassInfo, ast.FunctionDef] | None: ...
+
+
 class Judge(Protocol):
     """What the gate kinds and the drafter checks need to judge a launch: the launch itself (its method resolved),
     the release's code, and questions about the target class in the resolved tree."""
@@ -104,8 +113,13 @@ class Judge(Protocol):
     @property
     def release(self) -> ReleaseCode: ...
     @property
-    def resolver(self) -> Resolver:
+    def resolver(self) -> NameResolver:
         """Names of the release resolved as its modules bind them (classes, their MROs and methods)."""
+        ...
+    @property
+    def part_builders(self) -> tuple[str, ...]:
+        """The functions that build a part of a target as the class the registry maps their literal
+        ``architectures=[...]`` to (the path file's target_parts builders)."""
         ...
     @property
     def runner(self) -> str | None:

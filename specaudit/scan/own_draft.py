@@ -166,6 +166,21 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
+def _raised(node: ast.expr) -> tuple[str | None, str | None]:
+    """A raise's exception as written, and its message as a template ({expr} where a value goes), as the tracer reads
+    them (trace.raised_exception, which this stage, below the tracer, does not import)."""
+    if not isinstance(node, ast.Call):
+        return _dotted(node), None
+    message = node.args[0] if node.args else None
+    if isinstance(message, ast.Constant) and isinstance(message.value, str):
+        return _dotted(node.func), message.value
+    if isinstance(message, ast.JoinedStr):
+        parts = [str(p.value) if isinstance(p, ast.Constant) else "{" + ast.unparse(p.value) + "}"
+                 for p in message.values if isinstance(p, (ast.Constant, ast.FormattedValue))]
+        return _dotted(node.func), "".join(parts)
+    return _dotted(node.func), None
+
+
 def _refusals_in(function: ast.FunctionDef, registry: str) -> Iterator[ast.Raise]:
     """``if <name> in <...>.<registry>: raise ...``: a name refused when it is already registered."""
     for node in ast.walk(function):
@@ -181,8 +196,6 @@ def reached_refusals(judge: Judge, start: ClassInfo, registry: str, builders: fr
     were read): each class's ``__init__``s along its MRO and the methods they call on ``self``, every class of the
     release they name (what they construct, their defaults' classes), and the registry's class for the architectures a
     call of one of ``builders`` names."""
-    from .trace import raised_exception  # trace imports gates, which imports this module
-
     resolver = judge.resolver
     queue, seen, found = [start], {start.qualname}, {}
     while queue and len(seen) <= MAX_CLASSES:
@@ -205,7 +218,7 @@ def reached_refusals(judge: Judge, start: ClassInfo, registry: str, builders: fr
             if module is None:
                 continue
             for raise_ in _refusals_in(function, registry) if function.name == "__init__" else ():
-                exception, template = raised_exception(raise_.exc)  # type: ignore[arg-type]
+                exception, template = _raised(raise_.exc)  # type: ignore[arg-type]
                 line = judge.release.source(module.path).decode("utf-8", "replace").splitlines()[raise_.lineno - 1]
                 found[(module.path, raise_.lineno)] = Refusal(module.path, raise_.lineno, line.strip(),
                                                               f"{exception}: {template}" if template else str(exception),
@@ -256,9 +269,7 @@ def judge_own_draft(rule: Rule, judge: Judge) -> Finding | None:
                        f"{rewrite}; how it is built is not understood: {shape}", rule.hint)
     load_file, prefix, build_line, load_name = shape
     code = judge.release.source(load_file).decode("utf-8", "replace").splitlines()[build_line - 1].strip()
-    from .trace import load_path_spec
-
-    builders = frozenset(b.rpartition(".")[2] for b in load_path_spec(judge.release.tree.engine.name).target_parts.builders)
+    builders = frozenset(b.rpartition(".")[2] for b in judge.part_builders)
     refusals, read = reached_refusals(judge, found, rule.params["registry"], builders)
     names = (f"{load_name} builds it with {rule.params['build']}() at the loader's default prefix {prefix!r}, as the "
              f"model runner built the target, in the same vLLM config: every layer it makes has the name of one of "
