@@ -93,14 +93,42 @@ def test_a_head_setting_the_release_never_reads_warns(tmp_path, release, engine,
     assert f"{key} ignored" in finding.code
 
 
+# release -> (the line of llama.py's LlamaDecoderLayer.__init__ that reads the bias key, the line of layers/linear.py
+# where RowParallelLinear creates its bias from torch.empty under `if bias:`, the line of DefaultModelLoader.load_weights
+# that reads what the model's load_weights returned (`... and loaded_weights is not None`), and its check's raise
+# "Following weights were not initialized from checkpoint")
+UNFILLED = {"vllm==0.26.0": (265, 1633, 436, 467), "vllm==0.33.0": (268, 1757, 512, 569)}
+
+
 @pytest.mark.parametrize("release", ["vllm==0.26.0", "vllm==0.33.0"])
-def test_vllm_reads_a_bias_key_in_the_layer_its_head_builds_on(tmp_path, release):
-    # Not SGLang's fc bias: llama.py's LlamaDecoderLayer.__init__, which the EAGLE-3 head's layer calls, reads it as
-    # the attention's bias (0.26.0 llama.py:265, 0.33.0 :268). Read, so no "never reads" warning.
+def test_a_bias_key_builds_an_eagle3_o_proj_bias_no_tensor_fills(tmp_path, release):
+    # Not SGLang's fc bias: llama.py's LlamaDecoderLayer.__init__, which the EAGLE-3 head's layer calls
+    # (super().__init__), reads it as the attention's bias (0.26.0 llama.py:265, 0.33.0 :268) and builds the attention
+    # with bias_o_proj = True: RowParallelLinear's `self.bias = Parameter(torch.empty(...))` (0.26.0 linear.py:1633,
+    # 0.33.0 :1757). The EAGLE-3 layer then replaces qkv_proj with bias=getattr(config, "attention_bias", False)
+    # (llama_eagle3.py 0.26.0 :53, 0.33.0 :85): no qkv bias. The head ships no o_proj.bias, and
+    # Eagle3LlamaForCausalLM.load_weights returns nothing, so DefaultModelLoader.load_weights's
+    # `default_enable_weights_track = (model_config.quantization is None and loaded_weights is not None)` is False and
+    # track_weights_loading's raise never runs: the o_proj of the head's one layer adds whatever memory torch.empty
+    # was given. DEGRADED, not a warning: the head's every layer (it has one) computes with a bias it was never given,
+    # and no acceptance can be promised for a head that does not compute what it was trained to.
+    read, row, gate, raised = UNFILLED[release]
     result = audit(analysis(release), launch(tmp_path, {**HEAD, "bias": True}, "eagle3"))
     finding = contract(result, "vllm-drafter-contract")
-    assert result.verdict == Verdict.READY and finding.status == Status.PASSES
+    assert result.verdict == Verdict.DEGRADED and finding.status == Status.DEGRADES, finding.why
     assert "bias read (True) at vllm/model_executor/models/llama.py:" in finding.code and "never reads" not in finding.why
+    assert "sets bias = True, which makes Eagle3LlamaForCausalLM build model.layers.*.self_attn.o_proj.bias from " \
+           f"torch.empty (vllm/model_executor/layers/linear.py:{row})" in finding.why
+    assert "qkv_proj.bias" not in finding.why  # the EAGLE-3 layer's own qkv_proj, built without one
+    assert f"built as bias = True asks (vllm/model_executor/models/llama.py:{read})" in finding.code
+    assert (finding.file, finding.line) == ("vllm/model_executor/model_loader/default_loader.py", gate)
+    assert f"its raise at vllm/model_executor/model_loader/default_loader.py:{raised}) does not run" in finding.why
+    assert "its load_weights returns None" in finding.why and "predicted acceptance: near zero but by chance" in finding.why
+    # The head that ships its o_proj bias (under the name of its training, midlayer.*, which vLLM's LlamaModel maps to
+    # layers.0.*) fills it: READY.
+    shipped = audit(analysis(release), launch(tmp_path, {**HEAD, "bias": True}, "eagle3", None,
+                                              {"midlayer.self_attn.o_proj.bias": np.zeros(32, np.float32)}))
+    assert shipped.verdict == Verdict.READY and contract(shipped, "vllm-drafter-contract").status == Status.PASSES
 
 
 @pytest.mark.parametrize("release, engine, rule_id", RELEASES[2:])
@@ -201,21 +229,56 @@ def test_an_eagle1_head_is_accounted_for_through_its_transform(tmp_path, release
     assert "logit_scale defaulted at vllm/model_executor/models/llama_eagle.py:" in finding.code
 
 
+# A head trained with attention biases: their tensors (Llama-3-8B's widths: q 4096, k and v 1024, o 4096).
+ATTENTION_BIASES = {f"layers.0.self_attn.{p}_proj.bias": [n] for p, n in (("q", 4096), ("k", 1024), ("v", 1024),
+                                                                             ("o", 4096))}
+
+
 @pytest.mark.parametrize("release", list(EAGLE1_RELEASES))
 def test_an_eagle1_fc_bias_is_passed_over(tmp_path, release):
-    # A head trained with EAGLE's default fc bias (cnets.py Model(bias=True)): its config says bias true and its
-    # checkpoint carries fc.bias. vLLM builds fc without one and its loader ignores an unexpected ".bias": the bias is
-    # never loaded, without a word. A partial loss: a warning with its figure, the launch stays READY.
-    launched = eagle1_head(tmp_path / "EAGLE-fc-bias", {**EAGLE1, "bias": True}, {"fc.bias": [4096]})
+    # A head trained with EAGLE's default fc bias (cnets.py Model(bias=True)) and attention biases: its config says
+    # bias true and its checkpoint carries fc.bias. vLLM builds fc without one and its loader ignores an unexpected
+    # ".bias": the fc bias is never loaded, without a word. A partial loss: a warning with its figure, the launch
+    # stays READY (the attention biases the bias key builds are filled: test_an_eagle1_bias_key_...).
+    launched = eagle1_head(tmp_path / "EAGLE-fc-bias", {**EAGLE1, "bias": True}, {"fc.bias": [4096], **ATTENTION_BIASES})
     result = audit(analysis(release), launched)
     finding = contract(result, "vllm-drafter-contract")
-    assert result.verdict == Verdict.READY and finding.status == Status.WARNS
+    assert result.verdict == Verdict.READY and finding.status == Status.WARNS, finding.why
     assert "does not load fc.bias" in finding.why and "0.002% of the drafter's parameters not loaded" in finding.why
     loader_line = EAGLE1_RELEASES[release][1]
     assert f"fc.bias dropped (model.fc.bias: the model builds that layer with bias=False and the loader passes over " \
            f"an unexpected '.bias') at vllm/model_executor/models/utils.py:{loader_line}" in finding.code
     assert finding.file == "vllm/model_executor/models/utils.py" and finding.line == loader_line
-    assert "fc.weight loaded into model.fc.weight" in finding.code
+    assert "fc.weight loaded into model.fc.weight" in finding.code and "unfilled" not in finding.code
+
+
+@pytest.mark.parametrize("release", ["vllm==0.26.0", "vllm==0.33.0"])
+def test_an_eagle1_bias_key_without_its_tensors_runs_on_uninitialised_biases(tmp_path, release):
+    # The EAGLE-1 head trained without attention biases whose config says bias true: llama.py's LlamaDecoderLayer
+    # reads it (0.26.0 :265, 0.33.0 :268) and builds qkv_proj (ColumnParallelLinear, linear.py 0.26.0 :488, 0.33.0
+    # :547) and o_proj (RowParallelLinear, :1633 / :1757) with a bias from torch.empty. No tensor fills them, and
+    # EagleLlamaForCausalLM.load_weights hands map(transform, weights) to the loader and returns nothing
+    # (llama_eagle.py 0.26.0 :182, 0.33.0 :196): DefaultModelLoader.load_weights's weights tracking is off where
+    # loaded_weights is None (default_loader.py 0.26.0 :436, 0.33.0 :512), so its raise (0.26.0 :467, 0.33.0 :569)
+    # never runs. DEGRADED: both biases of the head's every layer (it has one) are whatever memory torch.empty was
+    # given; the head computes attention it was never trained to, on every request.
+    read, row, gate, raised = UNFILLED[release]
+    column = {"vllm==0.26.0": 488, "vllm==0.33.0": 547}[release]
+    result = audit(analysis(release), eagle1_head(tmp_path / "EAGLE-bias-key", {**EAGLE1, "bias": True}))
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.DEGRADED and finding.status == Status.DEGRADES, finding.why
+    assert "sets bias = True, which makes EagleLlamaForCausalLM build model.layers.*.self_attn.qkv_proj.bias, " \
+           f"model.layers.*.self_attn.o_proj.bias from torch.empty (vllm/model_executor/layers/linear.py:{column})" \
+           in finding.why
+    assert f"model.layers.*.self_attn.o_proj.bias unfilled (built as bias = True asks (vllm/model_executor/models/" \
+           f"llama.py:{read}), from torch.empty) at vllm/model_executor/layers/linear.py:{row}" in finding.code
+    assert (finding.file, finding.line) == ("vllm/model_executor/model_loader/default_loader.py", gate)
+    assert f"default_loader.py:{raised}) does not run" in finding.why
+    # Its biases shipped (q, k and v stacked into qkv_proj by LlamaModel's hf_to_vllm_mapper): filled, READY.
+    shipped = audit(analysis(release), eagle1_head(tmp_path / "EAGLE-biases", {**EAGLE1, "bias": True},
+                                                   ATTENTION_BIASES))
+    assert shipped.verdict == Verdict.READY and contract(shipped, "vllm-drafter-contract").status == Status.PASSES
+    # The key off (yuhuili's config: bias false): nothing built, READY (test_an_eagle1_head_is_accounted_for_...).
 
 
 # release -> the line of utils.py where AutoWeightsLoader._load_module raises on a name that is neither a child module
@@ -249,3 +312,59 @@ def test_an_eagle1_head_shipping_its_own_lm_head_is_blocked_where_the_loader_rai
     passed = contract(control, "vllm-drafter-contract")
     assert control.verdict == Verdict.READY and passed.status == Status.PASSES, passed.why
     assert "embed_tokens.weight loaded into model.embed_tokens.weight" in passed.code
+
+
+# release -> the line of utils.py where AutoWeightsLoader adds its rotary parts to what it never loads (0.26.0
+# __init__: `self.skip_substrs += self.ROTARY_EMBEDS_UNUSED_WEIGHTS`, read by _can_skip; 0.33.0 load_weights:
+# `mapper |= self.REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER`, orig_to_new_substr {"rotary_emb.inv_freq": None, ...})
+ROTARY = {"vllm==0.26.0": (215, "ROTARY_EMBEDS_UNUSED_WEIGHTS"), "vllm==0.33.0": (471, "REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER")}
+
+
+@pytest.mark.parametrize("release", list(ROTARY))
+def test_a_rotary_buffer_in_the_checkpoint_is_skipped_by_the_loader(tmp_path, release):
+    # Checkpoints saved by older transformers carry each layer's rotary_emb.inv_freq buffer. vLLM computes its rotary
+    # tables itself, and AutoWeightsLoader drops these names whatever the model builds: the tensor is skipped at the
+    # loader's line, not loaded (it was shown as loaded into model.layers.0.self_attn.rotary_emb.inv_freq), and it is
+    # no loss. Both load forms: EAGLE-1's transform and EAGLE-3's loop.
+    line, constant = ROTARY[release]
+    eagle1 = audit(analysis(release), eagle1_head(tmp_path / "EAGLE-rotary", EAGLE1,
+                                                  {"layers.0.self_attn.rotary_emb.inv_freq": [64]}))
+    eagle3 = audit(analysis(release), launch(tmp_path, HEAD, "eagle3", None,
+                                             {"midlayer.self_attn.rotary_emb.inv_freq": np.zeros(4, np.float32)}))
+    for result, name in ((eagle1, "layers.0.self_attn.rotary_emb.inv_freq"),
+                         (eagle3, "midlayer.self_attn.rotary_emb.inv_freq")):
+        finding = contract(result, "vllm-drafter-contract")
+        assert result.verdict == Verdict.READY and finding.status == Status.PASSES, finding.why
+        assert f"{name} skipped (model.{name}: the loader drops every name with 'rotary_emb.inv_freq' " \
+               f"(AutoWeightsLoader.{constant}), whatever the model builds) at vllm/model_executor/models/utils.py:" \
+               f"{line}" in finding.code
+        assert f"{name} loaded" not in finding.code
+
+
+@pytest.mark.parametrize("release", list(EAGLE1_UNBUILT)[:2])
+def test_vllm_raises_on_an_eagle3_head_whose_names_it_does_not_build(tmp_path, release):
+    # The head of test_sglang_passes_over_a_head_whose_names_it_does_not_build (its tensors under its training
+    # wrapper's prefix, eagle_module.*) on vLLM: Eagle3LlamaForCausalLM.load_weights prefixes "model." to all but
+    # lm_head (llama_eagle3.py 0.26.0 :405, 0.33.0 :444) and hands the rest to AutoWeightsLoader(self). "model" is
+    # LlamaModel, whose load_weights builds its own AutoWeightsLoader(self) (0.26.0 llama_eagle3.py:268, 0.33.0
+    # :302), and neither LlamaModel nor Eagle3LlamaForCausalLM builds an "eagle_module": both loaders fall to
+    # _load_module's last else and raise (utils.py 0.26.0 :395, 0.33.0 :448), naming the module each walks. Where
+    # SGLang passes the names over (DEGRADED), vLLM refuses the head: BLOCKED, per tensor.
+    wrapped = {f"eagle_module.{name}": value for name, value in
+               {"fc.weight": np.zeros((64, 192), np.float32), "lm_head.weight": np.zeros((100, 32), np.float32),
+                "midlayer.self_attn.q_proj.weight": np.zeros((64, 128), np.float32)}.items()}
+    bare = {"fc.weight": None, "lm_head.weight": None, "midlayer.self_attn.q_proj.weight": None}
+    result = audit(analysis(release), launch(tmp_path, HEAD, "eagle3", None, {**bare, **wrapped}))
+    finding = contract(result, "vllm-drafter-contract")
+    assert result.verdict == Verdict.BLOCKED and finding.status == Status.BLOCKS, finding.why
+    line = EAGLE1_UNBUILT[release]
+    assert (finding.file, finding.line) == ("vllm/model_executor/models/utils.py", line)
+    nested = "ValueError: There is no module or parameter named 'eagle_module' in LlamaModel. The available " \
+             "parameters belonging to  (LlamaModel) are: {desc_param_keys}"
+    top = "ValueError: There is no module or parameter named 'eagle_module' in Eagle3LlamaForCausalLM."
+    assert f"eagle_module.fc.weight raises ({nested}) at vllm/model_executor/models/utils.py:{line}" in finding.code
+    assert f"eagle_module.lm_head.weight raises ({top}" in finding.code  # kept without "model.": the drafter's loader
+    assert finding.code.count(" raises (") == 3 and finding.error.startswith("ValueError: There is no module or ")
+    # The same head under its own names loads (every tensor accounted for): the check is of what the model builds.
+    plain = audit(analysis(release), launch(tmp_path, HEAD, "eagle3"))
+    assert plain.verdict == Verdict.READY and contract(plain, "vllm-drafter-contract").status == Status.PASSES

@@ -31,17 +31,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.types import EngineFunction, Finding, Rule, Status
-from ...play.modules import ModuleScope, defined_class, literal, module_of
+from ...play.modules import ModuleScope, literal, module_of
 from ...play.player import Coverage, LiteralScope, call, dotted
 from ...play.values import CLASS, UNKNOWN
-from ..facts import ReleaseModules
 from ..judge import Judge
+from .classes import MAX_DEPTH
+from .classes import class_named as _class
+from .classes import config_of as _config_of
+from .classes import initialised as _initialised
+from .classes import method as _method
+from .classes import named as _named
+from .classes import own as _own
 from .context import DraftContext, check, degrades, draft_finding, engine_finding, warns
 from .dflash import engine_architectures
 from .engine_code import config_reads
+from .unfilled import Unchecked, Unfilled, renames, unchecked, unfilled
 
 LOADED, SKIPPED, DROPPED, REPLACED, RAISES = "loaded", "skipped", "dropped", "replaced", "raises"
-MAX_DEPTH = 5  # modules within modules walked from the drafter class (model -> layers.i -> self_attn -> qkv_proj)
+UNFILLED = "unfilled"  # a parameter the drafter builds from torch.empty that no tensor fills (unfilled.py)
 
 
 @dataclass(frozen=True)
@@ -55,55 +62,7 @@ class Part:
     by: str = ""  # the function of the code at ``where`` (a loader's method), where it is not load_weights
 
 
-# -- the release's drafter class ---------------------------------------------------------------------------------------
-# Read as the rest of the scan reads a release: a name and a class's MRO by the index (``judge.mro``, the resolver's
-# C3 order through imports, relative ones and aliases), a class and what it defines by the player's ModuleScope.
-
-
-def _class(judge: Judge, module: str, name: str) -> ModuleScope | None:
-    """The class ``module:name`` as the player reads it: its module's scope, the class its owner."""
-    return defined_class(ReleaseModules(judge.release), f"{module}:{name}")
-
-
-def _named(judge: Judge, found: ModuleScope, name: str) -> ModuleScope | None:
-    """The class a name of the class's module stands for (one it defines, or one it imports): the index's answer."""
-    resolved = judge.mro(module_of(found.where), name)
-    return _class(judge, *resolved[0]) if resolved else None
-
-
-def _lineage(judge: Judge, found: ModuleScope) -> list[ModuleScope]:
-    """The class and each base of it the release defines, in MRO order."""
-    assert found.owner is not None
-    classes = [_class(judge, *c) for c in judge.mro(module_of(found.where), found.owner.name)]
-    return [c for c in classes if c is not None] or [found]
-
-
-def _own(owner: ModuleScope, name: str) -> ast.FunctionDef | None:
-    """The method the class itself defines under ``name`` (ModuleScope.member, where the class is its owner)."""
-    member = owner.member(owner.this_class or "", name)
-    if member is None or member.owner != owner.this_class or not isinstance(member.node, ast.FunctionDef):
-        return None
-    return member.node
-
-
-def _method(judge: Judge, found: ModuleScope, name: str) -> tuple[ModuleScope, ast.FunctionDef] | None:
-    """The method an object of the class calls: the first definition along its MRO in the release."""
-    for owner in _lineage(judge, found):
-        method = _own(owner, name)
-        if method is not None:
-            return owner, method
-    return None
-
-
 # -- the modules it builds (what SGLang's params_dict holds) ----------------------------------------------------------
-
-def _config_of(function: ast.FunctionDef, config: dict) -> dict[str, Any]:
-    """The bindings that give a class's ``__init__`` the drafter's config: its ``config`` parameter, and every
-    ``<...>.hf_config`` it reads (vLLM's ``speculative_config.draft_model_config.hf_config``)."""
-    bound: dict[str, Any] = {name: config for node in ast.walk(function) if isinstance(node, ast.Attribute)
-                             and node.attr == "hf_config" and (name := dotted(node))}
-    return bound
-
 
 def _played_init(function: ast.FunctionDef, found: ModuleScope, config: dict,
                  stop: tuple[ast.stmt, ast.expr] | None = None) -> tuple[Coverage, Any]:
@@ -141,7 +100,15 @@ class Built:
     classes: dict[tuple[str, ...], str] = field(default_factory=dict)
     children: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     open: set[tuple[str, ...]] = field(default_factory=set)
+    # The names a module's __init__s assign a value not read here (``self.quant_config = get_draft_quant_config(...)``,
+    # a local that may hold a module): a part of one of these names may be a child; any other name is not.
+    unread: dict[tuple[str, ...], set[str]] = field(default_factory=dict)
     loads: set[tuple[str, ...]] = field(default_factory=set)
+    # Of those, the ones whose load_weights hands its weights on to a loader of its own (vLLM's LlamaModel:
+    # ``loader = AutoWeightsLoader(self)``, ``return loader.load_weights(weights, mapper=self.hf_to_vllm_mapper)``):
+    # the class and that method, and the renames its module declares for the names (unfilled.renames).
+    delegated: dict[tuple[str, ...], tuple[ModuleScope, ast.FunctionDef]] = field(default_factory=dict)
+    renamed: dict[tuple[str, ...], list[tuple[str, str]]] = field(default_factory=dict)
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):
@@ -156,19 +123,35 @@ class Built:
         return parts[-1] == "bias" and any(len(parts) == len(leaf) + 1 and all(
             p == q or q == "*" and p.isdigit() for p, q in zip(parts, leaf)) for leaf in self.unbiased)
 
-    def unbuilt(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-        """Where the loader meets ``name`` as neither a module nor a parameter the model builds: the module it is
-        looking in (a path of ``classes``) and the part it does not find there; None where the model builds it, or
-        where that is not known here (a leaf's own parameters, a module not walked or ``open``, one that loads its own
-        weights, an index of a ModuleList)."""
+    def unbuilt(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None:
+        """Where the loader meets ``name`` as neither a module nor a parameter the model builds: the module whose
+        loader meets it (``()``, the drafter's; or one below that hands its weights on to a loader of its own:
+        ``delegated``, the rest of the name renamed as its module declares), the module it is looking in (a path of
+        ``classes``) and the part it does not find there; None where the model builds it, or where that is not known
+        here (a leaf's own parameters, a module not walked or ``open``, one that loads its own weights otherwise, an
+        index of a ModuleList)."""
         at: tuple[str, ...] = ()
-        for part in name.split("."):
-            if at in self.loads or at not in self.children:
+        root: tuple[str, ...] = ()
+        parts = name.split(".")
+        i = 0
+        while i < len(parts):
+            if at in self.loads:
+                if at not in self.delegated or at == root:
+                    return None
+                root, rest = at, ".".join(parts[i:])
+                for old, new in self.renamed.get(at, []):
+                    rest = rest.replace(old, new)
+                parts = parts[:i] + rest.split(".")
+            part = parts[i]
+            if at not in self.children:
                 return None
             if part in self.children[at] or part.isdigit() and "*" in self.children[at]:
                 at += ("*" if part not in self.children[at] else part,)
+                i += 1
                 continue
-            return (at, at + (part,)) if at in self.classes and at not in self.open else None
+            if part in self.unread.get(at, ()):
+                return None
+            return (root, at, at + (part,)) if at in self.classes and at not in self.open else None
         return None
 
     def __deepcopy__(self, memo: dict) -> Built:
@@ -179,25 +162,6 @@ def built(judge: Judge, found: ModuleScope, config: dict, drafter_module_name: s
     made = Built(set())
     _walk(judge, found, config, drafter_module_name, (), made, 0)
     return made
-
-
-def _initialised(judge: Judge, found: ModuleScope) -> list[tuple[ModuleScope, ast.FunctionDef]]:
-    """The ``__init__``s that making an object of the class runs, in order: the first along its MRO, and the next
-    while each calls its base's (``super().__init__(...)``, ``Base.__init__(self, ...)`` of a class of the release).
-    vLLM's EagleLlamaForCausalLM, a LlamaForCausalLM, calls ``nn.Module.__init__(self)``: llama.py's lm_head is not
-    built."""
-    chain = []
-    for owner in _lineage(judge, found):
-        init = _own(owner, "__init__")
-        if init is None:
-            continue
-        chain.append((owner, init))
-        if not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "__init__"
-                   and (isinstance(n.func.value, ast.Call) and dotted(n.func.value.func) == "super"
-                        or isinstance(n.func.value, ast.Name) and _named(judge, owner, n.func.value.id) is not None)
-                   for n in ast.walk(init)):
-            break
-    return chain
 
 
 # What registers a child of a module under the name its first argument gives (nn.Module's own methods).
@@ -212,8 +176,12 @@ def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tupl
     assert found.owner is not None
     made.classes[prefix] = found.owner.name
     children = made.children.setdefault(prefix, set())
-    if prefix and _method(judge, found, "load_weights") is not None:
+    loads = _method(judge, found, "load_weights") if prefix else None
+    if loads is not None:
         made.loads.add(prefix)
+        if _hands_on(loads[1]):
+            made.delegated[prefix] = loads
+            made.renamed[prefix] = renames(loads[0].tree)
     for owner, init in _initialised(judge, found):
         made.inits.append((owner.where, init))
         coverage = _played_init(init, owner, config)[0] if module_of(owner.where) == own else None
@@ -234,9 +202,9 @@ def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tupl
             targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
             if len(targets) != 1:
                 continue
-            if isinstance(targets[0], ast.Tuple) and any(dotted(e) == f"self.{getattr(e, 'attr', '')}"
-                                                         for e in targets[0].elts):
-                made.open.add(prefix)  # self.a, self.b = ...: what each is, not read
+            if isinstance(targets[0], ast.Tuple):  # self.a, self.b = ...: what each is, not read
+                made.unread.setdefault(prefix, set()).update(e.attr for e in targets[0].elts if isinstance(
+                    e, ast.Attribute) and dotted(e) == f"self.{e.attr}")
             path = dotted(targets[0])
             if path is None or not path.startswith("self."):
                 continue
@@ -248,7 +216,20 @@ def _walk(judge: Judge, found: ModuleScope, config: dict, own: str, prefix: tupl
             if _built_by(judge, owner, stmt.value, config, own, prefix + tuple(path.split(".")[1:]), made, depth):
                 children.add(name) if path.count(".") == 1 else None
             elif path.count(".") == 1:
-                made.open.add(prefix)  # self.x = <a function's result>: a module or not, not read here
+                made.unread.setdefault(prefix, set()).add(name)  # self.x = <a function's result>: a module or not
+
+
+def _hands_on(load: ast.FunctionDef) -> bool:
+    """Whether load_weights does nothing but build a loader of the model (``loader = AutoWeightsLoader(self)``) and
+    hand it the weights (``return loader.load_weights(weights, mapper=...)``)."""
+    body = [s for s in load.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    if len(body) != 2 or not isinstance(body[0], ast.Assign) or not isinstance(body[0].value, ast.Call):
+        return False
+    made, handed = body[0].value, body[1]
+    loader = dotted(body[0].targets[0]) if len(body[0].targets) == 1 else None
+    value = handed.value if isinstance(handed, (ast.Return, ast.Expr)) else None
+    return isinstance(made.func, ast.Name) and made.func.id[:1].isupper() and [dotted(a) for a in made.args] == ["self"] \
+        and not made.keywords and isinstance(value, ast.Call) and dotted(value.func) == f"{loader}.load_weights"
 
 
 def _child(value: ast.expr, name: str, prefix: tuple[str, ...], children: set[str], made: Built,
@@ -260,7 +241,7 @@ def _child(value: ast.expr, name: str, prefix: tuple[str, ...], children: set[st
     if source.startswith("self."):
         children.add(name)
     elif isinstance(value, ast.Name) and value.id in made_here:
-        made.open.add(prefix)
+        made.unread.setdefault(prefix, set()).add(name)
 
 
 def _built_by(judge: Judge, owner: ModuleScope, value: ast.Call, config: dict, own: str, at: tuple[str, ...],
@@ -430,6 +411,46 @@ def _renamed(renamer: tuple[ast.FunctionDef, int], owner: ModuleScope, tensor: s
     return (LOADED, line), str(names.pop()), line
 
 
+def _loader_drops(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> list[tuple[str, str, str]]:
+    """vLLM: the parts of a name the loader that load_weights builds never loads, whatever the model builds: a list of
+    its class's own (``ROTARY_EMBEDS_UNUSED_WEIGHTS``, rotary buffers such as ``rotary_emb.inv_freq``) added to the
+    parts it skips (0.26.0: ``self.skip_substrs += self.ROTARY_EMBEDS_UNUSED_WEIGHTS`` in ``__init__``, which
+    ``_can_skip`` reads), or a name map of its class's own that maps them to nothing, joined to the one it applies
+    (0.33.0: ``mapper |= self.REMOVE_UNUSED_ROTARY_EMBEDS_MAPPER``, ``orig_to_new_substr={...: None}``). Each as (the
+    part, where it is added, the class attribute's name)."""
+    made = next((s.value.func.id for s in ast.walk(load) if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
+                 and isinstance(s.value.func, ast.Name) and s.value.func.id[:1].isupper()), None)
+    loader = _named(judge, owner, made) if made is not None else None
+    if loader is None or loader.owner is None:
+        return []
+    constants: dict[str, list[str]] = {}
+    for stmt in loader.owner.body:
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name)):
+            continue
+        value = literal(stmt.value)
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            constants[stmt.targets[0].id] = [f"skip:{v}" for v in value]
+        elif isinstance(stmt.value, ast.Call):
+            for keyword in stmt.value.keywords:
+                mapped = literal(keyword.value) if keyword.arg == "orig_to_new_substr" else None
+                if isinstance(mapped, dict):
+                    constants[stmt.targets[0].id] = [f"map:{k}" for k, v in mapped.items() if v is None]
+    drops = []
+    for name in ("__init__", "load_weights"):
+        method = _own(loader, name)
+        for node in ast.walk(method) if method is not None else ():
+            if not (isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Attribute)
+                    and dotted(node.value) == f"self.{node.value.attr}" and node.value.attr in constants):
+                continue
+            target = dotted(node.target) or ""
+            for entry in constants[node.value.attr]:
+                kind, _, part = entry.partition(":")
+                if kind == "skip" and isinstance(node.op, ast.Add) and "skip" in target \
+                        or kind == "map" and isinstance(node.op, ast.BitOr):
+                    drops.append((part, f"{loader.where}:{node.lineno}", f"{loader.owner.name}.{node.value.attr}"))
+    return drops
+
+
 def _ignored_unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> tuple[list[str], str] | None:
     """vLLM: the suffixes the loader that load_weights builds (``loader = AutoWeightsLoader(self)``) passes over where
     the model has no such parameter (its load_weights: ``self.ignore_unexpected_suffixes.append(".bias")``, for GPTQ
@@ -464,15 +485,24 @@ class Unexpected:
     fields: dict[str, Any]
     drafter_is_module: bool  # the loader is given the drafter itself (``AutoWeightsLoader(self)``)
     method: str  # the loader's method that holds the loop ("AutoWeightsLoader._load_module")
+    # The loader's fields for the other values it may be built with (a list load_weights grows under conditions on
+    # the whole checkpoint: vLLM 0.26.0's skip_substrs, its fewest and its most items): a name is decided only where
+    # every one of them ends it the same way.
+    alternatives: tuple[dict[str, Any], ...] = ()
 
     def play(self, at: tuple[str, ...], part: str, drafter: str, module: str) -> tuple[str, int, str] | None:
         """What the loader does with ``part`` under the module at ``at`` (of class ``module``; the drafter's class
         ``drafter``): ("skipped", line, "") or ("raises", line, the engine's message); None where its ways differ."""
+        ends = {self._play(fields, at, part, drafter, module) for fields in (self.fields, *self.alternatives)}
+        return ends.pop() if len(ends) == 1 else None
+
+    def _play(self, fields: dict[str, Any], at: tuple[str, ...], part: str, drafter: str, module: str
+              ) -> tuple[str, int, str] | None:
         params = [a.arg for a in self.played.args.args[1:]]
         base = params[:-2]  # the method's; the last two are the loop's (the part, and its weights)
         passed = [".".join(at), UNKNOWN, *[UNKNOWN] * (len(base) - 2)][:len(base)] + [part, UNKNOWN]
         try:
-            outcomes, _ = call(self.played, self.scope, passed, {}, fields={"self": copy.deepcopy(self.fields)})
+            outcomes, _ = call(self.played, self.scope, passed, {}, fields={"self": copy.deepcopy(fields)})
         except (ValueError, RecursionError):
             return None
         ends = set()
@@ -531,10 +561,44 @@ def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unex
     init = _own(scope, "__init__")
     if played is None or init is None:
         return None
+    method = _method(judge, loader, "load_weights")
+    bounds = {k.arg: _bounds(load, k.value) for k in made.keywords if k.arg is not None}
+    variants = []
+    for end in (0, 1):
+        this = _loader_fields(scope, init, made, {k: v[end] for k, v in bounds.items()},
+                              method[1] if method is not None else None)
+        if this is None:
+            return None
+        variants.append(this)
+    given_self = bool(made.args) and isinstance(made.args[0], ast.Name) and made.args[0].id == "self"
+    alternatives = (variants[1],) if variants[1] != variants[0] else ()
+    return Unexpected(scope, played, variants[0], given_self, f"{cls.name}.{walker}", alternatives)
+
+
+def _bounds(load: ast.FunctionDef, value: ast.expr) -> tuple[Any, Any]:
+    """An argument load_weights hands the loader, at its fewest and its most: a literal as it is; a list it builds
+    (``skip_substrs = ["mask_hidden"]``, then ``skip_substrs.append("fc.")`` under conditions on the checkpoint) as
+    the list it starts from and that list with every item appended; else UNKNOWN."""
+    known = literal(value)
+    if known is not UNKNOWN or not isinstance(value, ast.Name):
+        return known, known
+    assigned = [literal(s.value) for s in ast.walk(load) if isinstance(s, ast.Assign) and len(s.targets) == 1
+                and isinstance(s.targets[0], ast.Name) and s.targets[0].id == value.id]
+    appended = [literal(n.args[0]) for n in ast.walk(load) if isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute) and n.func.attr == "append" and dotted(n.func.value) == value.id
+                and len(n.args) == 1]
+    if len(assigned) != 1 or not isinstance(assigned[0], list) or any(not isinstance(a, str) for a in appended):
+        return UNKNOWN, UNKNOWN
+    return assigned[0], assigned[0] + appended
+
+
+def _loader_fields(scope: ModuleScope, init: ast.FunctionDef, made: ast.Call, named: dict[str, Any],
+                   method: ast.FunctionDef | None) -> dict[str, Any] | None:
+    """The loader's fields as its ``__init__`` leaves them for the call load_weights makes, with what the loader's own
+    ``load_weights`` appends first; None where the ``__init__`` cannot be played."""
     this: dict[str, Any] = {CLASS: scope.this_class}
-    named = {k.arg: literal(k.value) for k in made.keywords if k.arg is not None}
     try:
-        call(init, scope, [UNKNOWN] * len(made.args), named, fields={"self": this})
+        call(init, scope, [UNKNOWN] * len(made.args), dict(named), fields={"self": this})
     except (ValueError, RecursionError):
         return None
     module_param = init.args.args[1].arg if len(init.args.args) > 1 else None
@@ -548,19 +612,17 @@ def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unex
                 key = (dotted(target) or "").removeprefix("self.")
                 if this.get(key) is UNKNOWN or key in this and not isinstance(this[key], (list, dict, str, int)):
                     this[key] = {}
-    method = _method(judge, loader, "load_weights")
-    for stmt in method[1].body if method is not None else ():
+    for stmt in method.body if method is not None else ():
         appended = stmt.value if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) else None
         if appended is not None and isinstance(appended.func, ast.Attribute) and appended.func.attr == "append" \
                 and (dotted(appended.func.value) or "").startswith("self.") and len(appended.args) == 1:
             key = (dotted(appended.func.value) or "").removeprefix("self.")
             if isinstance(this.get(key), list):
                 this[key] = [*this[key], literal(appended.args[0])]
-    given_self = bool(made.args) and isinstance(made.args[0], ast.Name) and made.args[0].id == "self"
     # Its methods read from this scope's class (an object of a named class has its methods read from the release's
     # module as it is).
     this.pop(CLASS)
-    return Unexpected(scope, played, this, given_self, f"{cls.name}.{walker}")
+    return this
 
 
 def _unbuilt_branch(method: ast.FunctionDef) -> ast.FunctionDef | None:
@@ -603,12 +665,13 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: di
     params = built(judge, found, ctx.draft_config, own)
     dropped_parts = _dropped_by_map(judge, found, load, ctx.draft_config)
     ignored = _ignored_unexpected(judge, owner, load)
+    never = _loader_drops(judge, owner, load)
     fields = {f"self.{k}": v for k, v in (engine.get("fields") or {}).items()}
     fields["self.use_parallel_drafting"] = bool(ctx.launch.speculative.get("parallel_drafting"))
     # A quantized drafter's loader also passes over its quantization's suffixes (load_weights extends the list from
     # the model's quant_config): what it does with a name the model does not build is not read for one.
-    unexpected = _unexpected(judge, owner, load) if renamer is not None and \
-        not ctx.draft_config.get("quantization_config") else None
+    unexpected = _unexpected(judge, owner, load) if not ctx.draft_config.get("quantization_config") else None
+    loaders: dict[tuple[str, ...], Unexpected | None] = {}  # of the modules below that load their own (Built.delegated)
     assert found.owner is not None
     parts = []
     for tensor in ctx.draft.tensors:
@@ -624,27 +687,37 @@ def tensor_parts(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: di
         fate, line = end
         part = next((p for p in dropped_parts if p in into), None) if fate == LOADED else None
         suffix = next((x for x in ignored[0] if into.endswith(x)), None) if ignored and fate == LOADED else None
-        if part is not None:
+        never_loaded = next((d for d in never if d[0] in into), None) if fate == LOADED else None
+        if never_loaded is not None:
+            parts.append(Part(tensor, SKIPPED, never_loaded[1], f"{into}: the loader drops every name with "
+                              f"{never_loaded[0]!r} ({never_loaded[2]}), whatever the model builds"))
+        elif part is not None:
             parts.append(Part(tensor, DROPPED, f"{owner.where}:{dropped_parts[part]}", f"{into} (the loader drops "
                               f"{part!r})"))
         elif ignored is not None and suffix == ".bias" and params.without_bias(into):
             parts.append(Part(tensor, DROPPED, ignored[1], f"{into}: the model builds that layer with bias=False and "
                               f"the loader passes over an unexpected {suffix!r}"))
         elif (missing := params.unbuilt(into) if unexpected is not None and fate == LOADED else None) is not None:
-            parts.append(_unbuilt(tensor, into, missing, unexpected, found.owner.name, params) or
-                         Part(tensor, "unknown", f"{owner.where}:{line}", into))
+            root = missing[0]
+            if root and root not in loaders:
+                loaders[root] = _unexpected(judge, *params.delegated[root])
+            parts.append(_unbuilt(tensor, into, missing, loaders.get(root) if root else unexpected,
+                                  found.owner.name, params) or Part(tensor, "unknown", f"{owner.where}:{line}", into))
         else:
             parts.append(Part(tensor, fate, f"{owner.where}:{line}", into if fate == LOADED else ""))
     return parts, params
 
 
-def _unbuilt(tensor: str, into: str, missing: tuple[tuple[str, ...], tuple[str, ...]], unexpected: Unexpected | None,
-             drafter: str, params: Built) -> Part | None:
+def _unbuilt(tensor: str, into: str, missing: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
+             unexpected: Unexpected | None, drafter: str, params: Built) -> Part | None:
     """A tensor handed to the loader under a name the model does not build (Built.unbuilt): passed over (dropped, at
     the loader's ``continue``) or raised on (at the loader's ``raise``, with its message); None where the loader's
-    ways differ."""
-    at, qualname = missing
-    end = unexpected.play(at, qualname[-1], drafter, params.classes[at]) if unexpected is not None else None
+    ways differ. ``unexpected``: the loader of the module that meets it (the drafter's, or the one a module below it
+    builds for itself, whose names are relative to that module)."""
+    root, at, qualname = missing
+    module_class = params.classes.get(root, drafter) if root else drafter
+    end = unexpected.play(at[len(root):], qualname[-1], module_class, params.classes[at]) \
+        if unexpected is not None else None
     if end is None:
         return None
     fate, line, message = end
@@ -713,7 +786,20 @@ def drafter_class(ctx: DraftContext) -> tuple[str, str] | None:
     return (entry.module, entry.class_name) if entry is not None else None
 
 
-def account(ctx: DraftContext, rule: Rule) -> tuple[ModuleScope, list[Part], list[Part]] | None:
+@dataclass(frozen=True)
+class Accounted:
+    """The drafter's contract: its class, each tensor's and head key's fate, and the keys that make it build parameters
+    from torch.empty that no tensor fills where the model loader does not check (unfilled.py; ``unchecked`` says
+    where that check is and why it does not run)."""
+
+    drafter: ModuleScope
+    tensors: list[Part]
+    keys: list[Part]
+    unfilled: list[Unfilled] = field(default_factory=list)
+    unchecked: Unchecked | None = None
+
+
+def account(ctx: DraftContext, rule: Rule) -> Accounted | None:
     judge = ctx.judge
     module = drafter_class(ctx)
     if judge is None or module is None:
@@ -729,7 +815,19 @@ def account(ctx: DraftContext, rule: Rule) -> tuple[ModuleScope, list[Part], lis
     replaced = _replaced(ctx, judge, found, engine)
     tensors = [Part(p.name, REPLACED, replaced[1], f"{p.into}, then the target's") if p.fate == LOADED and replaced
                and replaced[0] in p.name else p for p in tensors]
-    return found, tensors, key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()), params.inits)
+    keys = key_parts(judge, found, ctx.draft_config, list(engine.get("head_keys") or ()), params.inits)
+    # The keys the __init__s that build the drafter read, where the model loader's check of what loaded is the
+    # rule's (vLLM's DefaultModelLoader): does one build a parameter that no tensor fills, and does the check run?
+    # A key set to a false value (yuhuili's EAGLE-1 "bias": false) is not played: it asks for no parameter.
+    read = [p.name for p in keys if p.fate == "read" and ctx.draft_config.get(p.name)]
+    load = _method(judge, found, "load_weights")
+    loader = engine.get("model_loader")
+    if not read or load is None or not isinstance(loader, str) or ctx.draft_config.get("quantization_config"):
+        return Accounted(found, tensors, keys)
+    names = [p.into for p in tensors if p.fate == LOADED]
+    empty = unfilled(judge, found, ctx.draft_config, read, names, params.inits)
+    check = unchecked(judge, loader, load[1]) if empty else None
+    return Accounted(found, tensors, keys, empty if check is not None else [], check)
 
 
 def _replaced(ctx: DraftContext, judge: Judge, found: ModuleScope, engine: dict) -> tuple[str, str] | None:
@@ -772,7 +870,7 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
     found = account(ctx, rule)
     if found is None or ctx.draft.unread:
         return None
-    owner, tensors, keys = found
+    owner, tensors, keys = found.drafter, found.tensors, found.keys
     drafter = owner.owner
     assert drafter is not None
     engine = rule.params.get("engine") or {}
@@ -786,6 +884,28 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
                               f"the loader its load_weights hands the checkpoint to raises on a name that is neither "
                               f"({raised[0].by} at {raised[0].where})", evidence,
                               EngineFunction(file, int(line), raised[0].by or "load_weights", drafter), raised[0].into)
+    empty = [Part(".".join(o.path), UNFILLED, o.where, f"built as {u.key} = {u.value!r} asks ({u.read_at}), from "
+                  "torch.empty") for u in found.unfilled for o in u.parameters]
+    evidence += "".join(f"; {p.name} {p.fate} ({p.into}) at {p.where}" for p in empty)
+    every = [p for p in empty if "*" in p.name.split(".")]  # in each layer of a ModuleList: every layer
+    partial: list[tuple[str, str, EngineFunction]] = []
+    if found.unchecked is not None and empty:
+        check = found.unchecked
+        keys_said = ", ".join(f"{u.key} = {u.value!r}" for u in found.unfilled)
+        told = (f"the drafter config sets {keys_said}, which makes {drafter.name} build "
+                f"{', '.join(p.name for p in empty[:4])}{' and more' if len(empty) > 4 else ''} from torch.empty "
+                f"({empty[0].where}); no tensor of the checkpoint fills them, and its load_weights returns "
+                f"{check.returned}, so {check.function}'s check that every parameter was loaded ({check.gate}, its "
+                f"raise at {check.raises}) does not run (no error, no log line)")
+        file, line = check.gate.rsplit(":", 1)
+        at = EngineFunction(file, int(line), check.function, drafter)
+        if every:
+            return degrades(rule, ctx, told + ": the drafter computes with whatever memory those parameters were "
+                            "given, in every one of its layers", "near zero but by chance, not predictable from the "
+                            "files: every layer adds a bias of uninitialised memory (zero only where the allocator's "
+                            "block happened to hold zeros), so the head does not compute what it was trained to",
+                            evidence, at)
+        partial = [(told, f"{len(empty)} parameter(s) of uninitialised memory, in some of the drafter's layers", at)]
     lost = [p for p in tensors if p.fate == DROPPED and p.name not in unused]
     total = sum(_numel(ctx, p.name) for p in tensors if p.name not in unused) or 1
     share = sum(_numel(ctx, p.name) for p in lost) / total
@@ -803,9 +923,11 @@ def check_drafter_account(rule: Rule, ctx: DraftContext) -> Finding | None:
              f"{drafter.name} never reads: the head runs as if unset"] if ignored else []
     figures = [f"{_percent(share)} of the drafter's parameters not loaded"] if lost else []
     figures += [f"{len(ignored)} of the head's settings ignored"] if ignored else []
+    said, figures = said + [t for t, _, _ in partial], figures + [f for _, f, _ in partial]
     if said:
         return warns(rule, ctx, "; ".join(said), ", ".join(figures), evidence,
-                     where or EngineFunction(owner.where, drafter.lineno, drafter.name, drafter))
+                     where or (partial[0][2] if partial else None)
+                     or EngineFunction(owner.where, drafter.lineno, drafter.name, drafter))
     unknown = [p.name for p in tensors if p.fate == "unknown"]
     if unknown:
         return draft_finding(rule, ctx, Status.UNKNOWN, f"where {', '.join(unknown[:4])} goes could not be played out "
