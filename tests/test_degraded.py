@@ -642,3 +642,32 @@ def test_a_drafter_vocab_size_other_than_the_targets_is_undecided_not_blocked(tm
     assert result.verdict == Verdict.READY, [(f.rule_id, f.why) for f in result.blocking]
     finding = vocab_finding(result, rule_id)
     assert finding.status == Status.UNDECIDED and "vocab_size is 1200, the target's 1000" in finding.why
+
+
+# -- the table of silent failures (validation/silent-failures.md) ----------------------------------------------------
+
+
+def test_the_silent_failures_table_names_tests_and_rules_that_exist():
+    # Written by hand (issue 39): each test it names is a test of the module it names (a bare name, of the module named
+    # before it in its cell), and each rule id a rule of rules/.
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    table = (root / "validation/silent-failures.md").read_text()
+    rules = {re.search(r"^id: (\S+)", p.read_text(), re.M).group(1) for p in root.glob("rules/*/*.yaml")
+             if re.search(r"^id: (\S+)", p.read_text(), re.M)}
+    named = 0
+    for row in (line for line in table.splitlines() if line.startswith("| ") and "---" not in line):
+        module = None
+        for token in re.findall(r"`([^`]+)`", row):
+            if "::" in token:
+                module, token = token.split("::")
+            if token.startswith("test_") and module is not None:
+                source = (root / "tests" / module).read_text()
+                assert f"def {token}(" in source, f"{module} has no {token}"
+                named += 1
+            elif re.fullmatch(r"(vllm|sglang)-[a-z0-9-]+", token) and not token.startswith(("vllm-d2t", "sglang-d2t",
+                                                                                              "sglang-head")):
+                assert token in rules, f"no rule {token}"
+    assert named >= 25
