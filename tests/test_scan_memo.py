@@ -127,3 +127,29 @@ def test_a_warm_runner_choice_is_the_one_computed(release, own_index_cache):
     warm = analyze(tree)
     assert [runner_decision(warm, choice, launch, "eagle3") for launch in launches] == computed
     assert "vllm/config/vllm.py" not in warm.index.parsed
+
+
+def test_a_class_statement_is_kept_by_its_files_content(make_tree):
+    """scan.resolve reads a class's statement (the target's MRO: its methods, what they assign to self) from the facts
+    shared by every tree (TreeIndex.kept) where its file was parsed before: the same statement, lines included, and the
+    file not parsed; a file changed since gives its new statement."""
+    import ast
+
+    from specaudit.scan.resolve import Resolver
+
+    root = make_tree({"vllm/m.py": "X = 0\n\n\nclass A:\n    def __init__(self):\n        self.x = 1\n"})
+
+    def statement() -> tuple[str, bool]:
+        index = build_index(locate(str(root)))
+        resolver = Resolver(index)
+        found = resolver.find_class("vllm.m", "A")
+        node = resolver._class_node(found)  # type: ignore[arg-type]
+        assert node is not None
+        return ast.dump(node, include_attributes=True), "vllm/m.py" in index.parsed
+
+    cold = statement()
+    assert cold[1]  # parsed
+    assert statement() == (cold[0], False)  # kept: not parsed
+    (root / "vllm/m.py").write_text("class A:\n    def __init__(self):\n        self.y = 2\n")
+    changed = statement()
+    assert changed[1] and "'y'" in changed[0] and changed[0] != cold[0]

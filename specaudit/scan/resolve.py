@@ -384,7 +384,10 @@ class Resolver:
     def _class_node(self, cls: ClassInfo) -> ast.ClassDef | None:
         key = (cls.module, cls.name)
         if key not in self._class_nodes:
-            self._class_nodes[key] = self._find_class_node(cls)
+            module = self.index.module(cls.module)
+            # Kept by its file's content (index.TreeIndex.kept): a warm scan does not parse the file for it.
+            self._class_nodes[key] = self.index.kept(module.path, f"class-statement:{cls.name}",
+                                                     lambda: self._find_class_node(cls)) if module else None
         return self._class_nodes[key]
 
     def _find_class_node(self, cls: ClassInfo) -> ast.ClassDef | None:
