@@ -10,11 +10,13 @@ from typing import Any
 
 import pytest
 
-from specaudit.core.types import Status
+from specaudit.core.types import Status, Verdict
 from specaudit.launch.request import Launch
-from specaudit.launch.target import Target
+from specaudit.launch.target import Target, load_preset
 from specaudit.scan.audit import analyze, audit
 from specaudit.tree.locate import locate
+
+from conftest import engine_analysis
 
 SPECULATIVE = "vllm/config/speculative.py"
 
@@ -135,3 +137,44 @@ def test_degraded_is_not_earned_where_a_stage_of_the_path_is_not_in_the_tree():
     assert _verdict([degrades, finding("path-entry", Status.UNKNOWN)], launch) == Verdict.UNKNOWN
     assert _verdict([degrades, finding("path-entry", Status.UNKNOWN), finding("x", Status.BLOCKS)], launch) \
         == Verdict.BLOCKED
+
+
+READS_A_KEY = """
+    class SpeculativeConfig:
+        def __post_init__(self):
+            if {condition}:
+                raise ValueError("the target's EAGLE layers are too many")
+"""
+
+
+@pytest.mark.parametrize("condition,verdict", [
+    # A whole config.json without the key: Python raises AttributeError reading it (transformers' PretrainedConfig
+    # holds the keys it is given as attributes). The read is a gate of its own (line 4: the target's config lacks
+    # what the path reads), and the raise after it is met by failing on the way, evaluating its condition.
+    ("self.method == 'eagle3' and self.target_model_config.hf_text_config.eagle_layers > 2",
+     [(4, Status.BLOCKS), (5, Status.BLOCKS)]),
+    # getattr with a default and hasattr do not fail there: the default decides, and the config has no such key.
+    ("getattr(self.target_model_config.hf_text_config, 'eagle_layers', 0) > 2", []),
+    ("hasattr(self.target_model_config.hf_text_config, 'eagle_layers')", []),
+    ("getattr(self.target_model_config.hf_text_config, 'num_hidden_layers', 0) > 2", [(5, Status.BLOCKS)]),
+])
+def test_a_read_the_target_s_config_fails_on_is_a_raise_where_it_is_reached(make_tree, condition, verdict):
+    assert judged(make_tree, READS_A_KEY.format(condition=condition), LLAMA) == verdict
+
+
+@pytest.mark.parametrize("release,where", [
+    ("vllm==0.34.0", "vllm/v1/worker/gpu/spec_decode/extract_hidden_states.py"),  # :37-45
+    ("vllm==0.26.0", "vllm/v1/spec_decode/extract_hidden_states.py"),  # :70-74
+])
+def test_a_default_the_launch_s_own_value_makes_irrelevant_decides_nothing(release, where):
+    # extract_hidden_states reads layer_ids = getattr(<the draft's hf_config>, "eagle_aux_hidden_state_layer_ids",
+    # None) and raises `if not layer_ids`; the path file reads the launch's draft_model_config.hf_config first, with
+    # the target's config as the default of a dict.get. Given [1, 2], the default is never the value, so a target
+    # config that is a snapshot of some keys (kimi-k2) is READY as a whole config.json (llama3) is, not UNKNOWN.
+    spec = {"method": "extract_hidden_states", "num_speculative_tokens": 1,
+            "draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}}
+    for preset in ("kimi-k2", "llama3"):
+        result = audit(engine_analysis(release), Launch(load_preset(preset), method="extract_hidden_states",
+                                                        engine="vllm", speculative=spec))
+        assert not [f for f in result.findings if f.file == where and f.status in (Status.BLOCKS, Status.UNKNOWN)]
+        assert result.verdict == Verdict.READY, preset

@@ -22,7 +22,8 @@ is not known, why); ``Coverage`` records what was played and what was not.
 Values are play.values' (one ``Unknown``), operations play.operators' tables. Nothing of the engine is executed or
 imported; the release's own functions are followed a few calls deep, through the ``Scope`` of their module. The
 engine objects a caller stands for by ``EngineObject``s of its own (a launch's configs, an ``envs`` module) are read
-through its ``Objects``, where the code reads them.
+through its ``Objects``, where the code reads them. A gate's condition (scan.decide) is evaluated by a player that
+``explains``: what it cannot know says what, as the code reads it, and its ``Explaining`` objects are the target's.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from .libraries import transformers
 from .operators import METHODS, UNARY, binary, compare, plain_method, pure
@@ -57,6 +58,9 @@ _PURE = ("len", "int", "bool", "str", "min", "max", "abs", "sorted", "tuple", "l
 # outcomes do not change (sglang 0.5.23's collect_model_override_declarations returns its `declarations` as [],
 # grown under a condition they stop at).
 _GROWS = ("append", "extend")
+# The builtins a call names that the player plays itself, whatever the scope says of the name.
+_BUILTIN_CALLS = frozenset({"isinstance", "issubclass", "getattr", "hasattr", "setattr", "any", "all", "sum", "type",
+                            "callable", "get_args", *_PURE})
 
 
 class Scope(Protocol):
@@ -106,15 +110,42 @@ class Objects(Protocol):
     """The engine objects a caller stands for by ``EngineObject``s of its own (a launch's configs, an ``envs``
     module), read where the played code reads them."""
 
-    def has(self, owner: EngineObject, name: str) -> bool:
+    def has(self, owner: EngineObject, name: str) -> bool | Unknown:
         """Whether the caller knows of ``owner.name``: where it does not, ``getattr(owner, name, default)`` is the
-        default, ``hasattr`` False."""
+        default, ``hasattr`` False; Unknown where it cannot say."""
 
     def attribute(self, owner: EngineObject, name: str) -> Any:
         """``owner.name``: a value, another engine object, or an Unknown that says why."""
 
     def call(self, owner: EngineObject, args: list[Any], named: dict[str, Any]) -> Any:
         """``owner(*args, **named)``: a call of an engine object (a method read off another: ``spec.is_xpress``)."""
+
+
+class Explaining(Objects, Protocol):
+    """The Objects of a player that explains (``Player.explains``: a gate's condition, judged by scan.decide): each
+    reading takes the code it reads (``site``), for the Unknown that says what was not understood, and the engine
+    objects also answer ``isinstance``, ``is`` and ``[]``."""
+
+    def read(self, owner: Any, name: str, site: str) -> Any:
+        """``owner.name`` as ``attribute``, where ``site`` reads it (raises Raised where the object lacks it)."""
+
+    def holds(self, owner: Any, name: str, site: str) -> bool | Unknown:
+        """``hasattr(owner, name)``: False where reading it raises; Unknown where that is not known."""
+
+    def method(self, owner: EngineObject, name: str, site: str) -> Any:
+        """``owner.name`` read to be called (a method of the speculative config, played with the call)."""
+
+    def invoke(self, owner: EngineObject, args: list[Any], named: dict[str, Any], site: str) -> Any:
+        """``owner(*args, **named)``, as ``call``."""
+
+    def instance_of(self, value: Any, kind: Any, site: str) -> bool | Unknown:
+        """``isinstance(value, kind)`` of an engine object, or against one (a class of the release)."""
+
+    def same(self, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """``left <op> right`` where one side is an engine object: its truth, or UNKNOWN."""
+
+    def item(self, owner: EngineObject, key: Any, site: str) -> Any:
+        """``owner[key]``."""
 
 
 @dataclass
@@ -287,6 +318,10 @@ class Player:
     # Where a way ends before the function does, and what it gives there: a statement of the function, and the
     # expression whose value the way ends with on reaching it (the width a layer is built with, where it is built).
     stop: tuple[ast.stmt, ast.expr] | None = None
+    # A gate's condition (scan.decide): an unknown says what was not understood, as the code reads it (the dotted
+    # global it names, the field it reads, else the expression itself), and a value after one not known that would
+    # raise is not known either; the engine objects are ``Explaining``'s.
+    explains: bool = False
     # The ends fixed of calls followed, while a statement is played again for each (_Split): id(call) -> outcomes.
     _given: dict[int, list[Outcome]] = field(default_factory=dict, init=False, repr=False)
     # While a condition (or a value returned) is evaluated: the first Unknown met that says why (None: not then).
@@ -622,6 +657,8 @@ class Player:
 
     def evaluate(self, node: ast.expr, env: dict[str, Any]) -> Any:
         value = self._value(node, env)
+        if self.explains and isinstance(value, Unknown) and not value.why:
+            value = Unknown(ast.unparse(node))
         if self._first_unknown == [] and isinstance(value, Unknown) and value.why:
             self._first_unknown.append(value)
         return value
@@ -637,11 +674,23 @@ class Player:
                 return self._this(env)
             return self.scope.value(node.id)
         if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            items = [self.evaluate(e, env) for e in node.elts]
+            items = self._in_order(node.elts, env) if self.explains else [self.evaluate(e, env) for e in node.elts]
+            if isinstance(items, Unknown):
+                return items
             if any(isinstance(i, Unknown) for i in items):
                 return UNKNOWN
-            return frozenset(items) if isinstance(node, ast.Set) else list(items) if isinstance(node, ast.List) \
-                else tuple(items)
+            try:
+                return frozenset(items) if isinstance(node, ast.Set) else list(items) if isinstance(node, ast.List) \
+                    else tuple(items)
+            except TypeError:  # an item Python cannot hash
+                return UNKNOWN
+        if isinstance(node, ast.Dict) and self.explains:
+            pairs = self._in_order([x for pair in zip(node.keys, node.values) for x in pair if x is not None], env) \
+                if all(k is not None for k in node.keys) else UNKNOWN
+            try:
+                return pairs if isinstance(pairs, Unknown) else dict(zip(pairs[::2], pairs[1::2]))
+            except TypeError:
+                return UNKNOWN
         if isinstance(node, ast.Dict):
             return self._dict(node, env)
         if isinstance(node, ast.JoinedStr):
@@ -651,7 +700,7 @@ class Player:
         if isinstance(node, ast.UnaryOp):
             value = self.evaluate(node.operand, env)
             if isinstance(value, Unknown):
-                return UNKNOWN
+                return value if self.explains else UNKNOWN
             if isinstance(node.op, ast.Not):
                 return not _truth(value)
             try:
@@ -664,7 +713,9 @@ class Player:
             return self._compare(node, env)
         if isinstance(node, ast.IfExp):
             test = self.evaluate(node.test, env)
-            return UNKNOWN if isinstance(test, Unknown) else self.evaluate(node.body if _truth(test) else node.orelse, env)
+            if isinstance(test, Unknown):
+                return test if self.explains else UNKNOWN
+            return self.evaluate(node.body if _truth(test) else node.orelse, env)
         if isinstance(node, ast.NamedExpr):
             env[node.target.id] = value = self.evaluate(node.value, env)
             return value
@@ -675,8 +726,41 @@ class Player:
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
         if isinstance(node, ast.Attribute):
-            return self._attribute(self.evaluate(node.value, env), node.attr, node, env)
+            owner = self.evaluate(node.value, env)
+            if isinstance(owner, Unknown) and self.explains:
+                return self._dotted_global(node, env) or owner
+            return self._attribute(owner, node.attr, node, env)
         return UNKNOWN
+
+    def _dotted_global(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
+        """Explaining: ``module.Class``, ``current_platform.is_rocm``, where its first name is no local: what the
+        scope makes of the whole dotted name; None where the chain starts elsewhere."""
+        head: ast.expr = node
+        while isinstance(head, ast.Attribute):
+            head = head.value
+        if isinstance(head, ast.Name) and head.id not in env:
+            return self.scope.value(ast.unparse(node))
+        return None
+
+    def _in_order(self, nodes: list[ast.expr], env: dict[str, Any]) -> list[Any] | Unknown:
+        """Explaining: the values of ``nodes`` in order, or the first not known (one after it that would raise is
+        not known to be reached either)."""
+        values: list[Any] = []
+        unknown: Unknown | None = None
+        for node in nodes:
+            try:
+                value = self.evaluate(node, env)
+            except Raised:
+                if unknown is None:
+                    raise
+                continue
+            values.append(value)
+            unknown = unknown or (value if isinstance(value, Unknown) else None)
+        return values if unknown is None else unknown
+
+    def _explaining(self) -> Explaining:
+        assert self.explains and self.objects is not None
+        return cast(Explaining, self.objects)
 
     def _attribute(self, owner: Any, name: str, site: ast.AST, env: dict[str, Any]) -> Any:
         """``owner.name``: a config's key, an object's field, or what its class defines (a property played on it, a
@@ -696,6 +780,8 @@ class Player:
                     if found is transformers.ABSENT else found
             return self._class_attribute(owner[CLASS], name, site, env, this=owner)
         if isinstance(owner, EngineObject) and self.objects is not None:
+            if self.explains:
+                return self._explaining().read(owner, name, ast.unparse(site))
             return self.objects.attribute(owner, name)
         return UNKNOWN
 
@@ -791,6 +877,8 @@ class Player:
         return result
 
     def _subscript(self, node: ast.Subscript, env: dict[str, Any]) -> Any:
+        if self.explains:
+            return self._explained_item(node, env)
         owner, key = self.evaluate(node.value, env), self.evaluate(node.slice, env)
         if isinstance(owner, Unknown) or isinstance(key, Unknown):
             return UNKNOWN
@@ -802,6 +890,20 @@ class Player:
             return owner[key]
         return UNKNOWN
 
+    def _explained_item(self, node: ast.Subscript, env: dict[str, Any]) -> Any:
+        """Explaining: ``owner[key]``, an engine object's through ``Explaining.item``; where Python would fail on the
+        values (a key or an index it lacks), not known."""
+        both = self._in_order([node.value, node.slice], env)
+        if isinstance(both, Unknown):
+            return both
+        owner, key = both
+        if isinstance(owner, EngineObject):
+            return self._explaining().item(owner, key, ast.unparse(node))
+        try:
+            return owner[key]
+        except Exception:  # noqa: BLE001 - a condition's own failure is not the launch's to call here
+            return UNKNOWN
+
     def _boolean(self, node: ast.BoolOp, env: dict[str, Any]) -> Any:
         # Python's own short-circuit: the first value that decides is the value; an unknown one before it, unknown.
         deciding = isinstance(node.op, ast.Or)
@@ -812,7 +914,7 @@ class Player:
                 rest = [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
                 if any(not isinstance(v, Unknown) and _truth(v) == deciding for v in rest):
                     return deciding  # a later operand decides the whole, whatever the unknown one is
-                return UNKNOWN
+                return value if self.explains else UNKNOWN
             if _truth(value) == deciding:
                 return value
         return value
@@ -820,8 +922,16 @@ class Player:
     def _compare(self, node: ast.Compare, env: dict[str, Any]) -> Any:
         left = self.evaluate(node.left, env)
         for op, comparator in zip(node.ops, node.comparators):
-            right = self.evaluate(comparator, env)
-            holds = compare(op, left, right)
+            if self.explains:
+                both = self._in_order([node.left, comparator], env) if isinstance(left, Unknown) else \
+                    [left, self.evaluate(comparator, env)]
+                if isinstance(both, Unknown):
+                    return both
+                right = both[1]
+                holds = self._explained_compare(op, left, right)
+            else:
+                right = self.evaluate(comparator, env)
+                holds = compare(op, left, right)
             if isinstance(holds, Unknown):
                 return holds
             if not holds:
@@ -829,10 +939,38 @@ class Player:
             left = right
         return True
 
+    def _explained_call(self, func: str | None, node: ast.Call, env: dict[str, Any]) -> Any:
+        """Explaining: a call of what is not known is not known, for what its callee is not (the dotted global a
+        condition calls, ``current_platform.is_rocm()``); None where the call is played on."""
+        if isinstance(node.func, ast.Name) and node.func.id not in _BUILTIN_CALLS:
+            callee = self.evaluate(node.func, env)
+            return callee if isinstance(callee, Unknown) else None
+        if isinstance(node.func, ast.Attribute) and isinstance(self.evaluate(node.func.value, env), Unknown):
+            callee = self.evaluate(node.func, env)
+            return callee if isinstance(callee, Unknown) else UNKNOWN
+        return None
+
+    def _explained_compare(self, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """Explaining: a comparison of known values; of an engine object, what ``Explaining.same`` says; where Python
+        would fail on the values (``None > 1``), not known."""
+        if isinstance(left, Unknown) or isinstance(right, Unknown):
+            return left if isinstance(left, Unknown) else right
+        if isinstance(left, EngineObject) or isinstance(right, EngineObject):
+            return self._explaining().same(op, left, right)
+        try:
+            holds = compare(op, left, right)
+        except Raised:
+            return UNKNOWN
+        return UNKNOWN if isinstance(holds, Unknown) else holds
+
     def _call(self, node: ast.Call, env: dict[str, Any]) -> Any:
         func = dotted(node.func)
         if func is not None and f"{func}()" in env:
             return env[f"{func}()"]
+        if self.explains:
+            explained = self._explained_call(func, node, env)
+            if explained is not None:
+                return explained
         args = node.args
         if self.objects is not None and isinstance(node.func, ast.Name):
             callee = self.evaluate(node.func, env)
@@ -858,7 +996,8 @@ class Player:
                 return self._follow(f"{owner[CLASS]}.{method}", node, env, this=owner)
             if isinstance(owner, EngineObject) and self.objects is not None \
                     and (func is None or self.scope.function(func) is None):  # not a method of the class played
-                bound_method = self.objects.attribute(owner, method)
+                bound_method = self._explaining().method(owner, method, ast.unparse(node.func)) if self.explains \
+                    else self.objects.attribute(owner, method)
                 if isinstance(bound_method, EngineObject):
                     return self._engine_call(bound_method, node, env)
                 return bound_method if isinstance(bound_method, Unknown) else UNKNOWN
@@ -891,7 +1030,7 @@ class Player:
             module = self.evaluate(args[0], env)
             return ReleaseModule(module) if isinstance(module, str) else UNKNOWN
         if func in ("isinstance", "issubclass") and len(args) == 2 and not node.keywords:
-            return self._is_a(func, self.evaluate(args[0], env), args[1], env)
+            return self._is_a(func, self.evaluate(args[0], env), args[1], env, node)
         if func == "get_args" and len(args) == 1 and isinstance(args[0], ast.Name):
             names = self.scope.literals(args[0].id)
             return UNKNOWN if names is None else tuple(sorted(names))
@@ -903,7 +1042,17 @@ class Player:
             values = [self.evaluate(a, env) for a in args]
             if any(isinstance(v, dict) and CLASS in v for v in values):
                 return Unknown(f"{func}() of an object of the release")
+            if self.explains and any(isinstance(v, EngineObject) for v in values):
+                return next((v for v in values if isinstance(v, Unknown)), UNKNOWN)
             return pure(func, values)
+        if self.explains and func in ("type", "callable") and len(args) == 1 and not node.keywords:
+            value = self.evaluate(args[0], env)
+            if isinstance(value, Unknown) or not isinstance(value, EngineObject):
+                return value if isinstance(value, Unknown) else type(value) if func == "type" else callable(value)
+            site = ast.unparse(node)
+            explaining = self._explaining()
+            return explaining.read(value, "__class__", site) if func == "type" else \
+                explaining.holds(value, "__call__", site)
         if func is not None:
             return self._follow(func, node, env)
         callee = self.evaluate(node.func, env)  # `get_speculator_config_class(self)(self)`
@@ -968,10 +1117,17 @@ class Player:
         if not isinstance(attribute, str):
             return UNKNOWN
         owner = self.evaluate(args[0], env)
+        if isinstance(owner, EngineObject) and self.explains:
+            explaining, site = self._explaining(), ast.unparse(node)
+            if func == "hasattr":
+                return explaining.holds(owner, attribute, site)
+            if len(args) == 3 and explaining.holds(owner, attribute, site) is False:
+                return self.evaluate(args[2], env)
+            return explaining.read(owner, attribute, site)
         if isinstance(owner, EngineObject) and self.objects is not None:
             if func == "hasattr":
                 return self.objects.has(owner, attribute)
-            if len(args) == 3 and not self.objects.has(owner, attribute):
+            if len(args) == 3 and self.objects.has(owner, attribute) is False:
                 return self.evaluate(args[2], env)
             return self.objects.attribute(owner, attribute)
         if isinstance(owner, (ReleaseClass, ReleaseModule)) or (isinstance(owner, dict) and CLASS in owner
@@ -1006,9 +1162,12 @@ class Player:
             return self.evaluate(args[2], env) if len(args) == 3 else UNKNOWN
         return found
 
-    def _is_a(self, func: str, value: Any, kinds: ast.expr, env: dict[str, Any]) -> Any:
+    def _is_a(self, func: str, value: Any, kinds: ast.expr, env: dict[str, Any], site: ast.AST | None = None) -> Any:
         """``isinstance``/``issubclass`` on a plain value, an object or a class of the release, against builtin types
         and the release's classes (along the MRO)."""
+        if self.explains and func == "isinstance" and (isinstance(value, (Unknown, EngineObject))
+                                                       or isinstance(self._quiet(kinds, env), EngineObject)):
+            return self._explained_is_a(value, kinds, env, ast.unparse(site or kinds))
         if isinstance(value, (Unknown, EngineObject)):
             return UNKNOWN
         answers: list[bool | Unknown] = []
@@ -1034,6 +1193,18 @@ class Player:
         if any(a is True for a in answers):
             return True
         return False if all(a is False for a in answers) else UNKNOWN
+
+    def _explained_is_a(self, value: Any, kinds: ast.expr, env: dict[str, Any], site: str) -> Any:
+        """Explaining: ``isinstance`` of an engine object, or against one, as ``Explaining.instance_of`` says for each
+        kind: true where one holds, else the first not known, else false."""
+        if isinstance(value, Unknown):
+            return value
+        kind = self.evaluate(kinds, env)
+        answers = [self._explaining().instance_of(value, k, site) for k in
+                   (kind if isinstance(kind, (tuple, list)) else [kind])]
+        if any(a is True for a in answers):
+            return True
+        return next((a for a in answers if isinstance(a, Unknown)), False)
 
     def _config_is_a(self, config: ConfigObject, kind: ast.expr, env: dict[str, Any]) -> bool | Unknown:
         """``isinstance(config, kind)``: a transformers config is one of its base class; of a class of the release
@@ -1072,8 +1243,11 @@ class Player:
         assert self.objects is not None
         if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
             return UNKNOWN
-        return self.objects.call(callee, [self.evaluate(a, env) for a in node.args],
-                                 {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg})
+        args = [self.evaluate(a, env) for a in node.args]
+        named = {k.arg: self.evaluate(k.value, env) for k in node.keywords if k.arg}
+        if self.explains:
+            return self._explaining().invoke(callee, args, named, ast.unparse(node))
+        return self.objects.call(callee, args, named)
 
     @staticmethod
     def _grow(items: list[Any], method: str, value: Any, receiver: str | None, env: dict[str, Any]) -> None:
@@ -1110,6 +1284,8 @@ class Player:
             if isinstance(callee, ReleaseClass):  # `ModelConfig(model=...)`, `config_cls(spec)`
                 return self._construct(callee, node, env)
             origin = self.scope.origin(func)
+            if self.explains and origin == "typing.cast" and len(node.args) == 2:
+                return self.evaluate(node.args[1], env)  # the value, whatever the type says
             if origin is not None:  # a library's: `AutoConfig.for_model(**model)`
                 value = transformers.call(origin, [self.evaluate(a, env) for a in node.args], named)
                 return UNKNOWN if value is None else value
@@ -1173,7 +1349,23 @@ class Player:
 
     def _quantified(self, func: str, over: ast.expr, env: dict[str, Any]) -> Any:
         """``any``/``all``/``sum`` of a generator or list written in the call, item by item (what is known of an
-        ``any`` decides it), or of a sequence the function built before (``iup = (... for p in ...)``, ``any(iup)``)."""
+        ``any`` decides it), or of a sequence the function built before (``iup = (... for p in ...)``, ``any(iup)``).
+        Explaining, a generator's items are played up to the first that decides, as Python does."""
+        if self.explains and func != "sum" and isinstance(over, (ast.GeneratorExp, ast.ListComp)):
+            sequence = self.evaluate(over.generators[0].iter, env)
+            if isinstance(sequence, Unknown):
+                return sequence
+            rounds = self._rounds(over.generators, env)
+            if rounds is None:
+                return UNKNOWN
+            unknown = None
+            for each in rounds:
+                holds = truth(self.evaluate(over.elt, each))
+                if isinstance(holds, Unknown):
+                    unknown = unknown or holds
+                elif holds == (func == "any"):
+                    return holds
+            return unknown or func == "all"
         if isinstance(over, (ast.GeneratorExp, ast.ListComp)):
             rounds = self._rounds(over.generators, env)
             if rounds is None:

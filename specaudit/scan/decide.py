@@ -1,10 +1,12 @@
 """Decide the traced path's obligations against a launch, in three values.
 
-Each condition the tracer recorded (trace.py) is evaluated over abstract values: the target model is its class
-(attributes and methods through the MRO, instance attributes its methods assign, Protocol conformance as
-``isinstance`` decides it), its config is the checkpoint's ``config.json``, the method is the launch's.
-Whatever else a condition reads (the environment, the hardware, state built at run time) is *unknown*, and the
-unknown carries the text that was not understood. An obligation:
+Each condition the tracer recorded (trace.py) is played by play.player, explaining what it cannot know, over the
+engine objects the Evaluator stands for (play.player.Explaining): the target model is its class (attributes and
+methods through the MRO, instance attributes its methods assign, Protocol conformance as ``isinstance`` decides
+it), its config is the checkpoint's ``config.json``, the method is the launch's. Whatever else a condition reads
+(the environment, the hardware, state built at run time) is *unknown*, and the unknown carries the text that was not
+understood; where evaluating it fails as Python would on the launch's values, it raises (play.values.Raised). An
+obligation:
 
 - **blocks** when every condition on the way to it holds (and, for a read, the member is missing);
 - **passes** when one of them is false (or the member is there);
@@ -23,7 +25,7 @@ from ..core.types import Finding, Phase, Status
 from ..launch.target import Target
 from ..play.libraries.transformers import PRETRAINED_CONFIG_DEFAULTS, PRETRAINED_CONFIG_METHODS
 from ..play.modules import PROPERTIES
-from ..play.operators import METHODS, compare, plain_method
+from ..play.player import Player, WithoutClasses
 from ..play.values import UNKNOWN, EngineObject, Raised, Unknown, truth
 from .facts import ClassInfo, ModuleInfo, dotted_name
 from .gates import render_message
@@ -49,13 +51,6 @@ from .trace import (
     reads_target,
     runs,
 )
-
-
-@dataclass(frozen=True)
-class Raises:
-    """Evaluating the expression raises: the launch fails there."""
-
-    error: str
 
 
 @dataclass(frozen=True)
@@ -116,7 +111,18 @@ class Function(EngineObject):
 
 @dataclass(frozen=True)
 class Builtin:
+    """A builtin a condition names (``isinstance(config, dict)``'s ``dict``): the player plays its calls."""
+
     name: str
+
+
+@dataclass(frozen=True)
+class _Bound(EngineObject):
+    """A method of the speculative config read to be called (``site``: its code), played with the call."""
+
+    owner: SpeculativeFields
+    name: str
+    site: str
 
 
 @dataclass(frozen=True)
@@ -129,14 +135,6 @@ class Decision:
     # Not reached for what the launch fixes (its method, its values, a drafter flag), not because the target fails
     # on the way: the gate itself stops nothing for this launch.
     bypassed: bool = False
-
-
-@dataclass(frozen=True)
-class PlainMethod:
-    """A method of a plain value (``"x".startswith``, ``d.get``), looked up but not called: play.operators'."""
-
-    owner: Any
-    name: str
 
 
 _BUILTINS = frozenset({"isinstance", "hasattr", "getattr", "type", "any", "all", "len", "str", "bool", "tuple",
@@ -154,7 +152,6 @@ class Evaluator:
         self.resolver = resolver
         # What the launch's platform fixes, as the engine writes it (`HAS_TRITON`, `current_platform.is_rocm()`).
         self.fixed = dict(fixed or {})
-        self._fixed_calls = any("(" in k for k in self.fixed)
         self.registry = registry
         self.parts = path.target_parts
         self.target = target
@@ -185,17 +182,21 @@ class Evaluator:
         self._parsed: dict[str, ast.expr] = {}  # a condition's source -> its expression
         self._summaries: dict[str, ast.Module] = {}  # a summary's source -> its statements
         self._depth = 0
+        self._names = {**self.fixed, **self.env}  # the names a condition reads first, the launch's
+        self._players: dict[str, Player] = {}  # a module -> the player of its conditions
 
     # ---- entry points ----
 
     def condition(self, condition: Condition) -> Any:
-        tree = self._parse(condition.source)
-        value = self.eval(tree, {}, condition.module)
-        return value
+        """The condition's value for the launch; Raised where evaluating it fails as the engine's code would."""
+        return self._eval(self._parse(condition.source), {}, condition.module)
 
-    def satisfied(self, condition: Condition) -> bool | Unknown | Raises:
-        value = self.condition(condition)
-        if isinstance(value, (Unknown, Raises)):
+    def satisfied(self, condition: Condition) -> bool | Unknown | Raised:
+        try:
+            value = self.condition(condition)
+        except Raised as raised:
+            return raised
+        if isinstance(value, Unknown):
             return value
         holds = truth(value)
         if isinstance(holds, Unknown):
@@ -207,29 +208,25 @@ class Evaluator:
             self._parsed[source] = ast.parse(source, mode="eval").body
         return self._parsed[source]
 
-    # ---- expressions ----
+    # ---- expressions, played by play.player ----
 
     def eval(self, node: ast.AST, local: dict[str, Any], module: str) -> Any:
-        handler: Callable | None = getattr(self, f"_{type(node).__name__}", None)
-        if handler is None:
+        """An expression's value, or the Raised met evaluating it."""
+        try:
+            return self._eval(node, local, module)
+        except Raised as raised:
+            return raised
+
+    def _eval(self, node: ast.AST, local: dict[str, Any], module: str) -> Any:
+        """``node``'s value in ``module`` (its names as the resolver reads them), ``local`` over the launch's names:
+        played by the player, which explains what it cannot know (a gate's condition), the engine objects read here
+        (play.player.Explaining); Raised where Python would fail on the launch's values."""
+        if not isinstance(node, ast.expr):
             return Unknown(_text(node))
-        return handler(node, local, module)
-
-    def _Constant(self, node, local, module):
-        return node.value
-
-    def _Name(self, node, local, module):
-        if node.id in local:
-            return local[node.id]
-        if node.id in self.env:
-            return self.env[node.id]
-        if node.id in self.fixed:
-            return self.fixed[node.id]
-        if node.id in self.functions:
-            return Function(self.functions[node.id])
-        if node.id in _BUILTINS:
-            return Builtin(node.id)
-        return self._global(node.id, module)
+        player = self._players.get(module)
+        if player is None:
+            player = self._players[module] = Player("", {}, _Module(self, module), objects=self, explains=True)
+        return player.evaluate(node, {**self._names, **local} if local else self._names)
 
     def _global(self, dotted: str, module: str) -> Any:
         info = self.resolver.index.module(module)
@@ -255,21 +252,53 @@ class Evaluator:
             return Unknown(f"{dotted} ({found.reason})")
         return Unknown(dotted)
 
-    def _Attribute(self, node, local, module):
-        return self._attribute_of(self.eval(node.value, local, module), node, local, module)
 
-    def _attribute_of(self, base: Any, node: ast.Attribute, local: dict[str, Any], module: str) -> Any:
-        if isinstance(base, Unknown):
-            head: ast.expr = node
-            while isinstance(head, ast.Attribute):
-                head = head.value
-            if isinstance(head, ast.Name) and head.id not in local and head.id not in self.env:
-                return self._global(_text(node), module)  # a dotted global: module.Class
-        if isinstance(base, (Unknown, Raises)):
-            return base
-        return self.attribute(base, node.attr, _text(node))
+    # ---- the engine's objects, as the player reads them (play.player.Objects, Explaining) ----
 
-    def attribute(self, base: Any, name: str, text: str) -> Any:
+    def has(self, owner: Any, name: str, text: str = "") -> bool | Unknown:
+        """``hasattr(owner, name)``: False where reading it raises; a config's own methods are there, and whatever
+        else is not known stays unknown."""
+        if name == "__call__" and isinstance(owner, EngineObject):  # callable(): a method or a function is
+            return True if isinstance(owner, (Method, Function)) else Unknown(text or name)
+        try:
+            value = self.attribute(owner, name, text or f"hasattr({name})")
+        except Raised:
+            return False
+        if isinstance(value, Unknown):
+            return True if isinstance(owner, Config) and "snapshot" not in value.why else value
+        return True
+
+    holds = has
+
+    def read(self, owner: Any, name: str, site: str) -> Any:
+        return self.attribute(owner, name, site)
+
+    def method(self, owner: EngineObject, name: str, site: str) -> Any:
+        """A method of the speculative config (``use_eagle()``) is played with its call; any other member is read."""
+        if isinstance(owner, SpeculativeFields) and owner.member is not None:
+            return _Bound(owner, name, site)
+        return self.attribute(owner, name, site)
+
+    def invoke(self, owner: EngineObject, args: list[Any], named: dict[str, Any], site: str) -> Any:
+        return self.call(owner, args, named, site)
+
+    def same(self, op: ast.cmpop, left: Any, right: Any) -> Any:
+        """``is`` between the target's configs (the text config is the config itself for a text model), and against
+        None; any other comparison of the engine's objects is not known."""
+        if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(left, Config) and isinstance(right, Config):
+            return (left.values is right.values) == isinstance(op, ast.Is)
+        if isinstance(op, (ast.Is, ast.IsNot)) and right is None:
+            return isinstance(op, ast.IsNot)
+        return UNKNOWN
+
+    def item(self, owner: EngineObject, key: Any, site: str) -> Any:
+        """``config["key"]`` reads the key as its attribute."""
+        return self.attribute(owner, key, site) if isinstance(owner, Config) and isinstance(key, str) else UNKNOWN
+
+    def attribute(self, base: Any, name: str, text: str = "") -> Any:
+        """``base.name`` (``text``: the expression, for what is not known): a value, an engine object, or an Unknown;
+        Raised where the engine's object has no such attribute."""
+        text = text or name
         if isinstance(base, SpeculativeFields):
             value = base.values.get(name, UNKNOWN)
             if isinstance(value, Unknown) and base.member is not None:
@@ -282,9 +311,9 @@ class Evaluator:
             found = self.model_config.get(key)
             if found is None:
                 return Unknown(f"{text} (the engine's model config)")
-            value = self.eval(found, {}, "")
+            value = self._eval(found, {}, "")
             if any(k.startswith(f"{key}.") for k in self.model_config):  # an object of its own, where it exists
-                exists = truth(value) if not isinstance(value, Raises) else value
+                exists = truth(value)
                 return ModelConfig(f"{key}.") if exists is True else None if exists is False else exists
             return value
         if isinstance(base, Config):
@@ -298,7 +327,7 @@ class Evaluator:
                 return Unknown(f"{text}(...)")
             if not base.complete:
                 return Unknown(f"{text}: the target's config is a snapshot of some keys, without {name}")
-            return Raises(f"AttributeError: '{base.class_name}' object has no attribute '{name}'")
+            raise Raised(f"AttributeError: '{base.class_name}' object has no attribute '{name}'")
         if isinstance(base, TargetModel):
             if name == "__class__":
                 return ClassValue(base.cls)
@@ -314,7 +343,7 @@ class Evaluator:
                 value = self.returned(Method(base, name)) if self._is_property(base.cls, name) else None
                 return Method(base, name) if value is None else value
             if has is False:
-                return Raises(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
+                raise Raised(f"AttributeError: '{base.cls.name}' object has no attribute '{name}'")
             return has
         if isinstance(base, ClassValue):
             if name == "__name__":
@@ -322,8 +351,6 @@ class Evaluator:
             if name in base.cls.defaults:
                 return base.cls.defaults[name]
             return Unknown(text)
-        if name in METHODS and isinstance(base, METHODS[name]) and not isinstance(base, EngineObject):
-            return PlainMethod(base, name)
         return Unknown(text)
 
     def _is_property(self, cls: ClassInfo, name: str) -> bool:
@@ -369,7 +396,7 @@ class Evaluator:
             return None
         self._depth += 1
         try:
-            return self.eval(body[0].value, {"self": method.owner}, owner.module)
+            return self._eval(body[0].value, {"self": method.owner}, owner.module)
         finally:
             self._depth -= 1
 
@@ -397,88 +424,35 @@ class Evaluator:
             return Unknown(f"whether {cls.name} has {name}: its MRO is incomplete ({hierarchy.unknown[0]})")
         return False
 
-    def _Call(self, node, local, module):
-        if self._fixed_calls and _text(node) in self.fixed:
-            return self.fixed[_text(node)]
-        if isinstance(node.func, ast.Attribute):
-            owner = self.eval(node.func.value, local, module)
-            if isinstance(owner, SpeculativeFields) and owner.member is not None and not node.args \
-                    and not node.keywords:  # a method of the speculative config (`use_eagle()`), played on it
-                value = owner.member(f"{node.func.attr}()")
-                return Unknown(f"{_text(node)} (the speculative config's {node.func.attr}())") \
-                    if isinstance(value, Unknown) else value
-            func = self._attribute_of(owner, node.func, local, module)
-        else:
-            func = self.eval(node.func, local, module)
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            return Unknown(_text(node))
-        if isinstance(func, Builtin):
-            return self.builtin(func.name, node, local, module)
-        args = [self.eval(a, local, module) for a in node.args]
-        kwargs = {k.arg: self.eval(k.value, local, module) for k in node.keywords if k.arg}
-        failed = next((a for a in [*args, *kwargs.values()] if isinstance(a, Raises)), None)
-        if failed:
-            return failed
-        if isinstance(func, Function):
-            return self.run(func.summary, args, kwargs)
-        if isinstance(func, Method):
-            returned = self.returned(func)
-            if returned is None and func.name in self.parts.language_model:
-                return self.language_model(func.owner)
-            return returned if returned is not None else Unknown(_text(node))
-        if isinstance(func, PlainMethod) and not kwargs:
-            return plain_method(func.owner, func.name, args)
-        if isinstance(func, (Unknown, Raises)):
-            return func
-        return Unknown(_text(node))
+    def call(self, owner: Any, args: list[Any], named: dict[str, Any], text: str = "") -> Any:
+        """``owner(*args, **named)``: a function the condition calls, played on its arguments; a method of the target
+        whose body is one ``return`` (or its builder's language model); a method of the speculative config, played
+        on it; an Unknown for any other."""
+        if isinstance(owner, _Bound):
+            fields = owner.owner
+            assert fields.member is not None  # Explaining.method binds only a config that plays its members
+            if args or named:
+                value = self.attribute(fields, owner.name, owner.site)
+                return value if isinstance(value, Unknown) else Unknown(text or owner.site)
+            value = fields.member(f"{owner.name}()")
+            return Unknown(f"{text} (the speculative config's {owner.name}())") if isinstance(value, Unknown) \
+                else value
+        if isinstance(owner, Function):
+            return self.run(owner.summary, args, named)
+        if isinstance(owner, Method):
+            returned = self.returned(owner)
+            if returned is None and owner.name in self.parts.language_model:
+                return self.language_model(owner.owner)
+            if returned is not None:
+                return returned
+        return Unknown(text or "a call")
 
-    def builtin(self, name: str, node: ast.Call, local: dict, module: str) -> Any:
-        if name in ("any", "all") and len(node.args) == 1 and isinstance(node.args[0], (ast.GeneratorExp, ast.ListComp)):
-            return self._quantified(name, node.args[0], local, module)
-        args = [self.eval(a, local, module) for a in node.args]
-        failed = next((a for a in args if isinstance(a, Raises)), None)
-        if failed:
-            return failed
-        if name == "isinstance" and len(args) == 2:
-            return self.isinstance(args[0], args[1], _text(node))
-        if name == "hasattr" and len(args) == 2 and isinstance(args[1], str):
-            value = self.attribute(args[0], args[1], _text(node))
-            if isinstance(value, Raises):
-                return False
-            if isinstance(value, Unknown):
-                # A config's own methods are there; whatever else is not known stays unknown.
-                present = isinstance(args[0], Config) and "snapshot" not in value.why
-                return True if present else value
-            return True
-        if name == "getattr" and len(args) in (2, 3) and isinstance(args[1], str):
-            value = self.attribute(args[0], args[1], _text(node))
-            if isinstance(value, Raises) and len(args) == 3:
-                return args[2]
-            return value
-        if name == "cast" and len(args) == 2:  # typing.cast: the value, whatever the type says
-            return args[1]
-        if name == "callable" and len(args) == 1 and isinstance(args[0], (Method, Function)):
-            return True
-        if name == "type" and len(args) == 1 and isinstance(args[0], TargetModel):
-            return ClassValue(args[0].cls)
-        unknown = next((a for a in args if isinstance(a, Unknown)), None)
-        if unknown:
-            return unknown
-        if any(isinstance(a, (TargetModel, Config, ClassValue, Method, Function)) for a in args):
-            return Unknown(_text(node))
-        try:
-            return getattr(builtins, name)(*args)
-        except Exception:  # noqa: BLE001 - the engine's own call would fail at run time; not ours to judge
-            return Unknown(_text(node))
 
-    def isinstance(self, value: Any, kind: Any, text: str) -> Any:
-        kinds = kind if isinstance(kind, (tuple, list)) else [kind]
-        results = [self._is_instance(value, k, text) for k in kinds]
-        if any(r is True for r in results):
-            return True
-        return next((r for r in results if isinstance(r, Unknown)), False)
+    def instance_of(self, value: Any, kind: Any, text: str) -> bool | Unknown:
+        """``isinstance(value, kind)`` for one kind: the target model against a class (a Protocol as Python's
+        ``isinstance`` decides it, else its MRO), a config against a config class, an engine object against a
+        builtin type."""
 
-    def _is_instance(self, value: Any, kind: Any, text: str) -> bool | Unknown:
         if isinstance(value, Unknown):
             return value
         if isinstance(value, TargetModel) and isinstance(kind, ClassValue):
@@ -513,133 +487,6 @@ class Evaluator:
             return Unknown(f"isinstance({cls.name}, {protocol.cls.name}): {conformance.reason}")
         return conformance.conforms
 
-    def _quantified(self, name: str, generator: ast.GeneratorExp | ast.ListComp, local: dict, module: str) -> Any:
-        if len(generator.generators) != 1:
-            return Unknown(_text(generator))
-        loop = generator.generators[0]
-        iterable = self.eval(loop.iter, local, module)
-        if isinstance(iterable, (Unknown, Raises)):
-            return iterable
-        if not isinstance(iterable, (list, tuple, set, frozenset, str, dict)):
-            return Unknown(_text(loop.iter))
-        unknown = None
-        for item in iterable:
-            scope = dict(local)
-            if not _bind(loop.target, item, scope):
-                return Unknown(_text(generator))
-            if any(truth(self.eval(c, scope, module)) is not True for c in loop.ifs):
-                continue
-            value = self.eval(generator.elt, scope, module)
-            if isinstance(value, Raises):
-                return value
-            holds = truth(value)
-            if isinstance(holds, Unknown):
-                unknown = unknown or holds
-            elif holds == (name == "any"):
-                return name == "any"
-        return unknown if unknown else name == "all"
-
-    def _Compare(self, node, local, module):
-        left = self.eval(node.left, local, module)
-        for op, right_node in zip(node.ops, node.comparators):
-            right = self.eval(right_node, local, module)
-            for side in (left, right):
-                if isinstance(side, (Unknown, Raises)):
-                    return side
-            if any(isinstance(s, (TargetModel, Config, ClassValue, Method, Function)) for s in (left, right)):
-                if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(left, Config) and isinstance(right, Config):
-                    result = (left.values is right.values) == isinstance(op, ast.Is)
-                elif isinstance(op, (ast.Is, ast.IsNot)) and right is None:
-                    result = isinstance(op, ast.IsNot)
-                else:
-                    return Unknown(_text(node))
-            else:
-                try:
-                    result = compare(op, left, right)
-                except Raised:  # `None > 1` in a condition: not this evaluator's to call a refusal
-                    return Unknown(_text(node))
-                if isinstance(result, Unknown):
-                    return Unknown(_text(node))
-            if not result:
-                return False
-            left = right
-        return True
-
-    def _BoolOp(self, node, local, module):
-        unknown = None
-        for value_node in node.values:
-            value = self.eval(value_node, local, module)
-            if isinstance(value, Raises):
-                # Reached only where the operands before it do not decide: after an unknown one, not known either
-                # (`isinstance(config, BailingHybridConfig) and config.use_kda` on a config of another class).
-                return unknown or value
-            holds = truth(value)
-            if isinstance(holds, Unknown):
-                unknown = unknown or holds
-                continue
-            if holds == isinstance(node.op, ast.Or):
-                return value
-        return unknown if unknown else value
-
-    def _UnaryOp(self, node, local, module):
-        operand = self.eval(node.operand, local, module)
-        if isinstance(operand, (Unknown, Raises)):
-            return operand
-        if isinstance(node.op, ast.Not):
-            holds = truth(operand)
-            return holds if isinstance(holds, Unknown) else not holds
-        if isinstance(operand, (int, float)) and isinstance(node.op, ast.USub):
-            return -operand
-        return Unknown(_text(node))
-
-    def _IfExp(self, node, local, module):
-        test = truth(self.eval(node.test, local, module))
-        if isinstance(test, Unknown):
-            return test
-        return self.eval(node.body if test else node.orelse, local, module)
-
-    def _sequence(self, node, local, module, kind):
-        items = [self.eval(e, local, module) for e in node.elts]
-        if any(isinstance(e, ast.Starred) for e in node.elts):
-            return Unknown(_text(node))
-        problem = next((i for i in items if isinstance(i, (Unknown, Raises))), None)
-        return problem if problem else kind(items)
-
-    def _Dict(self, node, local, module):
-        if any(k is None for k in node.keys):  # {**other}
-            return Unknown(_text(node))
-        items = [(self.eval(k, local, module), self.eval(v, local, module)) for k, v in zip(node.keys, node.values)]
-        pending = next((x for pair in items for x in pair if isinstance(x, (Unknown, Raises))), None)
-        return pending if pending is not None else dict(items)
-
-    def _Tuple(self, node, local, module):
-        return self._sequence(node, local, module, tuple)
-
-    def _List(self, node, local, module):
-        return self._sequence(node, local, module, list)
-
-    def _Set(self, node, local, module):
-        try:
-            return self._sequence(node, local, module, set)
-        except TypeError:
-            return Unknown(_text(node))
-
-    def _Subscript(self, node, local, module):
-        base = self.eval(node.value, local, module)
-        index = self.eval(node.slice, local, module)
-        for side in (base, index):
-            if isinstance(side, (Unknown, Raises)):
-                return side
-        if isinstance(base, Config) and isinstance(index, str):
-            return self.attribute(base, index, _text(node))
-        try:
-            return base[index]
-        except Exception:  # noqa: BLE001
-            return Unknown(_text(node))
-
-    def _JoinedStr(self, node, local, module):
-        return Unknown(_text(node))
-
     # ---- summaries ----
 
     def run(self, summary: Summary, args: list, kwargs: dict) -> Any:
@@ -664,28 +511,28 @@ class Evaluator:
     def _statements(self, body: list[ast.stmt], local: dict, module: str) -> Any:
         for stmt in body:
             if isinstance(stmt, ast.Return):
-                value = self.eval(stmt.value, local, module) if stmt.value is not None else None
+                value = self._eval(stmt.value, local, module) if stmt.value is not None else None
                 return _NONE if value is None else value
             if isinstance(stmt, ast.Raise):
                 raised = _text(stmt.exc) if stmt.exc is not None else "raise"
-                return Raises(f"{raised} (in a function the condition calls)")
+                raise Raised(f"{raised} (in a function the condition calls)")
             if isinstance(stmt, ast.Assign):
-                value = self.eval(stmt.value, local, module)
+                value = self._eval(stmt.value, local, module)
                 for target in stmt.targets:
                     if not isinstance(target, ast.Name):  # a summary assigns only names (trace._summarizable)
                         return Unknown(f"{_text(stmt)} (in a function the condition calls)")
                     local[target.id] = value
             elif isinstance(stmt, ast.If):
-                test = truth(self.eval(stmt.test, local, module))
+                test = truth(self._eval(stmt.test, local, module))
                 if isinstance(test, Unknown):
                     return test
                 result = self._statements(stmt.body if test else stmt.orelse, local, module)
                 if result is not None:
                     return result
             elif isinstance(stmt, ast.For):
-                items = self.eval(stmt.iter, local, module)
+                items = self._eval(stmt.iter, local, module)
                 if not isinstance(items, (list, tuple)):
-                    return items if isinstance(items, (Unknown, Raises)) else Unknown(_text(stmt.iter))
+                    return items if isinstance(items, Unknown) else Unknown(_text(stmt.iter))
                 if not isinstance(stmt.target, ast.Name):  # a summary loops only over names (trace._summarizable)
                     return Unknown(f"{_text(stmt.target)} (in a function the condition calls)")
                 for item in items:
@@ -700,6 +547,35 @@ class Evaluator:
 
 
 _NONE = type("ReturnsNone", (), {"__bool__": lambda self: False})()  # `return` or `return None`: not falling off
+
+
+class _Module(WithoutClasses):
+    """A module of the release as a condition reads its names (play.player's Scope): the small functions the path
+    kept whole, the builtins, and what the resolver makes of a name or a dotted global (a class, a module's
+    constant; else an Unknown that says why)."""
+
+    def __init__(self, evaluator: Evaluator, module: str):
+        self.evaluator, self.where = evaluator, module
+
+    def value(self, name: str) -> Any:
+        if name in self.evaluator.functions:
+            return Function(self.evaluator.functions[name])
+        if name in _BUILTINS:
+            return Builtin(name)
+        return self.evaluator._global(name, self.where)
+
+    def origin(self, name: str) -> str | None:
+        found = self.evaluator._global(name, self.where)
+        return "typing.cast" if found == Builtin("cast") else None
+
+    def literals(self, name: str) -> set[str] | None:
+        return None
+
+    def function(self, name: str) -> None:
+        return None
+
+    def instance(self, name: str, named: dict[str, Any]) -> Any:
+        return UNKNOWN
 
 
 def _bind(target: ast.expr, value: Any, scope: dict) -> bool:
@@ -744,11 +620,11 @@ def decide_one(obligation: Obligation, evaluator: Evaluator) -> Decision:
     on_launch: tuple[Condition, Unknown] | None = None
     for condition in obligation.guards:
         value = evaluator.satisfied(condition)
-        if isinstance(value, Raises) and reads_target(condition.source):
+        if isinstance(value, Raised) and reads_target(condition.source):
             # The launch fails on the way, evaluating the condition: that is where it stops.
             return Decision(obligation, Status.BLOCKS, f"the launch fails evaluating {condition.written}, on the "
                             f"way to it: {value.error}", value.error)
-        if isinstance(value, Raises):
+        if isinstance(value, Raised):
             return Decision(obligation, Status.NOT_APPLICABLE,
                             f"the launch fails before it, evaluating {condition.written} ({value.error})", None)
         if value is False:
@@ -804,7 +680,10 @@ def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:
     cls = evaluator.target_class
     values: dict[str, Any] = {"model.__class__.__name__": cls.name, "type(model).__name__": cls.name} if cls else {}
     for hole, source in obligation.holes:  # what the launch fixes, as the engine formats it in
-        value = evaluator.condition(Condition(source, hole, True, obligation.module))
+        try:
+            value = evaluator.condition(Condition(source, hole, True, obligation.module))
+        except Raised:
+            continue
         if isinstance(value, (str, int, float, bool, type(None), list, tuple)):
             values[hole] = value
     message = render_message(obligation.message, values)
@@ -829,8 +708,9 @@ def _config_has(obligation: Obligation, evaluator: Evaluator) -> tuple[bool | Un
     # The tracer records a config read with its member and the config it reads it from.
     assert obligation.receiver is not None and obligation.member is not None
     config = evaluator.env[placeholder(obligation.receiver)]
-    value = evaluator.attribute(config, obligation.member, f"{config.label}.{obligation.member}")
-    if isinstance(value, Raises):
+    try:
+        value = evaluator.attribute(config, obligation.member, f"{config.label}.{obligation.member}")
+    except Raised:
         return False, f"the target's {config.label} has no {obligation.member}"
     if isinstance(value, Unknown):
         return value, f"the target's {config.label} may lack {obligation.member}"
