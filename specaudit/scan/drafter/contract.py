@@ -564,14 +564,14 @@ def _unexpected(judge: Judge, owner: ModuleScope, load: ast.FunctionDef) -> Unex
     method = _method(judge, loader, "load_weights")
     bounds = {k.arg: _bounds(load, k.value) for k in made.keywords if k.arg is not None}
     variants = []
-    for end in (0, 1):
+    for end in (0, 1) if any(low != high for low, high in bounds.values()) else (0,):
         this = _loader_fields(scope, init, made, {k: v[end] for k, v in bounds.items()},
                               method[1] if method is not None else None)
         if this is None:
             return None
         variants.append(this)
     given_self = bool(made.args) and isinstance(made.args[0], ast.Name) and made.args[0].id == "self"
-    alternatives = (variants[1],) if variants[1] != variants[0] else ()
+    alternatives = (variants[1],) if len(variants) > 1 and variants[1] != variants[0] else ()
     return Unexpected(scope, played, variants[0], given_self, f"{cls.name}.{walker}", alternatives)
 
 
