@@ -153,3 +153,17 @@ def test_a_class_statement_is_kept_by_its_files_content(make_tree):
     (root / "vllm/m.py").write_text("class A:\n    def __init__(self):\n        self.y = 2\n")
     changed = statement()
     assert changed[1] and "'y'" in changed[0] and changed[0] != cold[0]
+
+
+def test_a_key_is_the_same_in_every_process():
+    """A memo's key is a digest of what it reads, sets included (the runner choice's `present` runners): the same
+    whatever order the process's string hashing gives a set, else a warm scan computed again half the time."""
+    import subprocess
+    import sys
+
+    code = ("from dataclasses import replace; from specaudit.methods.resolve import key_digest; "
+            "from specaudit.scan.trace import load_path_spec; "
+            "print(key_digest((replace(load_path_spec('vllm').runner, present=frozenset({'v1', 'v2'})), {'x': {1, 'a'}})))")
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": seed}).stdout for seed in "1234"}
+    assert len(keys) == 1 and len(next(iter(keys)).strip()) == 32

@@ -10,7 +10,8 @@ import hashlib
 import operator
 import pickle
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, is_dataclass, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any, Protocol
 
 from ..launch.request import Launch
@@ -249,7 +250,25 @@ def _launch_key(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> str:
     read = (launch.method, launch.engine, launch.draft, launch.speculative, launch.options,
             (target.name, target.config) if target is not None else None,
             (drafter.path, drafter.config) if drafter is not None else None, installed, spec)
-    return hashlib.blake2b(repr(read).encode(), digest_size=16).hexdigest()
+    return key_digest(read)
+
+
+def key_digest(value: Any) -> str:
+    """A digest of ``value`` that is the same in every process: its repr with every set in sorted order (a set's own
+    order follows the process's string hashing, which differs from one run to the next)."""
+    return hashlib.blake2b(repr(_ordered(value)).encode(), digest_size=16).hexdigest()
+
+
+def _ordered(value: Any) -> Any:
+    if isinstance(value, (set, frozenset)):
+        return ("set", sorted((_ordered(v) for v in value), key=repr))
+    if isinstance(value, dict):
+        return {k: _ordered(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_ordered(v) for v in value) if type(value) in (list, tuple) else value
+    if is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__qualname__, *(_ordered(getattr(value, f.name)) for f in dataclass_fields(value)))
+    return value
 
 
 def _resolve(launch: Launch, code: ReleaseCode, spec: EngineMethods) -> Resolution:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import ast
 import functools
-import hashlib
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..methods.resolve import key_digest
 from ..play.libraries.environ import declared_default, truthy
 from ..play.player import WARNINGS, Branch, LiteralScope, Outcome, Player, Scope, WithoutClasses
 from ..play.values import UNKNOWN, EngineObject, Raised, Unknown
@@ -340,7 +340,7 @@ def _kept(source: Source, kind: str, choice: RunnerChoice, facts: LaunchFacts, c
         return compute()
     read = (choice, facts.method, facts.options, facts.speculative, facts.config, facts.text_config,
             facts.draft_config, facts.env, facts.platform, facts.target is None, *more)
-    key = hashlib.blake2b(repr(read).encode(), digest_size=16).hexdigest()
+    key = key_digest(read)  # the same in every process: `present` is a frozenset
     return pickle.loads(source.memo(f"{kind}:{key}", lambda: pickle.dumps(compute(), protocol=pickle.HIGHEST_PROTOCOL)))
 
 
