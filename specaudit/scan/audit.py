@@ -5,6 +5,7 @@ that method. The result is plain data (results/scan.py); every report format ren
 from __future__ import annotations
 
 import ast
+import bisect
 import fnmatch
 import functools
 import gc
@@ -587,54 +588,71 @@ def opaque_raises(resolution: Resolution, index: TreeIndex, judged: set[tuple[st
         if not any(w == where and f <= first and last <= e for w, f, e in coverage.played):
             continue  # a function that raised while played: what it would do is the player's problem, said elsewhere
         try:
-            tree = index.syntax(where)
+            raises, heads = index.kept(where, "raise-sites", functools.partial(_raise_sites, index, where))
         except (SyntaxProblem, OSError):
             continue
-        lines = index.source(where).decode("utf-8", "replace").splitlines()
-        for function, qualname in _functions_with_names(tree):
-            if not function.lineno <= first <= (function.end_lineno or function.lineno):
+        module = next((m for m, rel in index.files.items() if rel == where), where)
+        for kind, line, end, qualname, (start, stop), exception, message, code in raises:
+            if not first <= line <= last or not start <= first <= stop or (where, line) in judged:
                 continue
-            for node in ast.walk(function):
-                if not isinstance(node, (ast.Raise, ast.Assert)) or not first <= node.lineno <= last \
-                        or (where, node.lineno) in judged or _innermost_function(function, node) is not function:
-                    continue
-                exception, message = (raised_exception(node.exc) if isinstance(node, ast.Raise) and node.exc
-                                      else ("AssertionError", None))
-                statement = _statement_text(tree, first, last) or lines[first - 1].strip()
-                module = next((m for m, rel in index.files.items() if rel == where), where)
-                o = Obligation("raise" if isinstance(node, ast.Raise) else "assert", "method resolution",
-                               Phase.SPECULATIVE_CONFIG.value, module, where, node.lineno,
-                               node.end_lineno or node.lineno, lines[node.lineno - 1].strip(), f"{module}:{qualname}",
-                               (), (), exception, message)
-                error = f"{exception}: {message}" if message else exception
-                # The innermost statement not played out holds it: the spans are walked widest first.
-                found[(where, node.lineno)] = Decision(
-                    o, Status.UNDECIDED,
-                    f"in the engine's resolving code, under a statement the scan could not play out on this launch's "
-                    f"values (line {first}: `{statement}`): whether the launch meets this raise is not known",
-                    error.replace("{", "<").replace("}", ">") if error else None, unknown=statement)
+            statement = heads.get((first, last)) or index.source(where).decode("utf-8", "replace") \
+                .splitlines()[first - 1].strip()  # a span that is no statement: its first line
+            o = Obligation(kind, "method resolution", Phase.SPECULATIVE_CONFIG.value, module, where, line,
+                           end, code, f"{module}:{qualname}", (), (), exception, message)
+            error = f"{exception}: {message}" if message else exception
+            # The innermost statement not played out holds it: the spans are walked widest first.
+            found[(where, line)] = Decision(
+                o, Status.UNDECIDED,
+                f"in the engine's resolving code, under a statement the scan could not play out on this launch's "
+                f"values (line {first}: `{statement}`): whether the launch meets this raise is not known",
+                error.replace("{", "<").replace("}", ">") if error else None, unknown=statement)
     return list(found.values())
 
 
-def _statement_text(tree: ast.Module, first: int, last: int) -> str | None:
-    """The statement (or except clause) spanning ``first`` to ``last``, as its head reads: ``if <test>``, ``for <target>
-    in <iter>``, ``except <type>``, cut at 120 characters."""
+def _raise_sites(index: TreeIndex, relpath: str) -> tuple[list[tuple], dict[tuple[int, int], str]]:
+    """A module's raises and asserts, each with the function whose own body holds it (its qualified name and span),
+    its exception, message and line; and the head of each statement that holds one, by its span (what
+    ``opaque_raises`` reads of a file, kept by the file's content: a warm scan does not parse it)."""
+    tree, lines = index.syntax(relpath), index.source(relpath).decode("utf-8", "replace").splitlines()
+    raises: list[tuple] = []
+    heads: dict[tuple[int, int], str] = {}
+    for function, qualname in _functions_with_names(tree):
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Raise, ast.Assert)) or _innermost_function(function, node) is not function:
+                continue
+            exception, message = (raised_exception(node.exc) if isinstance(node, ast.Raise) and node.exc
+                                  else ("AssertionError", None))
+            raises.append(("raise" if isinstance(node, ast.Raise) else "assert", node.lineno,
+                           node.end_lineno or node.lineno, qualname,
+                           (function.lineno, function.end_lineno or function.lineno), exception, message,
+                           lines[node.lineno - 1].strip()))
+    marked = sorted({line for _, line, *_ in raises})
     for node in ast.walk(tree):
-        if getattr(node, "lineno", None) != first or getattr(node, "end_lineno", None) != last:
+        first, last = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
+        if not isinstance(first, int) or not isinstance(last, int):
             continue
-        if isinstance(node, (ast.If, ast.While)):
-            head = f"{'if' if isinstance(node, ast.If) else 'while'} {ast.unparse(node.test)}"
-        elif isinstance(node, (ast.For, ast.AsyncFor)):
-            head = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
-        elif isinstance(node, ast.ExceptHandler):
-            head = f"except {ast.unparse(node.type)}" if node.type is not None else "except"
-        elif isinstance(node, ast.stmt):
-            head = ast.unparse(node).splitlines()[0]
-        else:
-            continue
-        head = " ".join(head.split())
-        return head if len(head) <= 120 else head[:117] + "..."
-    return None
+        at = bisect.bisect_left(marked, first)
+        head = _statement_head(node) if at < len(marked) and marked[at] <= last else None
+        if head is not None:
+            heads.setdefault((first, last), head)
+    return raises, heads
+
+
+def _statement_head(node: ast.AST) -> str | None:
+    """A statement (or except clause) as its head reads: ``if <test>``, ``for <target> in <iter>``, ``except <type>``,
+    cut at 120 characters."""
+    if isinstance(node, (ast.If, ast.While)):
+        head = f"{'if' if isinstance(node, ast.If) else 'while'} {ast.unparse(node.test)}"
+    elif isinstance(node, (ast.For, ast.AsyncFor)):
+        head = f"for {ast.unparse(node.target)} in {ast.unparse(node.iter)}"
+    elif isinstance(node, ast.ExceptHandler):
+        head = f"except {ast.unparse(node.type)}" if node.type is not None else "except"
+    elif isinstance(node, ast.stmt):
+        head = ast.unparse(node).splitlines()[0]
+    else:
+        return None
+    head = " ".join(head.split())
+    return head if len(head) <= 120 else head[:117] + "..."
 
 
 def _functions_with_names(tree: ast.Module) -> Iterator[tuple[ast.FunctionDef | ast.AsyncFunctionDef, str]]:
