@@ -177,8 +177,12 @@ pool = WorkerPool(2, slow_start)
 workers = list(pool.executor()._processes.values())
 for worker in workers:
     os.kill(worker.pid, signal.SIGTERM)
-for worker in workers:
-    worker.join(20)  # a loaded machine (the CI's other core) starts a forked worker late: the signal waits for it
+# A loaded machine (the CI's other core) starts a forked worker late: the signal waits for it. The executor's own
+# thread reaps a dead worker too, and a join that loses that race returns with no exit code yet (os.waitpid: ECHILD
+# before the other thread has stored it), so the exit code is polled until it is there.
+deadline = time.monotonic() + 20
+while any(worker.exitcode is None for worker in workers) and time.monotonic() < deadline:
+    time.sleep(0.05)
 print(*[worker.exitcode for worker in workers])
 os._exit(0)
 """
