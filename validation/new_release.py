@@ -66,10 +66,10 @@ from specaudit.launch.target import load_preset  # noqa: E402
 from specaudit.methods.resolve import resolve  # noqa: E402
 from specaudit.play.libraries.environ import declared_default  # noqa: E402
 from specaudit.scan.audit import Analysis, analyze  # noqa: E402
-from specaudit.scan.facts import ClassInfo, ReleaseModules, SyntaxProblem  # noqa: E402
+from specaudit.scan.facts import ClassInfo, ReleaseModules, SyntaxProblem, raised_exception  # noqa: E402
 from specaudit.scan.gates import KINDS  # noqa: E402
 from specaudit.scan.index import TreeIndex  # noqa: E402
-from specaudit.scan.trace import PathSpec, Tracer, load_path_spec, raised_exception  # noqa: E402
+from specaudit.scan.trace import PathSpec, Tracer, load_path_spec  # noqa: E402
 from specaudit.tree.locate import EngineTree, locate  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

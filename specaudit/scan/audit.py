@@ -39,7 +39,7 @@ from ..results.scan import (
 from ..tree.locate import EngineTree
 from ..tree.provenance import provenance
 from .decide import Decision, Evaluator, decide, entry_findings, obligation_title, path_findings
-from .facts import ClassInfo, ReleaseModules, SyntaxProblem
+from .facts import ClassInfo, ReleaseModules, SyntaxProblem, raised_exception
 from .gates import KINDS, Candidate
 from .index import TreeIndex, build_index
 from .landscape import landscape as scan_landscape
@@ -49,7 +49,7 @@ from .ruleset import Verified, load_rules, load_verified
 from .runner import LaunchFacts, RunnerChoice, RunnerDecision, Source, for_launch
 from .runner import decide as decide_runner
 from .runner import refusal as refuse_runner
-from .trace import Obligation, TracedPath, load_path_spec, raised_exception, runners_in, runs, trace
+from .trace import Obligation, TracedPath, load_path_spec, runners_in, runs, trace
 
 _TOKEN_KEY = re.compile(r"(image|media|video|placeholder|img).*_(token_id|token_index)$")
 

@@ -357,6 +357,31 @@ def dotted_name(node: ast.AST) -> str | None:
     return None
 
 
+def raised_exception(node: ast.expr) -> tuple[str | None, str | None]:
+    """A raise statement's exception: its type as written, and its message as a template ({expr} where a value goes)."""
+    if isinstance(node, ast.Call):
+        return dotted_name(node.func), message_template(node.args[0]) if node.args else None
+    return dotted_name(node), None
+
+
+def message_template(node: ast.expr) -> str | None:
+    """A message as a template: its text, with {expr} where an f-string part or a concatenation puts a value."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        out = []
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                out.append(str(part.value))
+            elif isinstance(part, ast.FormattedValue):
+                out.append("{" + ast.unparse(part.value) + "}")
+        return "".join(out)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = message_template(node.left), message_template(node.right)
+        return left + right if left is not None and right is not None else None
+    return None
+
+
 _NOT_LITERAL = object()
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..core.types import Finding, Rule, Status
-from .facts import ClassInfo, ModuleInfo, SyntaxProblem
+from .facts import ClassInfo, ModuleInfo, SyntaxProblem, dotted_name, raised_exception
 from .judge import Judge
 
 MAX_CLASSES = 400  # classes read from the target's, at most: a model's layers are a few dozen
@@ -157,30 +157,6 @@ def _class_node(judge: Judge, cls: ClassInfo) -> ast.ClassDef | None:
         if tree is not None else None
 
 
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        inner = _dotted(node.value)
-        return f"{inner}.{node.attr}" if inner else None
-    return None
-
-
-def _raised(node: ast.expr) -> tuple[str | None, str | None]:
-    """A raise's exception as written, and its message as a template ({expr} where a value goes), as the tracer reads
-    them (trace.raised_exception, which this stage, below the tracer, does not import)."""
-    if not isinstance(node, ast.Call):
-        return _dotted(node), None
-    message = node.args[0] if node.args else None
-    if isinstance(message, ast.Constant) and isinstance(message.value, str):
-        return _dotted(node.func), message.value
-    if isinstance(message, ast.JoinedStr):
-        parts = [str(p.value) if isinstance(p, ast.Constant) else "{" + ast.unparse(p.value) + "}"
-                 for p in message.values if isinstance(p, (ast.Constant, ast.FormattedValue))]
-        return _dotted(node.func), "".join(parts)
-    return _dotted(node.func), None
-
-
 def _refusals_in(function: ast.FunctionDef, registry: str) -> Iterator[ast.Raise]:
     """``if <name> in <...>.<registry>: raise ...``: a name refused when it is already registered."""
     for node in ast.walk(function):
@@ -208,7 +184,7 @@ def reached_refusals(judge: Judge, start: ClassInfo, registry: str, builders: fr
             if init is not None and isinstance(base, ClassInfo):
                 walked.append((base, init))
         called = {c.func.attr for _, f in walked for c in ast.walk(f) if isinstance(c, ast.Call)
-                  and isinstance(c.func, ast.Attribute) and _dotted(c.func.value) == "self"}
+                  and isinstance(c.func, ast.Attribute) and dotted_name(c.func.value) == "self"}
         for name in sorted(called):
             method = resolver.method_node(cls, name)
             if method is not None:
@@ -218,17 +194,17 @@ def reached_refusals(judge: Judge, start: ClassInfo, registry: str, builders: fr
             if module is None:
                 continue
             for raise_ in _refusals_in(function, registry) if function.name == "__init__" else ():
-                exception, template = _raised(raise_.exc)  # type: ignore[arg-type]
+                exception, template = raised_exception(raise_.exc)  # type: ignore[arg-type]
                 line = judge.release.source(module.path).decode("utf-8", "replace").splitlines()[raise_.lineno - 1]
                 found[(module.path, raise_.lineno)] = Refusal(module.path, raise_.lineno, line.strip(),
                                                               f"{exception}: {template}" if template else str(exception),
                                                               owner.name)
             names = {d for n in ast.walk(function) if isinstance(n, (ast.Name, ast.Attribute))
-                     and (d := _dotted(n)) and not d.startswith("self.")}
+                     and (d := dotted_name(n)) and not d.startswith("self.")}
             # A part built by the registry's class for a literal architectures=[...] (the path file's target_parts
             # builders: vLLM's init_vllm_registered_model, Kimi-K2.5's language model).
             for call in (c for c in ast.walk(function) if isinstance(c, ast.Call)):
-                built = _dotted(call.func) or ""
+                built = dotted_name(call.func) or ""
                 architectures = _keyword(call, "architectures")
                 if built.rpartition(".")[2] in builders and isinstance(architectures, ast.List) \
                         and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in architectures.elts):

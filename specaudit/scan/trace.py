@@ -33,7 +33,17 @@ from ..core.types import PHASES
 from ..launch.request import DEFAULT_METHOD
 from ..methods.catalog import applies
 from ..play.libraries.environ import declared_default, truthy
-from .facts import TRY_NODES, ClassInfo, ModuleInfo, SyntaxProblem, absolute_module, dotted_name, flatten
+from .facts import (
+    TRY_NODES,
+    ClassInfo,
+    ModuleInfo,
+    SyntaxProblem,
+    absolute_module,
+    dotted_name,
+    flatten,
+    message_template,
+    raised_exception,
+)
 from .gates import HOLE
 from .index import TreeIndex
 from .resolve import External, Resolved, Resolver
@@ -628,7 +638,7 @@ class _Walk:
             self.expression(stmt.test, guards, catching)
             test = self.condition(stmt.test, False)
             self._record("assert", stmt, guards + (test,), "AssertionError",
-                         _template(stmt.msg) if stmt.msg is not None else None)
+                         message_template(stmt.msg) if stmt.msg is not None else None)
             # Past an assert that does not read the target, or that is no obligation, a launch that failed it has
             # failed for another reason: what follows is judged as reached.
             recorded = self._records(guards + (test,))
@@ -1120,30 +1130,6 @@ def _is_literal(node: ast.expr) -> bool:
         return True
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False
-
-
-def raised_exception(node: ast.expr) -> tuple[str | None, str | None]:
-    """A raise statement's exception: its type as written, and its message as a template ({expr} where a value goes)."""
-    if isinstance(node, ast.Call):
-        return dotted_name(node.func), _template(node.args[0]) if node.args else None
-    return dotted_name(node), None
-
-
-def _template(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.JoinedStr):
-        out = []
-        for part in node.values:
-            if isinstance(part, ast.Constant):
-                out.append(str(part.value))
-            elif isinstance(part, ast.FormattedValue):
-                out.append("{" + ast.unparse(part.value) + "}")
-        return "".join(out)
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = _template(node.left), _template(node.right)
-        return left + right if left is not None and right is not None else None
-    return None
 
 
 def _excerpt(lines: list[str], column: int, limit: int = 16) -> str:
