@@ -656,7 +656,11 @@ class Player:
         return met[0] if isinstance(value, Unknown) and not value.why and met else value
 
     def evaluate(self, node: ast.expr, env: dict[str, Any]) -> Any:
-        value = self._value(node, env)
+        return self._noted(node, self._value(node, env))
+
+    def _noted(self, node: ast.expr, value: Any) -> Any:
+        """``node``'s value as evaluate gives it: explaining, an unknown named by the code read; the first unknown
+        with a reason kept."""
         if self.explains and isinstance(value, Unknown) and not value.why:
             value = Unknown(ast.unparse(node))
         if self._first_unknown == [] and isinstance(value, Unknown) and value.why:
@@ -726,11 +730,15 @@ class Player:
         if isinstance(node, ast.Subscript):
             return self._subscript(node, env)
         if isinstance(node, ast.Attribute):
-            owner = self.evaluate(node.value, env)
-            if isinstance(owner, Unknown) and self.explains:
-                return self._dotted_global(node, env) or owner
-            return self._attribute(owner, node.attr, node, env)
+            return self._member(node, self.evaluate(node.value, env), env)
         return UNKNOWN
+
+    def _member(self, node: ast.Attribute, owner: Any, env: dict[str, Any]) -> Any:
+        """``node`` (``owner.attr``) with its owner's value already played: each receiver of a chain is evaluated
+        once (``s.replace(..).replace(..)``, played twice a step, took 2**steps)."""
+        if isinstance(owner, Unknown) and self.explains:
+            return self._dotted_global(node, env) or owner
+        return self._attribute(owner, node.attr, node, env)
 
     def _dotted_global(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         """Explaining: ``module.Class``, ``current_platform.is_rocm``, where its first name is no local: what the
@@ -939,14 +947,16 @@ class Player:
             left = right
         return True
 
-    def _explained_call(self, func: str | None, node: ast.Call, env: dict[str, Any]) -> Any:
+    def _explained_call(self, func: str | None, node: ast.Call, receiver: Any, env: dict[str, Any]) -> Any:
         """Explaining: a call of what is not known is not known, for what its callee is not (the dotted global a
-        condition calls, ``current_platform.is_rocm()``); None where the call is played on."""
+        condition calls, ``current_platform.is_rocm()``); None where the call is played on. ``receiver``: the value
+        of a method call's receiver, played once by the caller."""
         if isinstance(node.func, ast.Name) and node.func.id not in _BUILTIN_CALLS:
             callee = self.evaluate(node.func, env)
             return callee if isinstance(callee, Unknown) else None
-        if isinstance(node.func, ast.Attribute) and isinstance(self.evaluate(node.func.value, env), Unknown):
-            callee = self.evaluate(node.func, env)
+        if isinstance(node.func, ast.Attribute) and isinstance(receiver, Unknown):
+            callee = env[func] if func is not None and func in env else self._member(node.func, receiver, env)
+            callee = self._noted(node.func, callee)
             return callee if isinstance(callee, Unknown) else UNKNOWN
         return None
 
@@ -967,8 +977,15 @@ class Player:
         func = dotted(node.func)
         if func is not None and f"{func}()" in env:
             return env[f"{func}()"]
+        # `self.use_dspark()` where the frame holds self's fields one by one: followed as a method of the class
+        # played, on those fields (_follow)
+        own = func is not None and func.count(".") == 1 and func.startswith("self.") and "self" not in env
+        bare_super = isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Call) \
+            and dotted(node.func.value.func) == "super" and not node.func.value.args
+        receiver = self.evaluate(node.func.value, env) \
+            if isinstance(node.func, ast.Attribute) and (self.explains or not (own or bare_super)) else UNKNOWN
         if self.explains:
-            explained = self._explained_call(func, node, env)
+            explained = self._explained_call(func, node, receiver, env)
             if explained is not None:
                 return explained
         args = node.args
@@ -978,13 +995,9 @@ class Player:
                 return self._engine_call(callee, node, env)
         if isinstance(node.func, ast.Attribute):
             method = node.func.attr
-            if isinstance(node.func.value, ast.Call) and dotted(node.func.value.func) == "super" \
-                    and not node.func.value.args:
+            if bare_super:
                 return self._super(method, node, env)
-            # `self.use_dspark()` where the frame holds self's fields one by one: followed as a method of the class
-            # played, on those fields (_follow)
-            own = func is not None and func.count(".") == 1 and func.startswith("self.") and "self" not in env
-            owner = UNKNOWN if own else self.evaluate(node.func.value, env)
+            owner = UNKNOWN if own else receiver
             if isinstance(owner, ReleaseClass):  # `config_cls.configure(spec)`: a class's own method
                 return self._follow(f"{owner.name}.{method}", node, env, receiver=owner)
             if isinstance(owner, ConfigObject) and (CLASS not in owner or self.scope.member(owner[CLASS], method)
@@ -1055,7 +1068,9 @@ class Player:
                 explaining.holds(value, "__call__", site)
         if func is not None:
             return self._follow(func, node, env)
-        callee = self.evaluate(node.func, env)  # `get_speculator_config_class(self)(self)`
+        # `get_speculator_config_class(self)(self)`; `s.replace(..).replace(..)` on its receiver played above
+        callee = self._noted(node.func, self._member(node.func, receiver, env)) \
+            if isinstance(node.func, ast.Attribute) else self.evaluate(node.func, env)
         return self._construct(callee, node, env) if isinstance(callee, ReleaseClass) else UNKNOWN
 
     @staticmethod
