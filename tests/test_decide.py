@@ -178,3 +178,37 @@ def test_a_default_the_launch_s_own_value_makes_irrelevant_decides_nothing(relea
                                                         engine="vllm", speculative=spec))
         assert not [f for f in result.findings if f.file == where and f.status in (Status.BLOCKS, Status.UNKNOWN)]
         assert result.verdict == Verdict.READY, preset
+
+
+UNKNOWN_KEY = "self.draft_model_config.hf_config.foo"  # no drafter given: not known
+
+
+@pytest.mark.parametrize("shape", [
+    lambda n: UNKNOWN_KEY + '.replace("a", "aa")' * n,
+    lambda n: UNKNOWN_KEY + "[0]" * n,
+    lambda n: "(" * n + UNKNOWN_KEY + " == 1)" * n,
+    lambda n: "(" * n + UNKNOWN_KEY + " or 0)" * n,
+    lambda n: "getattr(" * n + UNKNOWN_KEY + ", 'x', None)" * n,
+], ids=["method-chain", "subscripts", "comparisons", "or", "getattr"])
+def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with_it(make_tree, monkeypatch, shape):
+    # Held out (CI on 749c9b6): a 24-step `.replace()` chain on what was not known ran 410 s, each call playing its
+    # receiver again to name its callee (2**steps). Each shape is undecided, in as many more steps per level.
+    from specaudit.play.player import Player
+
+    plays = []
+    value = Player._value
+    monkeypatch.setattr(Player, "_value", lambda self, node, env: plays.append(node) or value(self, node, env))
+
+    def counted(levels: int) -> int:
+        plays.clear()
+        code = f"""
+            class SpeculativeConfig:
+                def __post_init__(self):
+                    if self.method == "eagle3" and {shape(levels)} == "x":
+                        raise ValueError("refused")
+        """
+        assert judged(make_tree, code, LLAMA) == [(5, Status.UNDECIDED)]
+        return len(plays)
+
+    four, eight, twelve = counted(4), counted(8), counted(12)  # each once: a tree seen before is kept
+    assert twelve - eight == eight - four

@@ -930,16 +930,10 @@ class Player:
     def _compare(self, node: ast.Compare, env: dict[str, Any]) -> Any:
         left = self.evaluate(node.left, env)
         for op, comparator in zip(node.ops, node.comparators):
-            if self.explains:
-                both = self._in_order([node.left, comparator], env) if isinstance(left, Unknown) else \
-                    [left, self.evaluate(comparator, env)]
-                if isinstance(both, Unknown):
-                    return both
-                right = both[1]
-                holds = self._explained_compare(op, left, right)
-            else:
-                right = self.evaluate(comparator, env)
-                holds = compare(op, left, right)
+            if self.explains and isinstance(left, Unknown):  # the first not known decides, whatever the rest raise
+                return left
+            right = self.evaluate(comparator, env)
+            holds = self._explained_compare(op, left, right) if self.explains else compare(op, left, right)
             if isinstance(holds, Unknown):
                 return holds
             if not holds:
