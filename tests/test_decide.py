@@ -13,6 +13,7 @@ import pytest
 from specaudit.core.types import Status, Verdict
 from specaudit.launch.request import Launch
 from specaudit.launch.target import Target, load_preset
+from specaudit.play.player import Player
 from specaudit.scan.audit import analyze, audit
 from specaudit.tree.locate import locate
 
@@ -193,8 +194,6 @@ UNKNOWN_KEY = "self.draft_model_config.hf_config.foo"  # no drafter given: not k
 def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with_it(make_tree, monkeypatch, shape):
     # Held out (CI on 749c9b6): a 24-step `.replace()` chain on what was not known ran 410 s, each call playing its
     # receiver again to name its callee (2**steps). Each shape is undecided, in as many more steps per level.
-    from specaudit.play.player import Player
-
     plays = []
     value = Player._value
     monkeypatch.setattr(Player, "_value", lambda self, node, env: plays.append(node) or value(self, node, env))
