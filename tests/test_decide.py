@@ -192,7 +192,7 @@ UNKNOWN_KEY = "self.draft_model_config.hf_config.foo"  # no drafter given: not k
     lambda n: "getattr(" * n + UNKNOWN_KEY + ", 'x', None)" * n,
 ], ids=["method-chain", "subscripts", "comparisons", "or", "getattr"])
 def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with_it(make_tree, monkeypatch, shape):
-    # Held out (CI on 749c9b6): a 24-step `.replace()` chain on what was not known ran 410 s, each call playing its
+    # CI on 749c9b6: a 24-step `.replace()` chain on what was not known ran 410 s, each call playing its
     # receiver again to name its callee (2**steps). Each shape is undecided, in as many more steps per level.
     plays = []
     value = Player._value

@@ -98,7 +98,7 @@ def test_no_value_grows_past_the_bound():
 
 @pytest.mark.parametrize("receiver", ["s", "s.missing"], ids=["known", "unknown"])
 def test_a_chain_of_method_calls_plays_each_receiver_once(monkeypatch, receiver):
-    # Held out (CI, 749c9b6): a 24-step `.replace()` chain in a gate's condition ran 410 s, as each call played its
+    # CI on 749c9b6: a 24-step `.replace()` chain in a gate's condition ran 410 s, as each call played its
     # receiver again to name its callee (2**steps). The expressions played grow by the same count each step.
     plays = []
     value = Player._value
