@@ -448,6 +448,16 @@ def test_on_0_34_0_a_target_whose_layers_refuse_at_several_places_is_refused_at_
     assert "attention/attention.py:466" in first.why and "attention/mla_attention.py:660" in first.why
 
 
+def test_on_0_34_0_the_draft_s_build_is_met_before_its_weights_are_checked():
+    # load_eagle_model's get_model builds the draft (its layers' __init__s, where the name is refused) and then loads
+    # its weights: the build's refusal is met first, the checkpoint-weights rule's finding (unknown: the rule has no
+    # layout of LlamaForCausalLM's MTP layers) after it, in the same phase (rules/paths/vllm.yaml's landmarks
+    # `drafter build`, then `drafter weights load`, at one call).
+    result = audit(analysis("vllm==0.34.0"), mtp("llama3"))
+    met = [(f.rule_id, f.status) for f in result.findings if f.rule_id in (DRAFT_IS_TARGET, "vllm-mtp-checkpoint-weights")]
+    assert met == [(DRAFT_IS_TARGET, Status.BLOCKS), ("vllm-mtp-checkpoint-weights", Status.UNKNOWN)]
+
+
 @pytest.mark.parametrize("release, preset", [("vllm==0.33.0", "llama3"), ("vllm==0.33.0", "kimi-k2"),
                                              ("vllm==0.34.0", "deepseek-v3")])
 def test_the_check_is_silent_where_the_config_refuses_first_or_the_rewrite_maps_a_draft_class(release, preset):
