@@ -15,6 +15,7 @@ import pytest
 
 from specaudit.launch.request import Launch
 from specaudit.launch.target import load_preset
+from specaudit.play.player import Player
 from specaudit.results.scan import ScanResult
 from specaudit.scan.audit import Analysis, analyze, scan
 from specaudit.tree.locate import EngineTree, locate
@@ -174,6 +175,16 @@ def make_tree(tmp_path: Path):
         return tmp_path
 
     return write
+
+
+@pytest.fixture
+def expressions_played(monkeypatch) -> list:
+    """The expressions the player evaluates from here on, each time it does (play.player.Player._value): a count of
+    the work, where a time would be noise."""
+    played: list = []
+    value = Player._value
+    monkeypatch.setattr(Player, "_value", lambda self, node, env: played.append(node) or value(self, node, env))
+    return played
 
 
 @pytest.fixture(autouse=True)

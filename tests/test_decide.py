@@ -13,7 +13,6 @@ import pytest
 from specaudit.core.types import Status, Verdict
 from specaudit.launch.request import Launch
 from specaudit.launch.target import Target, load_preset
-from specaudit.play.player import Player
 from specaudit.scan.audit import analyze, audit
 from specaudit.tree.locate import locate
 
@@ -191,15 +190,12 @@ UNKNOWN_KEY = "self.draft_model_config.hf_config.foo"  # no drafter given: not k
     lambda n: "(" * n + UNKNOWN_KEY + " or 0)" * n,
     lambda n: "getattr(" * n + UNKNOWN_KEY + ", 'x', None)" * n,
 ], ids=["method-chain", "subscripts", "comparisons", "or", "getattr"])
-def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with_it(make_tree, monkeypatch, shape):
+def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with_it(make_tree, expressions_played,
+                                                                                    shape):
     # CI on 749c9b6: a 24-step `.replace()` chain on what was not known ran 410 s, each call playing its
     # receiver again to name its callee (2**steps). Each shape is undecided, in as many more steps per level.
-    plays = []
-    value = Player._value
-    monkeypatch.setattr(Player, "_value", lambda self, node, env: plays.append(node) or value(self, node, env))
-
     def counted(levels: int) -> int:
-        plays.clear()
+        expressions_played.clear()
         code = f"""
             class SpeculativeConfig:
                 def __post_init__(self):
@@ -207,7 +203,7 @@ def test_a_condition_nested_deep_on_an_unknown_is_played_in_steps_that_grow_with
                         raise ValueError("refused")
         """
         assert judged(make_tree, code, LLAMA) == [(5, Status.UNDECIDED)]
-        return len(plays)
+        return len(expressions_played)
 
     four, eight, twelve = counted(4), counted(8), counted(12)  # each once: a tree seen before is kept
     assert twelve - eight == eight - four
