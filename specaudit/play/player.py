@@ -740,6 +740,11 @@ class Player:
             return self._dotted_global(node, env) or owner
         return self._attribute(owner, node.attr, node, env)
 
+    def _callee(self, node: ast.Attribute, receiver: Any, env: dict[str, Any]) -> Any:
+        """What evaluate gives for a method call's ``node.func``, its receiver already played."""
+        name = dotted(node)
+        return self._noted(node, env[name] if name is not None and name in env else self._member(node, receiver, env))
+
     def _dotted_global(self, node: ast.Attribute, env: dict[str, Any]) -> Any:
         """Explaining: ``module.Class``, ``current_platform.is_rocm``, where its first name is no local: what the
         scope makes of the whole dotted name; None where the chain starts elsewhere."""
@@ -949,8 +954,7 @@ class Player:
             callee = self.evaluate(node.func, env)
             return callee if isinstance(callee, Unknown) else None
         if isinstance(node.func, ast.Attribute) and isinstance(receiver, Unknown):
-            callee = env[func] if func is not None and func in env else self._member(node.func, receiver, env)
-            callee = self._noted(node.func, callee)
+            callee = self._callee(node.func, receiver, env)
             return callee if isinstance(callee, Unknown) else UNKNOWN
         return None
 
@@ -1063,8 +1067,8 @@ class Player:
         if func is not None:
             return self._follow(func, node, env)
         # `get_speculator_config_class(self)(self)`; `s.replace(..).replace(..)` on its receiver played above
-        callee = self._noted(node.func, self._member(node.func, receiver, env)) \
-            if isinstance(node.func, ast.Attribute) else self.evaluate(node.func, env)
+        callee = self._callee(node.func, receiver, env) if isinstance(node.func, ast.Attribute) \
+            else self.evaluate(node.func, env)
         return self._construct(callee, node, env) if isinstance(callee, ReleaseClass) else UNKNOWN
 
     @staticmethod
