@@ -19,7 +19,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 O=${OUT:-/tmp/out}; S=$O/stage; mkdir -p "$S" /root/parts
 T0=$(date +%s)
 t() { echo "$(date +%H:%M:%S) +$(( $(date +%s) - T0 ))s $*" | tee -a "$S/times.txt"; }
-for d in .gpu/smoke .gpu/pieces .gpu/sglang; do [ -d "$d" ] && cp -r "$d" /root/parts/; done
+for d in .gpu/smoke .gpu/pieces .gpu/sglang .gpu/sglang-a; do [ -d "$d" ] && cp -r "$d" /root/parts/; done
 t "kept: $(ls /root/parts/* 2>/dev/null | tr '\n' ' ')"
 # the environment of every ssh session (sshd SetEnv): the engine's site, its console scripts, no network
 SESSION_ENV="PATH=/root/bin:$(dirname "$(command -v python3)"):/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
@@ -64,8 +64,18 @@ vllm() {
 
 sglang() {
   test -d /root/ssh || { echo "NO_STAGE: base did not run on this machine"; exit 3; }
-  test -f /root/parts/sglang/site.tar.xz || { echo "NO_STAGE: .gpu/sglang was not carried"; exit 3; }
-  mkdir -p /root/sgl && xz -dc /root/parts/sglang/site.tar.xz | tar -C /root/sgl -xf -
+  # site.tar.xz whole, or cut where the tree leaves a call too little room (round 5): its pieces site.tar.xz.NN in
+  # .gpu/sglang-a (carried with base) and .gpu/sglang, put back together in the order of their numbers
+  local site=/root/parts/sglang/site.tar.xz
+  if [ ! -f $site ] && ls /root/parts/sglang*/site.tar.xz.?? > /dev/null 2>&1; then
+    find /root/parts -path '/root/parts/sglang*/site.tar.xz.??' -printf '%f %p\n' | sort | cut -d" " -f2 \
+      | xargs cat > /root/site.tar.xz
+    site=/root/site.tar.xz
+    [ "$(sha256sum $site | cut -d' ' -f1)" = "$(cat /root/parts/sglang*/site.sha256 | head -1)" ] \
+      || { echo "NO_STAGE: the pieces do not make site.tar.xz ($(ls -l /root/parts/sglang* | tr '\n' ' '))"; exit 3; }
+  fi
+  test -f $site || { echo "NO_STAGE: .gpu/sglang was not carried"; exit 3; }
+  mkdir -p /root/sgl && xz -dc $site | tar -C /root/sgl -xf -
   t "sglang staged: $(du -sh /root/sgl | cut -f1)"
 }
 
