@@ -13,13 +13,13 @@ shifted back to the file's lines.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import libcst as cst
 import libcst.matchers as m
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ..core.types import Rule, Site
 from .facts import ModuleInfo
@@ -43,7 +43,7 @@ class Segment:
     """A function of a file, parsed by libcst on its own; ``offset`` maps its lines back to the file."""
 
     module: cst.Module
-    positions: Any
+    positions: _Positions
     offset: int
     info: ModuleInfo  # the file's module-level facts: literals a gate names
     path: str
@@ -103,8 +103,31 @@ def _parse_segment(lines: list[str], node: ast.stmt, info: ModuleInfo, path: str
         module = cst.parse_module(code)
     except cst.ParserSyntaxError:
         return None
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    return Segment(module, wrapper.resolve(PositionProvider), node.lineno - 1 - int(indented), info, path, {})
+    return Segment(module, _Positions(module), node.lineno - 1 - int(indented), info, path, {})
+
+
+class _Positions:
+    """A segment's node positions, resolved on first use: resolving them writes the whole segment out again, and most
+    segments parsed (whole functions that name a needle) hold no site."""
+
+    def __init__(self, module: cst.Module):
+        self._module = module
+        self._resolved: Mapping[cst.CSTNode, CodeRange] | None = None
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        if self._resolved is None:
+            self._resolved = MetadataWrapper(self._module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._resolved[node]
+
+
+def _segment_function(segment: Segment) -> cst.FunctionDef | None:
+    """The function a segment of a whole function is (inside the `if 1:` an indented one is parsed in), found
+    without walking it: the nested functions are in it, and walking a handler of hundreds of lines for every rule was
+    most of a cold SGLang scan."""
+    statement = segment.module.body[0] if segment.module.body else None
+    if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock) and statement.body.body:
+        statement = statement.body.body[0]
+    return statement if isinstance(statement, cst.FunctionDef) else None
 
 
 def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
@@ -686,12 +709,10 @@ class ArgumentGateShape(Shape):
                     record(node.orelse, path + [f"not ({test})"], *message_template(raised), own)
                 visit(node.orelse.body.body, path + [f"not ({test})"], own)
 
-        outermost = m.findall(segment.module, m.FunctionDef())[:1]  # a segment is one function; nested ones are in it
         handlers = set(rule.params["functions"])
         dedicated = False
-        for function in outermost:
-            if function.name.value not in handlers:
-                continue
+        function = _segment_function(segment)
+        if function is not None and function.name.value in handlers:
             dedicated = function.name.value in rule.params.get("dedicated", ())
             # Names a condition may test against: string lists bound in the function or the module.
             constants = {k: list(v) for k, v in segment.info.literals.items()
