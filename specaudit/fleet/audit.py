@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from ..core.errors import SpecauditError
 from ..launch.command import parse_launch_command
 from ..launch.parallel import Arithmetic, arithmetic, parallelism
-from ..smoke.remote import RUNS_DIR, SSHError, Transport
+from ..smoke import RUNS_DIR
+from ..smoke.remote import SSHError, Transport
 from ..smoke.session import SmokeOptions, Stop
 from ..tree.provenance import invocation
 from .compare import differences

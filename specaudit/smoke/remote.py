@@ -23,8 +23,6 @@ from pathlib import Path
 from ..core.errors import SpecauditError
 from ..core.types import ExitCode
 
-RUNS_DIR = "~/.cache/specaudit/runs"  # where launches keep their logs, on the remote
-
 
 class SSHError(SpecauditError):
     """The remote cannot be reached, refuses us, or is not who it was."""

@@ -12,8 +12,9 @@ from typing import Protocol
 
 from ..core.types import SmokeVerdict
 from ..results.outcome import Event
+from . import RUNS_DIR
 from .prompts import Prompt
-from .remote import RUNS_DIR, Remote, Transport
+from .remote import Remote, Transport
 
 # Of no kind: --prompts chat|code|maths|all sends prompts whose acceptance is reported per kind (prompts.py).
 DEFAULT_PROMPTS = tuple(Prompt(p) for p in ("The capital of France is", "def fibonacci(n):",
