@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.cache import cache_dir
 from ..tree.locate import EngineTree
-from .facts import MAX_FILE_BYTES, ModuleInfo, SyntaxProblem, module_info, module_name_for, parse
+from .facts import MAX_FILE_BYTES, ModuleInfo, SyntaxProblem, module_info, parse
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -700,29 +700,43 @@ def _index_base_modules(index: TreeIndex) -> None:
 
 def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str], dict[str, tuple[int, int]]]:
     """The tree's modules (name -> relpath), the .py entries that cannot be read (relpath -> why), and each module
-    file's size and mtime: the one stat of it that a build makes."""
+    file's size and mtime: the one stat of it that a build makes. Walked as ``os.walk`` walks (top down, a folder's
+    files before its folders, symlinked folders not entered), each folder's relpath and dotted name made once."""
     files: dict[str, str] = {}
     unreadable: dict[str, str] = {}
     stats: dict[str, tuple[int, int]] = {}
-    root_len = len(str(tree.root)) + 1
     as_root = hasattr(os, "geteuid") and os.geteuid() == 0  # access(2) lets root read every file: a system call less
-    for dirpath, dirnames, filenames in os.walk(tree.package_dir):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__" and not d.startswith(".")]
-        for filename in filenames:
-            if filename.endswith(".py"):
-                path = os.path.join(dirpath, filename)
-                relpath = path[root_len:].replace(os.sep, "/")
+
+    def walk(directory: str, relative: str, dotted: str) -> None:
+        folders = []
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = entry.name
                 try:
-                    st = os.stat(path)
-                except OSError:
-                    st = None
-                if st is None or not stat.S_ISREG(st.st_mode):
-                    unreadable[relpath] = "a dangling or looping symlink, or not a file"
-                elif not as_root and not os.access(path, os.R_OK):
-                    unreadable[relpath] = "unreadable: permission denied"
-                else:
-                    files[module_name_for(relpath)] = relpath
-                    stats[relpath] = (st.st_size, st.st_mtime_ns)
+                    folder = entry.is_dir()
+                except OSError:  # a looping symlink: os.walk takes it for a file too
+                    folder = False
+                if folder:
+                    if name != "__pycache__" and not name.startswith(".") and not entry.is_symlink():
+                        folders.append(entry)
+                elif name.endswith(".py"):
+                    relpath = relative + name
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        st = None
+                    if st is None or not stat.S_ISREG(st.st_mode):
+                        unreadable[relpath] = "a dangling or looping symlink, or not a file"
+                    elif not as_root and not os.access(entry.path, os.R_OK):
+                        unreadable[relpath] = "unreadable: permission denied"
+                    else:
+                        files[dotted[:-1] if name == "__init__.py" else dotted + name[:-3]] = relpath
+                        stats[relpath] = (st.st_size, st.st_mtime_ns)
+        for folder in folders:
+            walk(folder.path, f"{relative}{folder.name}/", f"{dotted}{folder.name}.")
+
+    package = tree.package_dir.relative_to(tree.root).as_posix()
+    walk(str(tree.package_dir), f"{package}/", f"{package.replace('/', '.')}.")
     return files, unreadable, stats
 
 
