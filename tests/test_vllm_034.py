@@ -238,3 +238,27 @@ def test_a_raise_the_launch_s_values_decide_is_not_listed():
                                                             "prompt_lookup_max": 4}))
     assert result.verdict == Verdict.READY
     assert not any(f.status is Status.UNDECIDED and "spec_decode" in f.file for f in result.findings)
+
+
+# 0.34.0 chooses a launch's method from the draft checkpoint's model class where the launch names none:
+# speculator_config.py:431-434 (_resolve_checkpoint_config_class) returns the SpeculatorConfig the class declares
+# (`speculator_config_class`), whose base_method is the method. Registry: registry.py:687 LiLiCorrDraftModel, :688
+# DFlash2DraftModel, :711 Qwen3DSparkModel, :716 Qwen3XPressModel, :754 Gemma4MTPModel. Declared: lilicorr.py:472,
+# qwen3_dflash2.py:546, qwen3_dspark.py:236, qwen3_xpress.py:290, gemma4_mtp.py:452. The LiLiCorr, DFlash2 and XPress
+# configs subclass DFlashSpeculatorConfig (base_method "dflash", dflash/config.py:15), DSpark's too but with its own
+# base_method "dspark" (dspark/config.py:21); Gemma4MTPSpeculatorConfig subclasses MTPSpeculatorConfig ("mtp",
+# mtp/config.py:19).
+@pytest.mark.parametrize("architecture,model_type,method", [
+    ("LiLiCorrDraftModel", "qwen3", "dflash"),
+    ("DFlash2DraftModel", "qwen3", "dflash"),
+    ("Qwen3XPressModel", "qwen3", "dflash"),
+    ("Qwen3DSparkModel", "qwen3", "dspark"),
+    ("Gemma4MTPModel", "gemma4_text", "mtp"),
+])
+def test_a_launch_without_a_method_takes_the_one_its_drafter_s_model_class_declares(architecture, model_type, method):
+    drafter = causal_lm(f"/models/org/{architecture}", 151936, 4096, 1, architecture, model_type)
+    result = audit(engine_analysis("vllm==0.34.0"), launch({"model": drafter.path, "num_speculative_tokens": 3},
+                                                            drafter=drafter))
+    assert result.method.requested is None and result.method.method == method
+    if method == "mtp":  # a drafter of its own, where rules/methods/vllm/mtp.yaml models the target's own layers
+        assert result.verdict == Verdict.UNKNOWN
