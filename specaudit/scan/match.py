@@ -70,23 +70,25 @@ def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules
     parsed: dict[tuple[int, int], Segment | None] = {}
     for rule in rules:
         shape = SHAPES[rule.kind]
+        whole = shape.function_names(rule) if shape.whole_functions else None
         found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path,
-                                                        shape.whole_functions, parsed)
+                                                        shape.whole_functions, parsed, whole)
                           for site in shape.find(rule, segment)]
     return found
 
 
 def segments(tree: ast.Module, source: str, needles: list[str], info: ModuleInfo, path: str,
-             whole_functions: bool = False, parsed: dict | None = None) -> Iterator[Segment]:
+             whole_functions: bool = False, parsed: dict | None = None,
+             names: frozenset[str] | None = None) -> Iterator[Segment]:
     """The statements of ``source`` that can be gates, each parsed by libcst on its own.
 
     A gate is an ``if`` or ``assert`` whose test, or a ``raise`` whose text, contains a needle; the
     outermost such statement is taken (a whole if/elif chain), with the string lists its function
-    binds before it, which an ``if`` may name.
+    binds before it, which an ``if`` may name. ``names``: the only functions worth parsing whole (None: any).
     """
     lines = source.splitlines(keepends=True)
     parsed = {} if parsed is None else parsed
-    for node, local_lists in _anchors(tree, lines, needles, whole_functions):
+    for node, local_lists in _anchors(tree, lines, needles, whole_functions, names):
         key = (node.lineno, node.end_lineno)
         if key not in parsed:
             parsed[key] = _parse_segment(lines, node, info, path)
@@ -130,9 +132,10 @@ def _segment_function(segment: Segment) -> cst.FunctionDef | None:
     return statement if isinstance(statement, cst.FunctionDef) else None
 
 
-def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
-             functions: bool = False) -> Iterator[tuple[ast.stmt, dict]]:
-    """The statements to parse: gate-like statements, or (``functions``) whole functions with a needle."""
+def _anchors(tree: ast.Module, lines: list[str], needles: list[str], functions: bool = False,
+             names: frozenset[str] | None = None) -> Iterator[tuple[ast.stmt, dict]]:
+    """The statements to parse: gate-like statements, or (``functions``) whole functions with a needle (of ``names``
+    only, when given)."""
     def text(node: ast.stmt | ast.expr) -> str:
         return "".join(lines[node.lineno - 1: node.end_lineno])  # whole lines: enough to find a needle
 
@@ -145,7 +148,7 @@ def _anchors(tree: ast.Module, lines: list[str], needles: list[str],
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if not functions:
                     yield from walk(node.body, {})
-                elif any(n in text(node) for n in needles):
+                elif (names is None or node.name in names) and any(n in text(node) for n in needles):
                     yield node, {}
                 continue
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -295,6 +298,11 @@ class Shape:
 
     def needles(self, rule: Rule) -> list[str]:
         return []
+
+    def function_names(self, rule: Rule) -> frozenset[str] | None:
+        """The only functions a whole-function shape finds sites in (None: any that has a needle); the others are
+        not parsed."""
+        return None
 
     def find(self, rule: Rule, segment: Segment) -> list[Site]:
         raise NotImplementedError
@@ -665,6 +673,9 @@ class ArgumentGateShape(Shape):
     def needles(self, rule):
         return list(rule.params["arguments"]) + list(rule.params.get("dedicated", ()))
 
+    def function_names(self, rule):
+        return frozenset(rule.params["functions"])  # find reads a handler alone
+
     def find(self, rule, segment):
         objects, wanted = set(rule.params["objects"]), set(rule.params["arguments"])
         sites: list[Site] = []
@@ -674,40 +685,43 @@ class ArgumentGateShape(Shape):
             attributes = (a for a in m.findall(node, m.Attribute()) if isinstance(a, cst.Attribute))
             return {a.attr.value for a in attributes if dotted(a.value) in objects}
 
-        def record(node, conditions, exception, message, read):
+        def names(node) -> set[str]:
+            return {n.value for n in m.findall(node, m.Name()) if isinstance(n, cst.Name)}
+
+        # On the way to a raise: the conditions (as code), the arguments they read, the names they say.
+        def record(node, conditions, exception, message, read, named):
             if read & wanted or dedicated:
-                names = {n.value for c in conditions for n in m.findall(cst.parse_expression(c), m.Name())}
                 sites.append(Site(rule.id, segment.path, segment.line(node), segment.end_line(node),
                                   segment.excerpt(node), exception, message,
                                   ArgumentGate.Details(conditions, sorted(read),
-                                                       {n: constants[n] for n in sorted(names) if n in constants})))
+                                                       {n: constants[n] for n in sorted(named) if n in constants})))
 
-        def visit(statements, path, read):
+        def visit(statements, path, read, named):
             for stmt in statements:
                 if isinstance(stmt, cst.If):
-                    visit_if(stmt, path, read)
+                    visit_if(stmt, path, read, named)
                 elif isinstance(stmt, cst.SimpleStatementLine):
                     for small in stmt.body:
                         if isinstance(small, cst.Assert):
                             message = _template(small.msg) if small.msg is not None else None
                             record(stmt, path + [f"not ({code(small.test)})"], "AssertionError", message,
-                                   read | reads(small.test))
+                                   read | reads(small.test), named | names(small.test))
                 elif hasattr(stmt, "body") and hasattr(stmt.body, "body"):
-                    visit(stmt.body.body, path, read)  # with / for / try blocks
+                    visit(stmt.body.body, path, read, named)  # with / for / try blocks
 
-        def visit_if(node, path, read):
-            test, own = code(node.test), read | reads(node.test)
+        def visit_if(node, path, read, named):
+            test, own, said = code(node.test), read | reads(node.test), named | names(node.test)
             raised = raise_in(node.body)
             if raised is not None:
-                record(node, path + [test], *message_template(raised), own)
-            visit(node.body.body, path + [test], own)
+                record(node, path + [test], *message_template(raised), own, said)
+            visit(node.body.body, path + [test], own, said)
             if isinstance(node.orelse, cst.If):
-                visit_if(node.orelse, path + [f"not ({test})"], own)
+                visit_if(node.orelse, path + [f"not ({test})"], own, said)
             elif isinstance(node.orelse, cst.Else):
                 raised = raise_in(node.orelse.body)
                 if raised is not None:  # `if ok: ... else: raise`
-                    record(node.orelse, path + [f"not ({test})"], *message_template(raised), own)
-                visit(node.orelse.body.body, path + [f"not ({test})"], own)
+                    record(node.orelse, path + [f"not ({test})"], *message_template(raised), own, said)
+                visit(node.orelse.body.body, path + [f"not ({test})"], own, said)
 
         handlers = set(rule.params["functions"])
         dedicated = False
@@ -721,5 +735,5 @@ class ArgumentGateShape(Shape):
                 values = strings(assign.value)
                 if values is not None and not isinstance(assign.value, cst.SimpleString):
                     constants[assign.targets[0].target.value] = values
-            visit(function.body.body, [], set())
+            visit(function.body.body, [], set(), set())
         return sites
