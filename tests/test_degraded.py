@@ -394,19 +394,22 @@ def test_sglang_replaces_a_drafters_own_head_by_the_targets(tmp_path):
     assert degrading(kept)["sglang-degrades-head-overwritten"].status == Status.PASSES
 
 
-@pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])
-def test_a_head_config_without_the_key_fails_where_null_runs(tmp_path, release):
+@pytest.mark.parametrize("release,line", [("sglang==0.5.17", 295), ("sglang==0.5.23", 306)])
+def test_a_head_config_without_the_key_fails_where_null_runs(tmp_path, release, line):
     # SGLang 0.5.17 llama_eagle3.py:295 (0.5.23: 306) `if config.draft_vocab_size is None:` reads the key as an
     # attribute of the transformers config built from config.json; LlamaConfig has none and nothing in sglang/srt
-    # sets one (helper-6's round 4, validation/gpu-differential.md): left out, building the draft class raises
-    # AttributeError; null, the release runs with the target's head in place of the drafter's (DEGRADED above).
+    # sets one: left out, building the draft class raises AttributeError there (measured on the GPU, round 5 of
+    # validation/gpu-smoke.md: "'LlamaConfig' object has no attribute 'draft_vocab_size'", raised at :295; the
+    # scan named the later `config_.draft_vocab_size` at :307 until it took the first read in the source); null, the
+    # release runs with the target's head in place of the drafter's (DEGRADED above).
     import numpy as np
 
     target_head = np.arange(1000 * 64, dtype=np.float32).reshape(1000, 64)
     result = audit(analysis(release), full_vocab_head(tmp_path, target_head, target_head[::-1].copy(), keyed=False))
     assert result.verdict == Verdict.BLOCKED
     (finding,) = [f for f in result.blocking if f.rule_id == "sglang-degrades-head-overwritten"]
-    assert finding.file == "sglang/srt/models/llama_eagle3.py" and "draft_vocab_size" in (finding.error or "")
+    assert (finding.file, finding.line) == ("sglang/srt/models/llama_eagle3.py", line)
+    assert "draft_vocab_size" in (finding.error or "")
 
 
 @pytest.mark.parametrize("release", ["sglang==0.5.17", "sglang==0.5.23"])

@@ -177,7 +177,9 @@ def check_head_overwritten(rule: Rule, ctx: DraftContext) -> Finding | None:
     if ctx.draft_config.get(key) is not None:
         return engine_finding(rule, ctx, Status.PASSES, f"the drafter config sets {key}: the release keeps the "
                                "drafter's own lm_head", evidence, sharer)
-    read = next((n for n in ast.walk(init) if isinstance(n, ast.Attribute) and n.attr == key), None) \
+    # The first read in the source (ast.walk goes breadth first: a shallower read further down would come first).
+    read = min((n for n in ast.walk(init) if isinstance(n, ast.Attribute) and n.attr == key
+                and isinstance(n.ctx, ast.Load)), key=lambda n: (n.lineno, n.col_offset), default=None) \
         if init is not None else None
     if key not in ctx.draft_config and read is not None:
         # `if config.<key> is None` reads the key as an attribute: a transformers config made from a config.json
