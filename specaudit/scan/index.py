@@ -713,10 +713,10 @@ def _python_files(tree: EngineTree) -> tuple[dict[str, str], dict[str, str], dic
             for entry in entries:
                 name = entry.name
                 try:
-                    folder = entry.is_dir()
+                    is_folder = entry.is_dir()
                 except OSError:  # a looping symlink: os.walk takes it for a file too
-                    folder = False
-                if folder:
+                    is_folder = False
+                if is_folder:
                     if name != "__pycache__" and not name.startswith(".") and not entry.is_symlink():
                         folders.append(entry)
                 elif name.endswith(".py"):

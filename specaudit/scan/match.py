@@ -126,7 +126,7 @@ def _segment_function(segment: Segment) -> cst.FunctionDef | None:
     """The function a segment of a whole function is (inside the `if 1:` an indented one is parsed in), found
     without walking it: the nested functions are in it, and walking a handler of hundreds of lines for every rule was
     most of a cold SGLang scan."""
-    statement = segment.module.body[0] if segment.module.body else None
+    statement: cst.CSTNode | None = segment.module.body[0] if segment.module.body else None
     if isinstance(statement, cst.If) and isinstance(statement.body, cst.IndentedBlock) and statement.body.body:
         statement = statement.body.body[0]
     return statement if isinstance(statement, cst.FunctionDef) else None
