@@ -149,6 +149,21 @@ def test_a_disagreement_is_a_bug_report_with_the_frames(tree):
     assert degraded.predicted == "DEGRADED" and degraded.why.startswith("the scan said DEGRADED, but the launch failed")
 
 
+def test_a_launch_that_came_up_is_held_to_whether_its_drafter_helped(tree):
+    # GPU round 5 (validation/gpu-smoke.md): SGLang replaced an EAGLE-3 head's own lm_head by the target's and accepted
+    # 0 of 279 drafts (FLAGGED); smoke's scan, which could not read the heads' rows, said READY, and smoke called the
+    # two in agreement because the launch came up. READY says the drafter helps, DEGRADED that it cannot.
+    ready = scan(tree, Launch(load_preset("llama3"), "eagle3", "vllm"), platform="cpu")
+    degraded = replace(ready, verdict=Verdict.DEGRADED)
+    assert agreement(ready, None, came_up=True, drafter_helped=True).agrees is True
+    missed = agreement(ready, None, came_up=True, drafter_helped=False)
+    assert missed.agrees is False and "silent failure" in missed.why and "did not help" in missed.outcome
+    assert missed.bug_report.startswith("specaudit's scan disagrees")
+    assert agreement(degraded, None, came_up=True, drafter_helped=False).agrees is True
+    assert agreement(degraded, None, came_up=True, drafter_helped=True).agrees is False
+    assert agreement(degraded, None, came_up=True).agrees is True  # acceptance not measured: the launch alone
+
+
 def test_a_blocked_prediction_that_came_up_disagrees_and_an_environment_crash_is_not_compared(tree):
     blocked = scan(tree, Launch(GPT2, "eagle3", "vllm"), platform="cpu")
     assert agreement(blocked, None, came_up=True).agrees is False

@@ -133,8 +133,11 @@ def _names_crash(signature: SignatureMatch, crash: Crash) -> bool:
     return crash.text in signature.line or bool(crash.message) and crash.message in signature.line
 
 
-def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) -> Agreement:
-    """The scan's first blocking gate (or READY) against the launch: it came up, or it failed of ``root``."""
+def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool,
+              drafter_helped: bool | None = None) -> Agreement:
+    """The scan's first blocking gate (or READY, or DEGRADED) against the launch: it came up, or it failed of ``root``;
+    ``drafter_helped``: whether, come up, its drafts were accepted as a working drafter's are (None: not measured),
+    held against READY (the drafter helps) and DEGRADED (it cannot)."""
     outcome = "the launch came up" if came_up else f"the launch failed: {root.summary}" if root else \
         "the launch failed, with no root cause in its log"
     if scan is None:
@@ -145,6 +148,15 @@ def agreement(scan: ScanResult | None, root: RootCause | None, came_up: bool) ->
         return Agreement(predicted, outcome, None, "the scan said UNKNOWN: " + "; ".join(
             f"{f.title} ({f.location})" for f in scan.findings if f.status == Status.UNKNOWN)[:400])
     if came_up:
+        if first is None and drafter_helped is not None:
+            helps = scan.verdict != Verdict.DEGRADED
+            outcome += ", and its drafter " + ("helped" if drafter_helped else "did not help (acceptance flagged)")
+            if helps == drafter_helped:
+                return Agreement(predicted, outcome, True, f"the scan said {scan.verdict} and the launch came up with "
+                                 f"a drafter that {'helped' if helps else 'did not help'}")
+            return _disagree(predicted, outcome, scan, root, f"the scan said {scan.verdict}, but the drafter "
+                             + ("did not help: a silent failure the scan did not predict" if helps else
+                                "helped: the finding that called it useless does not hold for this launch"))
         if first is None:
             return Agreement(predicted, outcome, True, f"the scan said {scan.verdict} and the launch came up")
         return _disagree(predicted, outcome, scan, root, f"the scan said BLOCKED at {first.location}, but the launch "

@@ -125,7 +125,8 @@ class Smoke:
             came_up = verdict in (SmokeVerdict.PASSED, SmokeVerdict.FLAGGED)  # a crash on the first request failed
             root = root_cause(explanation, scan, exit_status) if verdict == SmokeVerdict.FAILED else None
             if came_up or verdict == SmokeVerdict.FAILED:  # the launch ran its course: its outcome is known
-                agreement = diagnose_agreement(scan, root, came_up)
+                helped = None if figures is None or figures.acceptance_rate is None else not figures.flags
+                agreement = diagnose_agreement(scan, root, came_up, helped)
             reason = root.summary if root is not None else reason
         return SmokeResult(
             host=self.options.host, command=list(self.options.argv), engine=self.engine,
