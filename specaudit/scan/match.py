@@ -70,9 +70,9 @@ def find_sites(tree: ast.Module, source: str, info: ModuleInfo, path: str, rules
     parsed: dict[tuple[int, int], Segment | None] = {}
     for rule in rules:
         shape = SHAPES[rule.kind]
-        whole = shape.function_names(rule) if shape.whole_functions else None
+        functions = shape.function_names(rule) if shape.whole_functions else None
         found[rule.id] = [site for segment in segments(tree, source, shape.needles(rule), info, path,
-                                                        shape.whole_functions, parsed, whole)
+                                                        shape.whole_functions, parsed, functions)
                           for site in shape.find(rule, segment)]
     return found
 
@@ -723,7 +723,7 @@ class ArgumentGateShape(Shape):
                     record(node.orelse, path + [f"not ({test})"], *message_template(raised), own, said)
                 visit(node.orelse.body.body, path + [f"not ({test})"], own, said)
 
-        handlers = set(rule.params["functions"])
+        handlers = self.function_names(rule)
         dedicated = False
         function = _segment_function(segment)
         if function is not None and function.name.value in handlers:
