@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ast
 import copy
-import functools
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from .per_node import per_node
 from .values import CLASS, UNKNOWN, Raised, ReleaseClass, Unknown
 
 # The decorators that make a method an attribute read (`self.speculator_config`), played on the object it is read of.
@@ -49,12 +49,12 @@ class ModuleScope:
     the class that builds them and the checkpoint's path (``ModelConfig(model=path)`` reads the config at that path,
     which the launch knows)."""
 
-    def __init__(self, code: Modules, tree: ast.Module, where: str, seen: frozenset[int] = frozenset(),
+    def __init__(self, code: Modules, tree: ast.Module, where: str, seen: frozenset[str] = frozenset(),
                  owner: ast.ClassDef | None = None, models: dict[str, dict[str, dict[str, Any]]] | None = None):
         self.code = code
         self.tree = tree
         self.where = where  # its file in the tree
-        self.seen = seen | {id(tree)}
+        self.seen = seen | {where}  # the files on the way here, by their paths
         self.owner = owner
         self.models = models or {}
 
@@ -89,7 +89,7 @@ class ModuleScope:
         found = literal(expression)
         if not isinstance(found, Unknown) or not isinstance(expression, _TABLES):
             return found
-        key = (id(self.tree), name)
+        key = (self.where, name)
         if key in _COMPUTING:  # a value that reads itself: not one the module computes
             return UNKNOWN
         from .player import Player  # the player reads modules through this scope: imported where it is used
@@ -233,7 +233,7 @@ class ModuleScope:
     def _import(self, name: str) -> ModuleScope | None:
         """A module this one imports: not one on the way here (an import cycle)."""
         found = self.code.module_tree(name)
-        if found is None or id(found[0]) in self.seen:
+        if found is None or found[1] in self.seen:
             return None
         return ModuleScope(self.code, found[0], found[1], self.seen, models=self.models)
 
@@ -246,10 +246,10 @@ class ModuleScope:
 # The module-level values played out: the tables a module builds of its own names and helpers (a dict of qualified
 # names made by a helper), not what a call makes at import (a logger, a registry object).
 _TABLES = (ast.Dict, ast.List, ast.Tuple, ast.Set, ast.JoinedStr, ast.BinOp)
-_COMPUTING: set[tuple[int, str]] = set()  # the module-level values being played out (one reading itself is not)
+_COMPUTING: set[tuple[str, str]] = set()  # the module-level values being played out (one reading itself is not)
 
 
-@functools.lru_cache(maxsize=256)
+@per_node
 def rebound(tree: ast.Module) -> frozenset[str]:
     """The module-level names its functions rebind (``global name``): what the module holds when a function reads
     one depends on what ran before, not on its assignment."""
@@ -311,7 +311,7 @@ def declared_fields(cls: ast.ClassDef) -> dict[str, Any]:
     return fields
 
 
-@functools.lru_cache(maxsize=1024)
+@per_node
 def _written_by_methods(cls: ast.ClassDef) -> frozenset[str]:
     """The fields of ``self`` a class's own methods assign."""
     return frozenset(t.attr for f in cls.body if isinstance(f, ast.FunctionDef) for n in ast.walk(f)

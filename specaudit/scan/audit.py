@@ -177,12 +177,7 @@ class LaunchJudge:
         that function's module or imported into it); else every one in the files the globs name."""
         index, wanted = self.resolver.index, set(names)
         found: dict[tuple[str, int], EngineFunction] = {}
-        for qualname in dict.fromkeys(self.path.traced if self.path else ()):
-            module, _, qual = qualname.partition(":")
-            defs = _functions_of(index, module)
-            node = defs.get(qual)
-            if node is None:
-                continue
+        for module, qual, node in self._traced_functions:
             if qual.rsplit(".", 1)[-1] in wanted:
                 found.setdefault((index.files[module], node.lineno), _function(index.files[module], node, True))
             for call in ast.walk(node):
@@ -200,6 +195,20 @@ class LaunchJudge:
                           for qual, n in _functions_of(index, module).items() if qual.rsplit(".", 1)[-1] in wanted}
         return list(found.values())
 
+    @functools.cached_property
+    def _traced_functions(self) -> list[tuple[str, str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """The functions the traced path follows, in its order: (module, qualified name, node). Each module's are
+        looked up together, and only their nodes are kept: the index keeps the syntax trees read most recently."""
+        traced = [qualname.partition(":")[::2] for qualname in dict.fromkeys(self.path.traced if self.path else ())]
+        by_module: dict[str, list[str]] = {}
+        for module, qual in traced:
+            by_module.setdefault(module, []).append(qual)
+        nodes = {}
+        for module, quals in by_module.items():
+            defs = _functions_of(self.resolver.index, module)
+            nodes |= {(module, qual): defs[qual] for qual in quals if qual in defs}
+        return [(module, qual, nodes[module, qual]) for module, qual in traced if (module, qual) in nodes]
+
     def target_method(self, name: str) -> EngineFunction | None:
         cls = self.target_class()
         if cls is None:
@@ -214,32 +223,12 @@ class LaunchJudge:
 
 def _functions_of(index: TreeIndex, module: str) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     """A module's functions and methods by qualified name (Class.method), from its syntax tree."""
-    def compute() -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-        relpath = index.files.get(module)
-        try:
-            tree = index.syntax(relpath) if relpath else None
-        except (SyntaxProblem, OSError):
-            tree = None
-        out: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
-        for stmt in tree.body if tree else ():
-            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out[stmt.name] = stmt
-            elif isinstance(stmt, ast.ClassDef):
-                out |= {f"{stmt.name}.{s.name}": s for s in stmt.body if isinstance(s, (ast.FunctionDef,
-                                                                                         ast.AsyncFunctionDef))}
-        return out
-
-    key = f"functions\0{module}"  # kept with the syntax trees the index parsed in this process
-    found = _FUNCTIONS.get(key) if _FUNCTIONS.get("\0index") is index else None
-    if found is None:
-        if _FUNCTIONS.get("\0index") is not index:
-            _FUNCTIONS.clear()
-            _FUNCTIONS["\0index"] = index
-        found = _FUNCTIONS[key] = compute()
-    return found
-
-
-_FUNCTIONS: dict[str, Any] = {}  # the functions of each module read, for the last index read
+    relpath = index.files.get(module)
+    try:
+        defs = index.definitions(relpath) if relpath else {}
+    except (SyntaxProblem, OSError):
+        return {}
+    return {qual: node for qual, node in defs.items() if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
 def _definitions(index: TreeIndex, module: str, name: str) -> list[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:

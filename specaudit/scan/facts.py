@@ -188,6 +188,29 @@ def flatten(body: Iterable[ast.stmt], platform: str = "cuda",
             yield stmt
 
 
+def definitions(tree: ast.Module, platform: str = "cuda") -> dict[str, ast.AST]:
+    """A module's top-level functions and classes, and ``Class.method`` for methods, by qualified name, as the
+    module binds them on ``platform``. A function defined several times (typing overloads) is its last, real
+    definition."""
+    defs: dict[str, ast.AST] = {}
+    for stmt in flatten(tree.body, platform):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defs.setdefault(stmt.name, stmt)
+        elif isinstance(stmt, ast.ClassDef):
+            defs.setdefault(stmt.name, stmt)
+            for inner in flatten(stmt.body, platform):
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and not is_overload(inner):
+                    defs[f"{stmt.name}.{inner.name}"] = inner
+    for stmt in flatten(tree.body, platform):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not is_overload(stmt):
+            defs[stmt.name] = stmt
+    return defs
+
+
+def is_overload(node: ast.AST) -> bool:
+    return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
+
+
 def _platform_branch(stmt: ast.If, platform: str) -> tuple[list[ast.stmt], str]:
     """The branch of an if/elif chain on platforms that runs on ``platform``, and how to name it."""
     node: ast.If = stmt

@@ -22,6 +22,7 @@ import signal
 import stat
 import sys
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.cache import cache_dir
 from ..tree.locate import EngineTree
-from .facts import MAX_FILE_BYTES, ModuleInfo, SyntaxProblem, module_info, parse
+from .facts import MAX_FILE_BYTES, ModuleInfo, SyntaxProblem, definitions, module_info, parse
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -46,6 +47,21 @@ if TYPE_CHECKING:
 MEMO_KEPT = {"trace": 4, "landscape": 2, "member": 64, "": 16}
 
 
+# The syntax trees a scan keeps, by the size of their sources. A tree of Python's ast takes ~25 times its source in
+# memory (vLLM 0.33.0's gpu_model_runner.py: 311 KB, 7.6 MiB), and keeping every tree parsed was most of a cold scan's
+# peak (vLLM 0.33.0: 116 files, 55 of the 74 MiB allocated), though most are parsed only to index them. The stages
+# that read code mostly read a file right after indexing it (38 of the 43 files a vLLM 0.33.0 trace reads); past the
+# bound the trees read least recently go. A function of a file whose tree went is parsed again alone (function).
+SYNTAX_KEPT_BYTES = 1_000_000
+
+
+@dataclass
+class _Syntax:
+    tree: ast.Module
+    size: int  # of its source
+    definitions: dict[str, ast.AST] | None = None
+
+
 @dataclass
 class TreeIndex:
     tree: EngineTree
@@ -59,8 +75,13 @@ class TreeIndex:
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
-    # Syntax trees of the files parsed in this process, kept for the stages that read code (trace.py).
-    parsed: dict[str, ast.Module] = field(default_factory=dict)
+    parsed: set[str] = field(default_factory=set)  # the files parsed in this process (a warm scan parses none)
+    # The syntax trees read most recently, for the stages that read code (trace.py, the player): see SYNTAX_KEPT_BYTES.
+    _trees: OrderedDict[str, _Syntax] = field(default_factory=OrderedDict)
+    _trees_bytes: int = 0  # the size of their sources
+    # relpath -> qualified name -> (first line, last line, column) of each function of the files read for their
+    # definitions: where to parse one again, once its file's tree is no longer kept.
+    _outlines: dict[str, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
     # relpath -> (size, mtime) as the listing found them: each file of the tree is stat'ed once a build.
     stats: dict[str, tuple[int, int]] = field(default_factory=dict)
     _now: dict[str, str] = field(default_factory=dict)  # relpath -> content digest, as this build found it
@@ -90,11 +111,50 @@ class TreeIndex:
         return hashlib.blake2b(repr(sorted(self.files.values())).encode(), digest_size=16).hexdigest()
 
     def syntax(self, relpath: str) -> ast.Module:
-        """A file's syntax tree, parsed once in this process; SyntaxProblem or OSError when it has none."""
-        found = self.parsed.get(relpath)
-        if found is None:
-            found = self.parsed[relpath] = parse(self.source(relpath), relpath)
-        return found
+        """A file's syntax tree; SyntaxProblem or OSError when it has none."""
+        return self._syntax(relpath).tree
+
+    def definitions(self, relpath: str) -> dict[str, ast.AST]:
+        """A file's functions and classes by qualified name (facts.definitions), made once for its syntax tree."""
+        kept = self._syntax(relpath)
+        if kept.definitions is None:
+            kept.definitions = definitions(kept.tree, self.platform)
+            self._outlines[relpath] = {qual: (min([node.lineno] + [d.lineno for d in node.decorator_list]),
+                                              node.end_lineno or node.lineno, node.col_offset)
+                                       for qual, node in kept.definitions.items() if isinstance(node, FUNCTIONS)}
+        return kept.definitions
+
+    def function(self, relpath: str, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """A file's function or method (``Class.method``) by its qualified name. Where the file's syntax tree is no
+        longer kept, the function alone is parsed again, from its lines: a fraction of the file."""
+        outline = self._outlines.get(relpath) if relpath not in self._trees else None
+        if outline is not None:
+            where = outline.get(qual)
+            found = _parse_function(self.source(relpath), *where) if where else None
+            if found is not None or where is None:
+                return found
+        node = self.definitions(relpath).get(qual)
+        return node if isinstance(node, FUNCTIONS) else None
+
+    def _syntax(self, relpath: str) -> _Syntax:
+        kept = self._trees.get(relpath)
+        if kept is None:
+            source = self.source(relpath)
+            return self._keep(relpath, parse(source, relpath), len(source))
+        self._trees.move_to_end(relpath)
+        return kept
+
+    def _keep(self, relpath: str, tree: ast.Module, size: int) -> _Syntax:
+        """A tree parsed here, kept among the most recent while their sources come to SYNTAX_KEPT_BYTES."""
+        self.parsed.add(relpath)
+        old = self._trees.pop(relpath, None)
+        self._trees_bytes -= old.size if old else 0
+        kept = self._trees[relpath] = _Syntax(tree, size)
+        self._trees_bytes += size
+        while self._trees_bytes > SYNTAX_KEPT_BYTES and len(self._trees) > 1:
+            _, dropped = self._trees.popitem(last=False)
+            self._trees_bytes -= dropped.size
+        return kept
 
     def derived(self, relpath: str, kind: str, compute: Callable[[ast.Module], Any]) -> Any:
         """What ``compute`` makes of one file's syntax tree, kept by the file's content digest as ``sha256`` is
@@ -171,7 +231,8 @@ class TreeIndex:
                 for relpath, digest, file_rules in todo]
         for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
             if syntax is not None:
-                self.parsed[relpath] = syntax
+                self._keep(relpath, syntax, len(self.overlay[relpath]) if relpath in self.overlay
+                           else self.stats.get(relpath, (0, 0))[0])
             # What an overlay holds is no file of any tree: it is not shared.
             self._store.keep(relpath, digest, result, _rules_key(file_rules) if file_rules else None, sites,
                              shared=relpath not in self.overlay)
@@ -225,6 +286,26 @@ class TreeIndex:
     def save(self) -> None:
         if not self.overlay:  # what an overlay changed is not the tree's
             self._store.save()
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _parse_function(source: bytes, first: int, last: int, column: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The function whose statement spans lines ``first`` to ``last`` of ``source`` at ``column``, parsed alone, at
+    the lines and columns it has in the file: blank lines before it, and an ``if 1:`` to hold an indented one. None
+    where that does not give it (the caller parses the file)."""
+    if column and first < 2:
+        return None
+    lines = source.splitlines(keepends=True)[first - 1:last]
+    head = b"\n" * (first - 1) if not column else b"\n" * (first - 2) + b"if 1:\n"
+    try:
+        body = ast.parse(head + b"".join(lines)).body
+    except (SyntaxError, ValueError):
+        return None
+    node = body[0].body[0] if column and body and isinstance(body[0], ast.If) and body[0].body else \
+        body[0] if body else None
+    return node if isinstance(node, FUNCTIONS) and node.col_offset == column and node.end_lineno == last else None
 
 
 def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list], Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +40,6 @@ from .facts import (
     SyntaxProblem,
     absolute_module,
     dotted_name,
-    flatten,
     message_template,
     raised_exception,
 )
@@ -351,9 +350,9 @@ class Tracer:
         self.index = index
         self.resolver = resolver
         self.spec = spec
-        self._asts: dict[str, ast.Module | str] = {}
+        self._read_files: set[str] = set()
+        self._functions: dict[tuple[str, str], ast.FunctionDef | ast.AsyncFunctionDef | None] = {}
         self._lines: dict[str, list[str]] = {}
-        self._defs: dict[str, dict[str, ast.AST]] = {}
         self.obligations: list[Obligation] = []
         self.functions: dict[str, Summary] = {}
         self._function_names: dict[str, str] = {}  # qualname -> placeholder
@@ -374,40 +373,33 @@ class Tracer:
     # ---- reading the tree ----
 
     def _module_ast(self, module: ModuleInfo) -> ast.Module | None:
-        found = self._asts.get(module.path)
-        if found is None:
-            try:
-                found = self.index.syntax(module.path)
-            except SyntaxProblem as exc:
-                found = str(exc)
-            except OSError as exc:
-                found = f"unreadable: {exc.strerror}"
-            self._asts[module.path] = found
-            self.index.note_read(module.path)
-        if isinstance(found, str):
-            self.unparsed[module.path] = found
-            return None
-        return found
+        return self._read(module, self.index.syntax)
 
-    def _definitions(self, module: ModuleInfo) -> dict[str, ast.AST]:
-        """Top-level functions and classes of a module, and ``Class.method`` for methods, by qualified name."""
-        if module.path not in self._defs:
-            defs: dict[str, ast.AST] = {}
-            tree = self._module_ast(module)
-            for stmt in flatten(tree.body if tree else [], self.index.platform):
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    defs.setdefault(stmt.name, stmt)
-                elif isinstance(stmt, ast.ClassDef):
-                    defs.setdefault(stmt.name, stmt)
-                    for inner in flatten(stmt.body, self.index.platform):
-                        if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_overload(inner):
-                            defs[f"{stmt.name}.{inner.name}"] = inner
-            # A module function defined several times (typing overloads) is its last, real definition.
-            for stmt in flatten(tree.body if tree else [], self.index.platform):
-                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _is_overload(stmt):
-                    defs[stmt.name] = stmt
-            self._defs[module.path] = defs
-        return self._defs[module.path]
+    def _function_node(self, module: ModuleInfo, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        """A module's function or method (``Class.method``) by its qualified name. The nodes found are kept, not the
+        module's syntax tree (the index keeps the trees read most recently): a trace asks for the same functions
+        many times over, across some forty files."""
+        key = (module.path, qual)
+        if key not in self._functions:
+            self._functions[key] = self._read(module, lambda relpath: self.index.function(relpath, qual))
+        return self._functions[key]
+
+    def _read(self, module: ModuleInfo, read: Callable[[str], Any]) -> Any:
+        """What ``read`` gives of the module's file; None (its problem noted) where the file has no syntax tree."""
+        if module.path in self.unparsed:
+            return None
+        try:
+            found = read(module.path)
+        except SyntaxProblem as exc:
+            self.unparsed[module.path] = str(exc)
+            return None
+        except OSError as exc:
+            self.unparsed[module.path] = f"unreadable: {exc.strerror}"
+            return None
+        if module.path not in self._read_files:
+            self._read_files.add(module.path)
+            self.index.note_read(module.path)
+        return found
 
     def find(self, spec: str) -> _Function | str:
         """``module:Class.method`` or ``module:function``; the problem as text when it is not in the tree."""
@@ -423,8 +415,8 @@ class Tracer:
                 return f"{module_name} defines no class {class_name}"
             found = self.method(cls, method)
             return found or f"{class_name} has no method {method}"
-        node = self._definitions(module).get(qual)
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        node = self._function_node(module, qual)
+        if node is None:
             return f"{module_name} defines no function {qual}"
         return _Function(f"{module_name}:{qual}", module, node, None)
 
@@ -433,8 +425,8 @@ class Tracer:
         for base in self.resolver.hierarchy(cls).linear:
             if isinstance(base, ClassInfo) and name in base.bound:
                 module = self.index.module(base.module)
-                node = self._definitions(module).get(f"{base.name}.{name}") if module else None
-                if module is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                node = self._function_node(module, f"{base.name}.{name}") if module else None
+                if module is not None and node is not None:
                     return _Function(f"{base.module}:{base.name}.{name}", module, node, base)
                 return None  # bound to something that is not a plain method (an assignment)
         return None
@@ -799,8 +791,8 @@ class _Walk:
         if isinstance(resolved, External):
             module_name, _, name = resolved.qualname.rpartition(".")
             module = self.t.index.module(module_name) if self.t.index.has_module(module_name) else None
-            node = self.t._definitions(module).get(name) if module else None
-            if module is not None and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node = self.t._function_node(module, name) if module else None
+            if module is not None and node is not None:
                 return _Function(f"{module_name}:{name}", module, node, None), None
         return None, None
 
@@ -1007,10 +999,6 @@ def _imported(stmt: ast.Import | ast.ImportFrom, package: str) -> dict[str, str]
 
 def _normal(expression: str) -> str:
     return ast.unparse(ast.parse(expression, mode="eval").body)
-
-
-def _is_overload(node: ast.AST) -> bool:
-    return any((dotted_name(d) or "").rsplit(".", 1)[-1] == "overload" for d in getattr(node, "decorator_list", []))
 
 
 def is_docstring(stmt: ast.stmt) -> bool:

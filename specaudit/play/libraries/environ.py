@@ -4,8 +4,9 @@ default)``, wherever a module declares them (vLLM's ``envs.py`` lambdas), and th
 from __future__ import annotations
 
 import ast
-import functools
 from typing import Any
+
+from ..per_node import per_node
 
 
 def declared_default(tree: ast.Module | None, variable: str) -> tuple[bool, Any]:
@@ -14,7 +15,7 @@ def declared_default(tree: ast.Module | None, variable: str) -> tuple[bool, Any]
     return _declared(tree).get(variable, (False, None)) if tree is not None else (False, None)
 
 
-@functools.lru_cache(maxsize=16)
+@per_node
 def _declared(tree: ast.Module) -> dict[str, tuple[bool, Any]]:
     """Every variable the module reads from the environment, with its default: one walk of an ``envs`` module."""
     found: dict[str, tuple[bool, Any]] = {}
