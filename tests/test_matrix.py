@@ -152,13 +152,29 @@ def test_the_shared_facts_are_bounded_dropping_the_entries_used_least_recently(t
     monkeypatch.setattr(index._SharedFacts, "bounded", False)
     shared = index._SharedFacts("salt", "cuda")
     for n in range(10):
-        shared.put("x" * 2000, "module", f"vllm/m{n}.py", "d")
+        index._SharedFacts.unbounded += shared.put("x" * 2000, "module", f"vllm/m{n}.py", "d")
         os.utime(shared._path(("module", f"vllm/m{n}.py", "d")), (n, n))  # m0 the oldest
     assert shared.get("module", "vllm/m0.py", "d") == "x" * 2000  # now the one used last
     shared.bound()
     kept = {n for n in range(10) if shared._path(("module", f"vllm/m{n}.py", "d")).exists()}
     assert sum(path.stat().st_size for path in shared_entries(tmp_path)) <= 10_000
     assert 0 in kept and 1 not in kept and 9 in kept
+
+
+def test_the_pools_workers_write_the_shared_facts_and_the_parent_counts_them(make_tree, tmp_path, monkeypatch):
+    """A worker writes the entries of the files it parses (index._parse_one), beside the others' work; what it wrote
+    is counted in the parent, which bounds the store."""
+    from specaudit.scan.index import build_index
+    from specaudit.tree.locate import locate
+
+    root = make_tree({f"vllm/model_executor/models/m{n}.py": f"class M{n}:\n    pass\n" for n in range(40)})
+    index_cache_in(monkeypatch, tmp_path / "shared")
+    monkeypatch.setattr(index, "_parse_workers", 2)
+    monkeypatch.setattr(index._SharedFacts, "unbounded", 0)
+    built = build_index(locate(str(root)))
+    assert len(built.modules) >= 40
+    entries = shared_entries(tmp_path / "shared")
+    assert len(entries) >= 40 and index._SharedFacts.unbounded == sum(path.stat().st_size for path in entries)
 
 
 # -- a target named as patch --target names one ----------------------------------------------------------------------

@@ -183,7 +183,7 @@ class TreeIndex:
         if isinstance(found, tuple) and len(found) == 1:
             return found[0]
         value = compute()
-        self._store.shared.put((value,), kind, relpath, digest)
+        _SharedFacts.unbounded += self._store.shared.put((value,), kind, relpath, digest)
         return value
 
     def source(self, relpath: str) -> bytes:
@@ -227,15 +227,17 @@ class TreeIndex:
                 todo.append((relpath, digest, file_rules))
         # Largest first: the big engine files then overlap with the many small model files.
         todo.sort(key=lambda job: -self.stats.get(job[0], (0, 0))[0])
-        jobs = [(str(self.tree.root), relpath, digest, file_rules, self.overlay.get(relpath), self.platform)
+        # What an overlay holds is no file of any tree: it is not shared.
+        jobs = [(str(self.tree.root), relpath, digest, file_rules, _rules_key(file_rules) if file_rules else None,
+                 self.overlay.get(relpath), self.platform, None if relpath in self.overlay else self._store.shared)
                 for relpath, digest, file_rules in todo]
-        for relpath, digest, file_rules, result, sites, syntax in _parse_many(jobs, self._pool, meanwhile):
+        for (_, relpath, digest, _, rules_key, *_), (result, sites, syntax, shared_bytes) in \
+                zip(jobs, _parse_many(jobs, self._pool, meanwhile)):
             if syntax is not None:
                 self._keep(relpath, syntax, len(self.overlay[relpath]) if relpath in self.overlay
                            else self.stats.get(relpath, (0, 0))[0])
-            # What an overlay holds is no file of any tree: it is not shared.
-            self._store.keep(relpath, digest, result, _rules_key(file_rules) if file_rules else None, sites,
-                             shared=relpath not in self.overlay)
+            self._store.keep(relpath, digest, result, rules_key, sites)
+            _SharedFacts.unbounded += shared_bytes
             self._accept(relpath, result, sites)
 
     def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
@@ -308,29 +310,41 @@ def _parse_function(source: bytes, first: int, last: int, column: int) -> ast.Fu
     return node if isinstance(node, FUNCTIONS) and node.col_offset == column and node.end_lineno == last else None
 
 
-def _parse_one(job: tuple, keep: bool = False) -> tuple[str, str, tuple, ModuleInfo | str, dict[str, list], Any]:
-    """Index one file; ``keep``: return its syntax tree too (in this process: pickling it back from a worker
-    would cost more than parsing again)."""
-    root, relpath, digest, rules, overlaid, platform = job
+def _parse_one(job: tuple, keep: bool = False) -> tuple[ModuleInfo | str, dict[str, list], ast.Module | None, int]:
+    """Index one file: its facts (or why it has none), the rules' sites in it, its syntax tree where ``keep`` (in
+    this process: pickling it back from a worker would cost more than parsing again), and the bytes it wrote to the
+    shared facts (where the job has them: a worker writes its own, beside the others' work)."""
+    root, relpath, digest, rules, rules_key, overlaid, platform, shared = job
+    info, sites, tree = _indexed(root, relpath, rules, overlaid, platform)
+    written = 0
+    if shared is not None:
+        written = shared.put(info, "module", relpath, digest)
+        if rules_key is not None:
+            written += shared.put(sites, "sites", relpath, digest, rules_key)
+    return info, sites, tree if keep else None, written
+
+
+def _indexed(root: str, relpath: str, rules: tuple, overlaid: bytes | None,
+             platform: str) -> tuple[ModuleInfo | str, dict[str, list], ast.Module | None]:
     try:
         size = len(overlaid) if overlaid is not None else Path(root, relpath).stat().st_size
         if size > MAX_FILE_BYTES:
-            return relpath, digest, rules, f"{size / 1e6:.0f} MB, larger than any engine module: not read", {}, None
+            return f"{size / 1e6:.0f} MB, larger than any engine module: not read", {}, None
         source = overlaid if overlaid is not None else Path(root, relpath).read_bytes()
         tree = parse(source, relpath)
         info = module_info(tree, relpath, platform)
     except SyntaxProblem as exc:
-        return relpath, digest, rules, str(exc), {}, None
+        return str(exc), {}, None
     except OSError as exc:
-        return relpath, digest, rules, f"unreadable: {exc.strerror}", {}, None
+        return f"unreadable: {exc.strerror}", {}, None
     except (RecursionError, MemoryError):  # `2**2**...**2` thousands deep exhausts ast.parse either way
-        return relpath, digest, rules, "nested too deeply to read", {}, None
+        return "nested too deeply to read", {}, None
     sites: dict[str, list] = {}
     if rules:
         from .match import find_sites  # libcst: loaded only where a gate file is (re)indexed
 
         sites = find_sites(tree, source.decode("utf-8", errors="replace"), info, relpath, rules)
-    return relpath, digest, rules, info, sites, tree if keep else None
+    return info, sites, tree
 
 
 def _parse_many(jobs: list[tuple], pool: WorkerPool | None, meanwhile: Callable[[], None] | None) -> list:
@@ -527,17 +541,13 @@ class _CacheStore:
             self.dirty = True
         return self.sites[key]
 
-    def keep(self, relpath: str, digest: str, facts: ModuleInfo | str, rules: str | None, sites: dict[str, list],
-             shared: bool) -> None:
-        """What parsing the file gave, in this tree's cache and, when ``shared``, in the shared one."""
+    def keep(self, relpath: str, digest: str, facts: ModuleInfo | str, rules: str | None,
+             sites: dict[str, list]) -> None:
+        """What parsing the file gave, in this tree's cache (the parse wrote the shared facts: _parse_one)."""
         self.modules[(relpath, digest)] = facts
         if rules is not None:
             self.sites[(relpath, digest, rules)] = sites
         self.dirty = True
-        if shared:
-            self.shared.put(facts, "module", relpath, digest)
-            if rules is not None:
-                self.shared.put(sites, "sites", relpath, digest, rules)
 
     def save(self) -> None:
         self.shared.bound()
@@ -626,8 +636,9 @@ class _SharedFacts:
             self._drop_damaged(path)
         return value
 
-    def put(self, value: Any, *key: str) -> None:
-        """The entry written; one that cannot be written is left out (the file is parsed again next time)."""
+    def put(self, value: Any, *key: str) -> int:
+        """The entry written, and its size, which the caller adds to ``unbounded`` (a pool worker's, its parent):
+        0 where it cannot be written (the file is parsed again next time)."""
         path = self._path(key)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
@@ -637,8 +648,8 @@ class _SharedFacts:
             os.replace(tmp, path)
         except (OSError, RecursionError, pickle.PicklingError):
             tmp.unlink(missing_ok=True)
-            return
-        _SharedFacts.unbounded += len(blob)
+            return 0
+        return len(blob)
 
     def bound(self) -> None:
         """Drop the entries used least recently while the store holds more than SHARED_FACTS_BYTES: checked once
