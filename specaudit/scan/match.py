@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
 
 import libcst as cst
 import libcst.matchers as m
@@ -48,6 +48,9 @@ class Segment:
     info: ModuleInfo  # the file's module-level facts: literals a gate names
     path: str
     local_lists: dict[str, list[str]]  # string lists bound earlier in the enclosing function
+    code: str = ""  # the text parsed: what ``module.code`` would write out again
+    # What a shape derives from the segment, shared by the copies of it that each rule gets (segments).
+    derived: dict[str, Any] = field(default_factory=dict)
 
     def line(self, node: cst.CSTNode) -> int:
         return self.positions[node].start.line + self.offset
@@ -58,7 +61,7 @@ class Segment:
     def excerpt(self, node: cst.CSTNode) -> str:
         """The node's source lines as the file has them (from its first line, without leading comments)."""
         start = self.positions[node].start
-        lines = self.module.code.splitlines()[start.line - 1: self.positions[node].end.line]
+        lines = self.code.splitlines()[start.line - 1: self.positions[node].end.line]
         if len(lines) > MAX_EXCERPT_LINES:
             lines = lines[:MAX_EXCERPT_LINES] + [" " * start.column + "..."]
         return "\n".join(x[start.column:] if x[:start.column].isspace() else x.lstrip() for x in lines)
@@ -105,7 +108,7 @@ def _parse_segment(lines: list[str], node: ast.stmt, info: ModuleInfo, path: str
         module = cst.parse_module(code)
     except cst.ParserSyntaxError:
         return None
-    return Segment(module, _Positions(module), node.lineno - 1 - int(indented), info, path, {})
+    return Segment(module, _Positions(module), node.lineno - 1 - int(indented), info, path, {}, code)
 
 
 class _Positions:
@@ -158,8 +161,8 @@ def _anchors(tree: ast.Module, lines: list[str], needles: list[str], functions: 
             if isinstance(node, (ast.If, ast.Assert, ast.Raise)) and _chain_matches(node, matches):
                 yield node, local_lists
                 continue
-            for field in ("body", "orelse", "finalbody", "handlers"):
-                children = getattr(node, field, None)
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                children = getattr(node, block, None)
                 if isinstance(children, list):
                     nested = [c for c in children if isinstance(c, ast.stmt)]
                     nested += [s for h in children if isinstance(h, ast.ExceptHandler) for s in h.body]
@@ -729,11 +732,14 @@ class ArgumentGateShape(Shape):
         if function is not None and function.name.value in handlers:
             dedicated = function.name.value in rule.params.get("dedicated", ())
             # Names a condition may test against: string lists bound in the function or the module.
-            constants = {k: list(v) for k, v in segment.info.literals.items()
-                         if isinstance(v, (list, tuple, set)) and all(isinstance(x, str) for x in v)}
-            for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(target=m.Name())])):
-                values = strings(assign.value)
-                if values is not None and not isinstance(assign.value, cst.SimpleString):
-                    constants[assign.targets[0].target.value] = values
+            if "string lists" not in segment.derived:  # the same for each rule: its handler walked once
+                constants = {k: list(v) for k, v in segment.info.literals.items()
+                             if isinstance(v, (list, tuple, set)) and all(isinstance(x, str) for x in v)}
+                for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(target=m.Name())])):
+                    values = strings(assign.value)
+                    if values is not None and not isinstance(assign.value, cst.SimpleString):
+                        constants[assign.targets[0].target.value] = values
+                segment.derived["string lists"] = constants
+            constants = segment.derived["string lists"]
             visit(function.body.body, [], set(), set())
         return sites
