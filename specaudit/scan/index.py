@@ -51,8 +51,10 @@ MEMO_KEPT = {"trace": 4, "landscape": 2, "member": 64, "": 16}
 # memory (vLLM 0.33.0's gpu_model_runner.py: 311 KB, 7.6 MiB), and keeping every tree parsed was most of a cold scan's
 # peak (vLLM 0.33.0: 116 files, 55 of the 74 MiB allocated), though most are parsed only to index them. The stages
 # that read code mostly read a file right after indexing it (38 of the 43 files a vLLM 0.33.0 trace reads); past the
-# bound the trees read least recently go. A function of a file whose tree went is parsed again alone (function).
-SYNTAX_KEPT_BYTES = 1_000_000
+# bound the trees read least recently go, and a function of a file whose tree went is parsed again alone (function).
+# Cold, vLLM 0.33.0 and SGLang 0.5.23 parse as many files again under 500 KB as under 1 MB (6 and 4), for a peak RSS of
+# 75 and 74 MiB against 85 and 90; under 300 KB, vLLM parses 8 again.
+SYNTAX_KEPT_BYTES = 500_000
 
 
 @dataclass
