@@ -22,11 +22,11 @@ import signal
 import stat
 import sys
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..core.cache import cache_dir
 from ..tree.locate import EngineTree
@@ -55,6 +55,11 @@ MEMO_KEPT = {"trace": 4, "landscape": 2, "member": 64, "": 16}
 # Cold, vLLM 0.33.0 and SGLang 0.5.23 parse as many files again under 500 KB as under 1 MB (6 and 4), for a peak RSS of
 # 75 and 74 MiB against 85 and 90; under 300 KB, vLLM parses 8 again.
 SYNTAX_KEPT_BYTES = 500_000
+# ... but a file parsed a third time is read over and over, and its tree is kept among the others of its kind: the player
+# reads SGLang 0.5.17's server_args.py (413 KB) for each argument it plays, and parsed it 238 times in a drafter's scan
+# under the bound alone. A cold targeted scan parses no file three times (vLLM 0.33.0, SGLang 0.5.23).
+OFTEN_PARSED = 3
+OFTEN_PARSED_KEPT_BYTES = 2_000_000
 
 
 @dataclass
@@ -62,6 +67,36 @@ class _Syntax:
     tree: ast.Module
     size: int  # of its source
     definitions: dict[str, ast.AST] | None = None
+
+
+class _RecentTrees:
+    """Syntax trees by file, the most recently read kept while their sources come to ``bound`` bytes (one at least)."""
+
+    def __init__(self, bound: int):
+        self.bound = bound
+        self._kept: OrderedDict[str, _Syntax] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, relpath: str) -> _Syntax | None:
+        found = self._kept.get(relpath)
+        if found is not None:
+            self._kept.move_to_end(relpath)
+        return found
+
+    def keep(self, relpath: str, syntax: _Syntax) -> _Syntax:
+        old = self._kept.pop(relpath, None)
+        self._bytes += syntax.size - (old.size if old else 0)
+        self._kept[relpath] = syntax
+        while self._bytes > self.bound and len(self._kept) > 1:
+            _, dropped = self._kept.popitem(last=False)
+            self._bytes -= dropped.size
+        return syntax
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._kept)
 
 
 @dataclass
@@ -77,10 +112,12 @@ class TreeIndex:
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
-    parsed: set[str] = field(default_factory=set)  # the files parsed in this process (a warm scan parses none)
-    # The syntax trees read most recently, for the stages that read code (trace.py, the player): see SYNTAX_KEPT_BYTES.
-    _trees: OrderedDict[str, _Syntax] = field(default_factory=OrderedDict)
-    _trees_bytes: int = 0  # the size of their sources
+    # The files parsed in this process, and how many times each (a warm scan parses none).
+    parsed: Counter[str] = field(default_factory=Counter)
+    # The syntax trees read most recently, for the stages that read code (trace.py, the player), and those of the files
+    # parsed again and again: see SYNTAX_KEPT_BYTES.
+    _trees: _RecentTrees = field(default_factory=lambda: _RecentTrees(SYNTAX_KEPT_BYTES))
+    _often: _RecentTrees = field(default_factory=lambda: _RecentTrees(OFTEN_PARSED_KEPT_BYTES))
     # relpath -> qualified name -> (first line, last line, column) of each function of the files read for their
     # definitions: where to parse one again, once its file's tree is no longer kept.
     _outlines: dict[str, dict[str, tuple[int, int, int]]] = field(default_factory=dict)
@@ -129,7 +166,8 @@ class TreeIndex:
     def function(self, relpath: str, qual: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
         """A file's function or method (``Class.method``) by its qualified name. Where the file's syntax tree is no
         longer kept, the function alone is parsed again, from its lines: a fraction of the file."""
-        outline = self._outlines.get(relpath) if relpath not in self._trees else None
+        kept = self._often.get(relpath) or self._trees.get(relpath)
+        outline = self._outlines.get(relpath) if kept is None else None
         if outline is not None:
             where = outline.get(qual)
             found = _parse_function(self.source(relpath), *where) if where else None
@@ -139,24 +177,16 @@ class TreeIndex:
         return node if isinstance(node, FUNCTIONS) else None
 
     def _syntax(self, relpath: str) -> _Syntax:
-        kept = self._trees.get(relpath)
+        kept = self._often.get(relpath) or self._trees.get(relpath)
         if kept is None:
             source = self.source(relpath)
             return self._keep(relpath, parse(source, relpath), len(source))
-        self._trees.move_to_end(relpath)
         return kept
 
     def _keep(self, relpath: str, tree: ast.Module, size: int) -> _Syntax:
-        """A tree parsed here, kept among the most recent while their sources come to SYNTAX_KEPT_BYTES."""
-        self.parsed.add(relpath)
-        old = self._trees.pop(relpath, None)
-        self._trees_bytes -= old.size if old else 0
-        kept = self._trees[relpath] = _Syntax(tree, size)
-        self._trees_bytes += size
-        while self._trees_bytes > SYNTAX_KEPT_BYTES and len(self._trees) > 1:
-            _, dropped = self._trees.popitem(last=False)
-            self._trees_bytes -= dropped.size
-        return kept
+        """A tree parsed here, kept among the most recent; that of a file parsed OFTEN_PARSED times, among those."""
+        self.parsed[relpath] += 1
+        return (self._often if self.parsed[relpath] >= OFTEN_PARSED else self._trees).keep(relpath, _Syntax(tree, size))
 
     def derived(self, relpath: str, kind: str, compute: Callable[[ast.Module], Any]) -> Any:
         """What ``compute`` makes of one file's syntax tree, kept by the file's content digest as ``sha256`` is
@@ -230,17 +260,16 @@ class TreeIndex:
         # Largest first: the big engine files then overlap with the many small model files.
         todo.sort(key=lambda job: -self.stats.get(job[0], (0, 0))[0])
         # What an overlay holds is no file of any tree: it is not shared.
-        jobs = [(str(self.tree.root), relpath, digest, file_rules, _rules_key(file_rules) if file_rules else None,
-                 self.overlay.get(relpath), self.platform, None if relpath in self.overlay else self._store.shared)
+        jobs = [_Job(str(self.tree.root), relpath, digest, file_rules, _rules_key(file_rules) if file_rules else None,
+                     self.overlay.get(relpath), self.platform, None if relpath in self.overlay else self._store.shared)
                 for relpath, digest, file_rules in todo]
-        for (_, relpath, digest, _, rules_key, *_), (result, sites, syntax, shared_bytes) in \
-                zip(jobs, _parse_many(jobs, self._pool, meanwhile)):
+        for job, (result, sites, syntax, shared_bytes) in zip(jobs, _parse_many(jobs, self._pool, meanwhile)):
             if syntax is not None:
-                self._keep(relpath, syntax, len(self.overlay[relpath]) if relpath in self.overlay
-                           else self.stats.get(relpath, (0, 0))[0])
-            self._store.keep(relpath, digest, result, rules_key, sites)
+                self._keep(job.relpath, syntax, len(job.overlaid) if job.overlaid is not None
+                           else self.stats.get(job.relpath, (0, 0))[0])
+            self._store.keep(job.relpath, job.digest, result, job.rules_key, sites)
             _SharedFacts.unbounded += shared_bytes
-            self._accept(relpath, result, sites)
+            self._accept(job.relpath, result, sites)
 
     def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
         self._accepted.add(relpath)
@@ -312,17 +341,29 @@ def _parse_function(source: bytes, first: int, last: int, column: int) -> ast.Fu
     return node if isinstance(node, FUNCTIONS) and node.col_offset == column and node.end_lineno == last else None
 
 
-def _parse_one(job: tuple, keep: bool = False) -> tuple[ModuleInfo | str, dict[str, list], ast.Module | None, int]:
+class _Job(NamedTuple):
+    """A file to index, as a pool's worker gets it."""
+
+    root: str
+    relpath: str
+    digest: str
+    rules: tuple  # the rules whose sites to find in it
+    rules_key: str | None
+    overlaid: bytes | None  # its contents, where an overlay replaces the file's
+    platform: str
+    shared: _SharedFacts | None  # where what it gives is written for every tree (None: an overlay's)
+
+
+def _parse_one(job: _Job, keep: bool = False) -> tuple[ModuleInfo | str, dict[str, list], ast.Module | None, int]:
     """Index one file: its facts (or why it has none), the rules' sites in it, its syntax tree where ``keep`` (in
     this process: pickling it back from a worker would cost more than parsing again), and the bytes it wrote to the
-    shared facts (where the job has them: a worker writes its own, beside the others' work)."""
-    root, relpath, digest, rules, rules_key, overlaid, platform, shared = job
-    info, sites, tree = _indexed(root, relpath, rules, overlaid, platform)
+    shared facts (a worker writes its own, beside the others' work)."""
+    info, sites, tree = _indexed(job.root, job.relpath, job.rules, job.overlaid, job.platform)
     written = 0
-    if shared is not None:
-        written = shared.put(info, "module", relpath, digest)
-        if rules_key is not None:
-            written += shared.put(sites, "sites", relpath, digest, rules_key)
+    if job.shared is not None:
+        written = job.shared.put(info, "module", job.relpath, job.digest)
+        if job.rules_key is not None:
+            written += job.shared.put(sites, "sites", job.relpath, job.digest, job.rules_key)
     return info, sites, tree if keep else None, written
 
 
@@ -349,16 +390,27 @@ def _indexed(root: str, relpath: str, rules: tuple, overlaid: bytes | None,
     return info, sites, tree
 
 
-def _parse_many(jobs: list[tuple], pool: WorkerPool | None, meanwhile: Callable[[], None] | None) -> list:
+def _parse_many(jobs: list[_Job], pool: WorkerPool | None, meanwhile: Callable[[], None] | None) -> list:
     if pool is None or pool.workers < 2 or len(jobs) < 16:
         results = [_parse_one(job, keep=True) for job in jobs]
         if meanwhile:
             meanwhile()
         return results
-    pending = pool.executor().map(_parse_one, jobs)  # one file a task: the large gate files spread over the workers
+    executor = pool.executor()
+    # The gate files in one task, first: finding their sites loads libcst (~0.35 s of imports), which one worker then
+    # loads, not each. The other files one a task, the largest first, spread over the workers.
+    gated = [n for n, job in enumerate(jobs) if job.rules]
+    batch = executor.submit(_parse_all, [jobs[n] for n in gated]) if gated else None
+    others = [n for n, job in enumerate(jobs) if not job.rules]
+    pending = executor.map(_parse_one, [jobs[n] for n in others])
     if meanwhile:
         meanwhile()
-    return list(pending)
+    done = dict(zip(others, pending)) | dict(zip(gated, batch.result() if batch is not None else ()))
+    return [done[n] for n in range(len(jobs))]
+
+
+def _parse_all(jobs: list[_Job]) -> list:
+    return [_parse_one(job) for job in jobs]
 
 
 class WorkerPool:
