@@ -197,17 +197,18 @@ class LaunchJudge:
 
     @functools.cached_property
     def _traced_functions(self) -> list[tuple[str, str, ast.FunctionDef | ast.AsyncFunctionDef]]:
-        """The functions the traced path follows, in its order: (module, qualified name, node). Each module's are
-        looked up together, and only their nodes are kept: the index keeps the syntax trees read most recently."""
-        traced = [qualname.partition(":")[::2] for qualname in dict.fromkeys(self.path.traced if self.path else ())]
-        by_module: dict[str, list[str]] = {}
-        for module, qual in traced:
-            by_module.setdefault(module, []).append(qual)
-        nodes = {}
-        for module, quals in by_module.items():
-            defs = _functions_of(self.resolver.index, module)
-            nodes |= {(module, qual): defs[qual] for qual in quals if qual in defs}
-        return [(module, qual, nodes[module, qual]) for module, qual in traced if (module, qual) in nodes]
+        """The functions the traced path follows, in its order: (module, qualified name, node)."""
+        index, found = self.resolver.index, []
+        for qualname in dict.fromkeys(self.path.traced if self.path else ()):
+            module, _, qual = qualname.partition(":")
+            relpath = index.files.get(module)
+            try:
+                node = index.function(relpath, qual) if relpath else None
+            except (SyntaxProblem, OSError):
+                node = None
+            if node is not None:
+                found.append((module, qual, node))
+        return found
 
     def target_method(self, name: str) -> EngineFunction | None:
         cls = self.target_class()
