@@ -23,6 +23,7 @@ from .engine_code import (
     skips_fc,
     without_aux,
 )
+from .fc import layers_lost
 
 # What a head that skips fc accepts: it drafts from a state it was not trained on, on every request.
 _NO_FC = "acceptance length 1.00, no draft token accepted (sglang PR #21272: an EAGLE-3 head given the target's last " \
@@ -67,12 +68,7 @@ def check_aux_layer_ids(rule: Rule, ctx: DraftContext) -> Finding | None:
         return draft_finding(rule, ctx, Status.UNKNOWN,
                         f"aux layer id {count} is the output of the target's last layer: kept by releases that "
                         f"collect after each layer (vLLM 0.18 on), not by earlier ones, and fc needs it", evidence)
-    lost = []
-    if len(set(layers)) < len(layers):
-        lost.append(f"ids repeat ({layers}): the target keeps each layer once")
-    outside = sorted(i for i in ids if i not in kept_with_last)
-    if outside:
-        lost.append(f"ids {outside} are outside the target's {count} layers: never kept")
+    lost = layers_lost(layers, kept_with_last, "ids", count)
     kept = kept_without_last
     handed = f"{len(kept)} aux hidden states (layers {kept})"
     if kept_with_last != kept:
@@ -132,12 +128,7 @@ def _captured_aux_layers(rule: Rule, ctx: DraftContext, engine: dict) -> Finding
     if given == width:
         return engine_finding(rule, ctx, Status.PASSES, f"the target keeps {len(kept)} aux hidden states (layers "
                                f"{kept}) of width {hidden}: the {width} inputs of fc", evidence, reader)
-    lost = []
-    if len(set(layers)) < len(layers):
-        lost.append(f"layers repeat ({layers}): the target keeps each once")
-    outside = sorted({i for i in layers if not 0 <= i < count})
-    if outside:
-        lost.append(f"layers {outside} are outside the target's {count} layers (0 to {count - 1}): never kept")
+    lost = layers_lost(layers, kept, "layers", count, f"0 to {count - 1}")
     why = f"the target hands the drafter {len(kept)} aux hidden states (layers {kept}) of width {hidden} = {given} " \
           f"inputs, fc takes {width}" + (f"; {'; '.join(lost)}" if lost else "") + \
           (f" (this release reads no ids where the drafter config declares them: {', '.join(unread)})"

@@ -34,6 +34,7 @@ from ...play.values import CLASS, Raised, Unknown
 from ..facts import ReleaseModules
 from ..judge import Judge
 from .context import DraftContext, check, draft_finding, engine_finding, site_of, unread_finding
+from .fc import layers_lost
 
 # -- playing a function of the release out on a drafter config ---------------------------------------------------------
 
@@ -315,13 +316,7 @@ def check_dflash_target_layers(rule: Rule, ctx: DraftContext) -> Finding | None:
     if given == width:
         return engine_finding(rule, ctx, Status.PASSES, f"the target keeps {len(kept)} hidden states (layers {kept}) "
                                f"of width {hidden}: the {width} inputs of fc", evidence, reader)
-    lost = []
-    if len(set(ids)) < len(ids):
-        lost.append(f"ids repeat ({list(ids)}): the target keeps each layer once")
-    outside = sorted({i for i in ids if not (isinstance(i, int) and 0 <= i <= layers)})
-    if outside:
-        lost.append(f"ids {outside} are outside the target's {layers} layers (it keeps 0, its input, to {layers}, "
-                    f"its last layer's output): never kept")
+    lost = layers_lost(ids, kept, "ids", layers, f"it keeps 0, its input, to {layers}, its last layer's output")
     error = _combine_error(ctx, width, given) or \
         f"RuntimeError: mat1 and mat2 shapes cannot be multiplied (tokens x {given} and {width} x " \
         f"{ctx.draft_config.get('hidden_size')})"

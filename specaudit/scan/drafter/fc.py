@@ -5,6 +5,9 @@ times the states it joins (EAGLE-3: 3 aux states; EAGLE-1: 2), and the target's 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from ...core.types import Finding, Rule, Status
 from .context import DraftContext, check, draft_finding, engine_finding, unread_finding
 from .engine_code import release_fc, without_aux
@@ -57,3 +60,17 @@ def check_target_hidden_size(rule: Rule, ctx: DraftContext) -> Finding | None:
         return draft_finding(rule, ctx, Status.BLOCKS, f"the drafter declares {key} {declared}, the target's is {hidden}",
                         evidence)
     return draft_finding(rule, ctx, Status.PASSES, f"{key} {declared} equals the target's hidden size", evidence)
+
+
+def layers_lost(asked: Sequence[Any], kept: Sequence[int], noun: str, layers: int, span: str = "") -> list[str]:
+    """Why layers asked of the target (``noun``: ids, layers) do not all reach the drafter's fc: one asked twice (the
+    target keeps each layer once), or outside the ``layers`` layers whose states it keeps (``span`` says which)."""
+    lost = []
+    if len(set(asked)) < len(asked):
+        lost.append(f"{noun} repeat ({list(asked)}): the target keeps each layer once")
+    outside = sorted({i for i in asked if isinstance(i, int) and i not in kept}) + \
+        [i for i in asked if not isinstance(i, int)]
+    if outside:
+        lost.append(f"{noun} {outside} are outside the target's {layers} layers" + (f" ({span})" if span else "")
+                    + ": never kept")
+    return lost
