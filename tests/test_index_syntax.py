@@ -102,3 +102,18 @@ def test_the_trees_kept_are_bounded_and_a_function_of_a_dropped_one_is_the_same(
     assert parsed == []  # ... not the file
     assert index.function("vllm/m0.py", "A.nothing") is None and parsed == []
     assert index.function("vllm/m5.py", "A.method") is own[5]  # kept: the tree's own node
+
+
+def test_a_file_parsed_a_third_time_is_kept_beside_the_recent_ones(make_tree, monkeypatch):
+    """The player reads some modules over and over (SGLang's server_args.py, for each argument it plays): the file
+    parsed again and again keeps its tree past the bound of the recent ones, and is parsed no more."""
+    root = make_tree({f"vllm/m{i}.py": EDGES for i in range(3)})
+    monkeypatch.setattr(index_module, "SYNTAX_KEPT_BYTES", len(EDGES))  # one tree
+    index = build_index(locate(str(root)))
+    for _ in range(5):
+        for i in range(3):
+            index.syntax(f"vllm/m{i}.py")
+    parsed = dict(index.parsed)
+    assert max(parsed.values()) == index_module.OFTEN_PARSED  # under the bound alone: once a read, 16 times
+    index.syntax("vllm/m0.py"), index.syntax("vllm/m1.py"), index.syntax("vllm/m2.py")
+    assert index.parsed == parsed
