@@ -524,11 +524,25 @@ def methods_section(old: Release, new: Release) -> tuple[list[str], tuple[int, i
              f"{new.label} `{new_at}` ({len(new_methods)}).", "",
              f"Added ({len(added)}): " + (", ".join(f"`{m}`" for m in added) or "none") + ".",
              f"Removed ({len(removed)}): " + (", ".join(f"`{m}`" for m in removed) or "none") + ".", ""]
-    modeled = sorted(m for m in added if m not in new.analysis.methods)
-    if modeled:
+    # A new name the release's own resolving code turns into a method that is modelled (0.34.0's
+    # `nemotron3_5_transcribe_mtp`, one of MTPModelTypes: mtp) is judged as that method.
+    runs = {m: resolved_method(new, m) for m in added if m not in new.analysis.methods}
+    unmodeled = sorted(m for m, run in runs.items() if run not in new.analysis.methods)
+    if unmodeled:
         lines += [f"New methods no file of `rules/methods/{new.tree.engine.name}/` models (their launches are UNKNOWN): "
-                  + ", ".join(f"`{m}`" for m in modeled) + ".", ""]
+                  + ", ".join(f"`{m}`" for m in unmodeled) + ".", ""]
+    turned = {m: run for m, run in sorted(runs.items()) if m not in unmodeled}
+    if turned:
+        lines += ["New methods the release runs as a modelled one: "
+                  + ", ".join(f"`{m}` (as `{run}`)" for m, run in turned.items()) + ".", ""]
     return lines, (len(added), len(removed))
+
+
+def resolved_method(release: Release, method: str) -> str | None:
+    """The method the release's own resolving code runs for a launch that names ``method`` (methods/resolve.py)."""
+    launch = Launch(load_preset(methods.PRESETS[0]), method, engine=release.tree.engine.name,
+                    speculative={"method": method})
+    return resolve(launch, ReleaseModules(release.index), release.analysis.engine_methods).method
 
 
 def classes_section(old: Release, new: Release, old_modules: dict[str, str], new_modules: dict[str, str]
