@@ -48,7 +48,7 @@ class Segment:
     info: ModuleInfo  # the file's module-level facts: literals a gate names
     path: str
     local_lists: dict[str, list[str]]  # string lists bound earlier in the enclosing function
-    code: str = ""  # the text parsed: what ``module.code`` would write out again
+    code: str  # the text parsed: what ``module.code`` would write out again
     # What a shape derives from the segment, shared by the copies of it that each rule gets (segments).
     derived: dict[str, Any] = field(default_factory=dict)
 

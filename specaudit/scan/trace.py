@@ -386,20 +386,18 @@ class Tracer:
 
     def _read(self, module: ModuleInfo, read: Callable[[str], Any]) -> Any:
         """What ``read`` gives of the module's file; None (its problem noted) where the file has no syntax tree."""
+        if module.path not in self._read_files:  # what the trace makes of it depends on its content, parsed or not
+            self._read_files.add(module.path)
+            self.index.note_read(module.path)
         if module.path in self.unparsed:
             return None
         try:
-            found = read(module.path)
+            return read(module.path)
         except SyntaxProblem as exc:
             self.unparsed[module.path] = str(exc)
-            return None
         except OSError as exc:
             self.unparsed[module.path] = f"unreadable: {exc.strerror}"
-            return None
-        if module.path not in self._read_files:
-            self._read_files.add(module.path)
-            self.index.note_read(module.path)
-        return found
+        return None
 
     def find(self, spec: str) -> _Function | str:
         """``module:Class.method`` or ``module:function``; the problem as text when it is not in the tree."""
