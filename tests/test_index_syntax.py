@@ -93,7 +93,9 @@ def test_the_trees_kept_are_bounded_and_a_function_of_a_dropped_one_is_the_same(
     monkeypatch.setattr(index_module, "SYNTAX_KEPT_BYTES", 2 * len(EDGES))
     index = build_index(locate(str(root)))
     own = {i: index.definitions(f"vllm/m{i}.py")["A.method"] for i in range(6)}
-    assert len(index._trees) == 2 and set(index._trees) == {"vllm/m4.py", "vllm/m5.py"}  # the two read last
+    counts = dict(index.parsed)
+    index.syntax("vllm/m4.py"), index.syntax("vllm/m5.py")  # the two read last: kept
+    assert index.parsed == counts
     parsed = []
     monkeypatch.setattr(index_module, "parse", lambda *a: parsed.append(a) or ast.parse(a[0]))
     dropped = index.function("vllm/m0.py", "A.method")

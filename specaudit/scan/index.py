@@ -23,7 +23,7 @@ import stat
 import sys
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -91,12 +91,6 @@ class _RecentTrees:
             _, dropped = self._kept.popitem(last=False)
             self._bytes -= dropped.size
         return syntax
-
-    def __len__(self) -> int:
-        return len(self._kept)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._kept)
 
 
 @dataclass
