@@ -25,6 +25,9 @@ def templates(code: str):
     ('msg = f"bad value {x}"\nraise ValueError(msg)', ("bad value ", "x", "")),
     ('logger.warning("Defaulted to %s for suffix decoding.", n)', ("Defaulted to ", "n", " for suffix decoding.")),
     ('assert x > 0, f"need positive x, got {x}"', ("need positive x, got ", "x", "")),
+    # what the source writes out is printed as Python prints it
+    ('logger.warning("Overriding the size to %d for %s.", 1024, mode)', ("Overriding the size to 1024 for ", "mode", ".")),
+    ('raise ValueError(f"kv_len must be < {12288 * 128} tokens, got {n}")', ("kv_len must be < 1572864 tokens, got ", "n", "")),
 ])
 def test_each_form_of_message_becomes_literal_parts_and_named_holes(code, parts):
     (template,) = templates(code)

@@ -467,6 +467,54 @@ def test_a_refusal_s_text_is_the_raise_s_message_with_what_is_not_known_shown_as
         "ValueError: expects {expected} features but received {hidden_states.shape[-1]} ({self.name})"
 
 
+def text_of(code: str, assigned: dict[str, str] | None = None, **values: Any) -> list[str]:
+    """The parts the expression ``code`` builds on these values (Player.text); ``assigned``: the code each local
+    name was last assigned."""
+    earlier = {name: ast.parse(source, mode="eval").body for name, source in (assigned or {}).items()}
+    return Player("", {}).text(ast.parse(code, mode="eval").body, values, earlier.get)
+
+
+@pytest.mark.parametrize("code,values,parts", [
+    ('f"got {n=} for {self.method!r}"', {"n": 5}, ["got n=5 for ", "self.method", ""]),
+    ('f"{name!r} needs {12288 * 128:,} tokens at {ratio:.2f}"', {"name": "k", "ratio": 0.5},
+     ["'k' needs 1,572,864 tokens at 0.50"]),
+    ('f"{ratio:.{digits}f}"', {"ratio": 0.5}, ["", "ratio", ""]),  # a spec not known: the value is a hole
+    ('"got %d for %-4s%% of %(key)s" % (n, m)', {"n": 5}, ["got 5 for ", "m", "% of ", "key", ""]),
+    ('"%5.1f%% and %s" % pair', {"pair": (12.34, "x")}, [" 12.3% and x"]),  # a tuple known: spread as Python does
+    ('"got %(n)d of %(m)s" % counts', {"counts": {"n": 3}}, ["got 3 of ", "m", ""]),
+    ('"got {} for {1}, {k!r:>5} in {0.name}".format(n, m, k=z)', {"z": "ab"},
+     ["got ", "n", " for ", "m", ",  'ab' in ", "n", ""]),
+    ('"{} then {}".format(first)', {}, ["", "first", " then ", "arg1", ""]),  # an argument not given: its place
+    ('"got " + str(n) + " tokens of " + repr(m)', {"m": "x"}, ["got ", "n", " tokens of 'x'"]),
+    ("prefix + '.'", {"prefix": "known"}, ["known."]),  # a str the player knows: its value
+    ("self.config.model", {}, ["", "self.config.model", ""]),  # anything else not known: named by its code
+    ("f'found {name or \"default\"}'", {}, ["found ", "name or 'default'", ""]),  # not its truth, True
+    ('"got %s" % {"n": n}', {}, ["got ", "{'n': n}", ""]),  # a dict holding what is not known: not known
+])
+def test_the_text_an_expression_builds_is_literal_parts_and_holes_named_by_their_code(code, values, parts):
+    assert text_of(code, **values) == parts
+
+
+def test_a_local_name_is_read_through_what_it_was_last_assigned_two_assignments_back():
+    assigned = {"msg": 'prefix + " is not supported"', "prefix": '"method " + method', "method": '"eagle"'}
+    assert text_of("msg", assigned) == ["method ", "method", " is not supported"]  # `method`: a third step back
+    assert text_of("prefix", assigned) == ["method eagle"]
+    assert text_of("msg", assigned, method="mtp") == ["method mtp is not supported"]
+
+
+def test_a_refusal_s_text_reads_every_form_of_message_and_is_its_code_where_it_is_one_hole():
+    def refusal(code: str, **values: Any) -> str:
+        stmt = ast.parse(code).body[0]
+        assert isinstance(stmt, ast.Raise)
+        return message(stmt, values)
+
+    assert refusal('raise ValueError("got %d layers, want %d" % (n, want))', want=4) == \
+        "ValueError: got {n} layers, want 4"
+    assert refusal('raise ValueError("need {} heads".format(heads))', heads=8) == "ValueError: need 8 heads"
+    assert refusal("raise ValueError(msg)") == "ValueError(msg)"  # no text known but the hole: the raise as written
+    assert refusal('raise ValueError(f"of {n // 0} heads")', n=8) == "ValueError(f'of {n // 0} heads')"
+
+
 def test_a_read_of_what_a_config_lacks_says_which_code_read_it():
     assert played("def f(hf_config):\n    return hf_config.dflash_config", hf_config={}) == \
         Unknown("hf_config.dflash_config")

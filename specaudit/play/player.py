@@ -30,11 +30,13 @@ from __future__ import annotations
 
 import ast
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
 from .libraries import transformers
 from .operators import METHODS, UNARY, binary, compare, plain_method, pure
+from .text import Field, filled, formatted, joined, printf, template_text
 from .values import CLASS, UNKNOWN, ConfigObject, EngineObject, Raised, ReleaseClass, ReleaseModule, Unknown, truth
 
 MAX_WAYS = 64  # a function that forks on more unknown conditions than this is not one that decides a launch
@@ -42,6 +44,7 @@ MAX_WAYS = 64  # a function that forks on more unknown conditions than this is n
 # _get_dbo_unsupported_features forks on six fields no launch option fixes, 64 ways already.
 MAX_EVERY_WAYS = 512
 MAX_CALLS = 6  # how deep the release's own functions are followed
+MAX_ASSIGNED = 2  # how many assignments back a message's text is read (``msg = prefix + ...; raise ValueError(msg)``)
 # object's own attribute access, past a class's __setattr__ and __getattr__: the call and its arity.
 _OBJECT_SLOTS = {"object.__setattr__": 3, "object.__getattribute__": 2}
 MAX_ITERATIONS = 64  # a loop over a known sequence longer than this is not played out
@@ -620,15 +623,22 @@ class Player:
 
     def _raised(self, stmt: ast.Raise, env: dict[str, Any], holes: bool = False) -> str:
         """What a raise raises, as Python prints it where its message is known: ``ValueError: k must be ...``;
-        ``holes``: an f-string's parts not known shown as their code (``received {hidden_states.shape[-1]}``)."""
+        ``holes``: what its message does not know shown as its code (``received {hidden_states.shape[-1]}``)."""
         exc = stmt.exc
         if isinstance(exc, ast.Call) and dotted(exc.func) and len(exc.args) == 1:
-            text = exc.args[0]
-            message = self._fstring(text, env, holes) if holes and isinstance(text, ast.JoinedStr) \
-                else self._quiet(text, env)
+            message = self._with_holes(exc.args[0], env) if holes else self._quiet(exc.args[0], env)
             if isinstance(message, str):
                 return f"{dotted(exc.func)}: {message}"
         return self._code(stmt).removeprefix("raise ").strip()
+
+    def _with_holes(self, node: ast.expr, env: dict[str, Any]) -> str | None:
+        """The text ``node`` builds, what is not known in it shown as its code in braces; None where it is no more
+        than one such hole, or where building it fails on the values (the raise raises something else then)."""
+        try:
+            parts = self.text(node, env)
+        except Raised:
+            return None
+        return None if len(parts) == 3 and parts[0] == parts[2] == "" else template_text(parts)
 
     def _message(self, call: ast.Call, env: dict[str, Any]) -> str:
         """A logged warning's text, its %-arguments filled in where they are known."""
@@ -697,8 +707,9 @@ class Player:
                 return UNKNOWN
         if isinstance(node, ast.Dict):
             return self._dict(node, env)
-        if isinstance(node, ast.JoinedStr):
-            return self._fstring(node, env)
+        if isinstance(node, ast.JoinedStr):  # its text, where every value in it is known
+            parts = self.text(node, env)
+            return parts[0] if len(parts) == 1 else UNKNOWN
         if isinstance(node, ast.BoolOp):
             return self._boolean(node, env)
         if isinstance(node, ast.UnaryOp):
@@ -854,25 +865,67 @@ class Player:
             for stale in [k for k in env if k.startswith(name + ".") and not k.endswith("()")]:
                 del env[stale]
 
-    def _fstring(self, node: ast.JoinedStr, env: dict[str, Any], holes: bool = False) -> Any:
-        """An f-string's text, where every value in it is known (``{n_predict=}`` and ``!r`` included); ``holes``:
-        a part not known is its own code in braces."""
-        text = []
-        for part in node.values:
-            if isinstance(part, ast.Constant):
-                text.append(str(part.value))
-                continue
-            if not isinstance(part, ast.FormattedValue) or part.format_spec is not None:
-                return UNKNOWN
-            value = self._quiet(part.value, env) if holes else self.evaluate(part.value, env)
-            if isinstance(value, Unknown) and holes:
-                text.append("{" + ast.unparse(part.value) + "}")
-                continue
-            if isinstance(value, Unknown):
-                return UNKNOWN
-            text.append(repr(value) if part.conversion == ord("r") else ascii(value) if part.conversion == ord("a")
-                        else str(value))
-        return "".join(text)
+    def text(self, node: ast.expr, env: dict[str, Any],
+             assigned: Callable[[str], ast.expr | None] = lambda name: None, depth: int = 0) -> list[str]:
+        """The text ``node`` builds, as parts: literal, hole, literal, ... (play.text), read as Python builds it: an
+        f-string, ``%`` and ``str.format`` on a str, ``+``, ``str()`` and ``repr()``; a local name, through what
+        ``assigned`` says it was last assigned (``msg = f"..."; raise ValueError(msg)``), MAX_ASSIGNED deep; anything
+        else, its value where that is a str. A value known is printed as Python prints it (``{n=}``, ``!r``,
+        ``%5.2f``); one not known is a hole, named by its code. Raised where building the text fails on the values."""
+        if isinstance(node, ast.JoinedStr):
+            parts = [""]
+            for part in node.values:
+                if not isinstance(part, ast.FormattedValue):
+                    parts = joined(parts, [str(cast(ast.Constant, part).value)])
+                    continue
+                value = self._printed(part.value, env)
+                spec = self.text(part.format_spec, env) if part.format_spec is not None else [""]
+                field = Field(0, conversion=chr(part.conversion) if part.conversion != -1 else "", spec=spec[0])
+                parts = joined(parts, filled([field], [(ast.unparse(part.value), value if len(spec) == 1 else UNKNOWN)],
+                                             {}))
+            return parts
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            return joined(self.text(node.left, env, assigned, depth), self.text(node.right, env, assigned, depth))
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            template = self.evaluate(node.left, env)
+            if isinstance(template, str):
+                return self._printf(template, node.right, env)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            template = self.evaluate(node.func.value, env)
+            if isinstance(template, str):
+                keywords = {k.arg: (ast.unparse(k.value), self._printed(k.value, env)) for k in node.keywords if k.arg}
+                return filled(formatted(template), self._arguments(node.args, env), keywords)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr") \
+                and len(node.args) == 1:
+            return filled([Field(0, conversion=node.func.id[0])], self._arguments(node.args, env), {})
+        if isinstance(node, ast.Name) and depth < MAX_ASSIGNED:
+            expression = assigned(node.id)
+            if expression is not None:
+                return self.text(expression, env, assigned, depth + 1)
+        value = self._printed(node, env)
+        return [value] if isinstance(value, str) else ["", ast.unparse(node), ""]
+
+    def _printed(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        """The value ``node`` prints: not known where a boolean operation is in it (``name or 'default'``, of a name
+        not known, is True to evaluate: _boolean gives a truth a later operand decides, not what is printed)."""
+        value = self.evaluate(node, env)
+        return UNKNOWN if any(isinstance(n, ast.BoolOp) for n in ast.walk(node)) else value
+
+    def _printf(self, template: str, right: ast.expr, env: dict[str, Any]) -> list[str]:
+        """``template % right``: its arguments a tuple written out, else the value of ``right`` (a tuple known is
+        its items, a dict known fills the fields it names, each a hole named by its key where not known, as Python
+        spreads them)."""
+        if isinstance(right, ast.Tuple):
+            return filled(printf(template), self._arguments(right.elts, env), {})
+        code, value = ast.unparse(right), self._printed(right, env)
+        positional = [(f"{code}[{i}]", item) for i, item in enumerate(value)] if isinstance(value, tuple) \
+            else [(code, value)]
+        keywords = {k: (k, v) for k, v in value.items() if isinstance(k, str)} if isinstance(value, dict) else {}
+        return filled(printf(template), positional, keywords)
+
+    def _arguments(self, nodes: list[ast.expr], env: dict[str, Any]) -> list[tuple[str, Any]]:
+        """The positional arguments of a call, each as (its code, its value); one spread (``*args``) is none."""
+        return [(ast.unparse(a), self._printed(a, env)) for a in nodes if not isinstance(a, ast.Starred)]
 
     def _dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
         result: dict[Any, Any] = {}

@@ -88,6 +88,17 @@ def is_unknown(value: Any) -> bool:
     return isinstance(value, Unknown)
 
 
+def known(value: Any, within: frozenset[int] = frozenset()) -> bool:
+    """Whether nothing in ``value`` is unknown: it, a dict's keys and values, a sequence's items (``{"n": x}`` of an
+    ``x`` not known is a dict, but not one whose text is known). ``within``: the containers it is in."""
+    if isinstance(value, Unknown):
+        return False
+    if id(value) in within or not isinstance(value, (dict, list, tuple, set, frozenset)):
+        return True
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    return all(known(item, within | {id(value)}) for item in items)
+
+
 def truth(value: Any) -> bool | Unknown:
     """``bool(value)`` as the engine's ``if`` takes it: an engine object is true; an unknown stays unknown."""
     if isinstance(value, Unknown):
