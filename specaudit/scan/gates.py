@@ -12,7 +12,6 @@ own examples.
 from __future__ import annotations
 
 import ast
-import copy
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
@@ -22,6 +21,7 @@ from ..launch.checkpoint import Checkpoint
 from ..play.player import LiteralScope, Player
 from ..play.values import UNKNOWN, Raised, Unknown, truth
 from .drafter import CHECKS, LAUNCH_ONLY, OWN_LAYERS, DraftContext
+from .facts import copy_tree
 from .judge import Judge
 from .own_draft import judge_own_draft
 
@@ -479,7 +479,7 @@ class _FactsInlined(ast.NodeTransformer):
 
     def visit(self, node: ast.AST) -> Any:
         fact = self.facts.get(ast.unparse(node)) if self.facts and isinstance(node, ast.expr) else None
-        return copy.deepcopy(fact) if fact is not None else self.generic_visit(node)
+        return copy_tree(fact) if fact is not None else self.generic_visit(node)
 
 
 class DrafterContract(Kind):

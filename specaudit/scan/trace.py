@@ -20,7 +20,6 @@ their values, and the small functions a condition calls are kept with it, so a c
 from __future__ import annotations
 
 import ast
-import copy
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -39,6 +38,7 @@ from .facts import (
     ModuleInfo,
     SyntaxProblem,
     absolute_module,
+    copy_tree,
     dotted_name,
     message_template,
     raised_exception,
@@ -366,6 +366,10 @@ class Tracer:
                        for k, cases in spec.facts.items()}
         self._method = {_normal(k) for k in spec.method}
         self._speculative_config = {_normal(k) for k in spec.speculative_config}
+        # The kinds of expression those name (a dotted name, a call, ...), and a dotted name (a local literal kept by
+        # its text): a rewrite writes out only expressions of these kinds, not each node of a condition again.
+        self.named_kinds = {type(ast.parse(text, mode="eval").body)
+                            for text in (*self._facts, *self._method, *self._speculative_config)} | {ast.Attribute}
         self._step = 0
         self.landmarks: dict[str, int] = {}
         self.landmark_phases: dict[str, str] = {}
@@ -698,7 +702,7 @@ class _Walk:
             else:
                 # A test kept in a name (`uses_mtp = self.method == "mtp" and ...`), or a value read from the
                 # target (`inner = getattr(model, "model", None)`), is that expression where the name is used.
-                rewritten = _Rewrite(self).expression(copy.deepcopy(value))
+                rewritten = _Rewrite(self).expression(copy_tree(value))
                 if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)):
                     self.frame.literals[target.id] = rewritten
         elif isinstance(target, (ast.Tuple, ast.List)):
@@ -717,7 +721,7 @@ class _Walk:
                 else:
                     # A launch value kept on the object (`self.k = vllm_config.speculative_config.num_speculative_
                     # tokens`) is that value where the function reads it back; an object built there (a call) is not.
-                    rewritten = _Rewrite(self).expression(copy.deepcopy(value))
+                    rewritten = _Rewrite(self).expression(copy_tree(value))
                     nodes = list(ast.walk(rewritten))
                     if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in nodes) \
                             and not any(isinstance(n, ast.Call) for n in nodes):
@@ -859,7 +863,7 @@ class _Walk:
             if value is None and not isinstance(arg, ast.Starred) and not self.denote(arg):
                 # Only what the launch alone fixes: a part of the target passed on (`model_config.vocab_size`) is
                 # decided where the path file models it, and a parameter is not where it is read.
-                rewritten = _Rewrite(self).expression(copy.deepcopy(arg))
+                rewritten = _Rewrite(self).expression(copy_tree(arg))
                 if any(isinstance(n, ast.Name) and n.id.startswith("__") for n in ast.walk(rewritten)) \
                         and not reads_target(ast.unparse(rewritten)):
                     value = rewritten
@@ -906,7 +910,7 @@ class _Walk:
     # ---- conditions ----
 
     def condition(self, test: ast.expr, holds: bool) -> Condition:
-        rewritten = _Rewrite(self).visit(copy.deepcopy(test))
+        rewritten = _Rewrite(self).visit(copy_tree(test))
         return Condition(ast.unparse(rewritten), ast.unparse(test), holds, self.module.name)
 
     def _records(self, guards: tuple[Condition, ...]) -> bool:
@@ -953,21 +957,21 @@ class _Rewrite(ast.NodeTransformer):
 
     def visit(self, node: ast.AST) -> ast.AST:
         if isinstance(node, ast.expr):
-            text = ast.unparse(node)
+            text = ast.unparse(node) if type(node) in self.walk.t.named_kinds else None
             if text in self.walk.t._method:
                 return ast.Name(placeholder(METHOD), ast.Load())
-            fact = self.walk.t.fact(text, self.walk.module.name)
+            fact = self.walk.t.fact(text, self.walk.module.name) if text is not None else None
             if fact is not None:
-                return copy.deepcopy(fact)
+                return copy_tree(fact)
             if text in self.walk.t._speculative_config:
                 return ast.Name(placeholder(SPECULATIVE_CONFIG), ast.Load())
             denoted = self.walk.denote(node)
             if denoted:
                 return ast.Name(placeholder(denoted), ast.Load())
             if isinstance(node, ast.Name) and node.id in self.walk.frame.literals:
-                return copy.deepcopy(self.walk.frame.literals[node.id])
+                return copy_tree(self.walk.frame.literals[node.id])
             if isinstance(node, ast.Attribute) and text in self.walk.frame.literals:
-                return copy.deepcopy(self.walk.frame.literals[text])
+                return copy_tree(self.walk.frame.literals[text])
             absolute = self.walk.absolute(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
             if absolute is not None:  # what an import inside the function bound: its absolute name
                 return _dotted_node(absolute)
