@@ -124,6 +124,7 @@ def test_a_release_indexed_after_another_parses_only_what_changed_and_scans_the_
     launch = Launch(load_preset("kimi-k2.5"))
     index_cache_in(monkeypatch, tmp_path / "shared")
     scan(earlier, launch)
+    index.finish_left_work()  # the pool's workers write the shared facts while the scan goes on
     first = shared_entries(tmp_path / "shared")
     after_earlier = scan(later, launch)
     added = shared_entries(tmp_path / "shared") - first
@@ -161,9 +162,11 @@ def test_the_shared_facts_are_bounded_dropping_the_entries_used_least_recently(t
     assert 0 in kept and 1 not in kept and 9 in kept
 
 
-def test_the_pools_workers_write_the_shared_facts_and_the_parent_counts_them(make_tree, tmp_path, monkeypatch):
-    """A worker writes the entries of the files it parses (index._parse_one), beside the others' work; what it wrote
-    is counted in the parent, which bounds the store."""
+def test_the_pools_workers_write_the_shared_facts_after_the_build_and_the_parent_counts_them(make_tree, tmp_path,
+                                                                                              monkeypatch):
+    """A file's entries are packed where it is parsed (index._parse_one); once the build is done, the pool's workers
+    write them while this process goes on (TreeIndex._write_shared), and this process counts them, to bound the
+    store. A later build, or this process's exit, waits for them."""
     from specaudit.scan.index import build_index
     from specaudit.tree.locate import locate
 
@@ -171,10 +174,25 @@ def test_the_pools_workers_write_the_shared_facts_and_the_parent_counts_them(mak
     index_cache_in(monkeypatch, tmp_path / "shared")
     monkeypatch.setattr(index, "_parse_workers", 2)
     monkeypatch.setattr(index._SharedFacts, "unbounded", 0)
+    monkeypatch.setenv("WRITERS", str(tmp_path / "writers"))
+    monkeypatch.setattr(index, "write_entries", _recorded_write)
     built = build_index(locate(str(root)))
+    index.finish_left_work()
     assert len(built.modules) >= 40
     entries = shared_entries(tmp_path / "shared")
     assert len(entries) >= 40 and index._SharedFacts.unbounded == sum(path.stat().st_size for path in entries)
+    writers = (tmp_path / "writers").read_text().split()
+    assert writers and str(os.getpid()) not in writers  # the workers wrote them, not this process
+
+
+_write_entries = index.write_entries
+
+
+def _recorded_write(entries):
+    """index.write_entries, noting the process it runs in; at module level: the pool's workers are sent it by name."""
+    with open(os.environ["WRITERS"], "a") as out:
+        out.write(f"{os.getpid()}\n")
+    return _write_entries(entries)
 
 
 # -- a target named as patch --target names one ----------------------------------------------------------------------
