@@ -119,3 +119,18 @@ def test_a_file_parsed_a_third_time_is_kept_beside_the_recent_ones(make_tree, mo
     assert max(parsed.values()) == index_module.OFTEN_PARSED  # under the bound alone: once a read, 16 times
     index.syntax("vllm/m0.py"), index.syntax("vllm/m1.py"), index.syntax("vllm/m2.py")
     assert index.parsed == parsed
+
+
+def test_a_module_indexed_for_its_facts_only_keeps_no_tree(make_tree):
+    """The landscape reads the facts of every class and the code of few (TreeIndex.facts_only): a module it indexes
+    keeps its facts, not its tree; a file it reads is kept as anywhere."""
+    root = make_tree({f"vllm/m{i}.py": EDGES for i in range(2)})
+    index = build_index(locate(str(root)))
+    with index.facts_only():
+        assert set(index.module("vllm.m0").classes) == {"A"}
+        index.syntax("vllm/m1.py")
+    parsed = dict(index.parsed)
+    index.syntax("vllm/m1.py")  # read within: kept
+    assert index.parsed == parsed
+    index.syntax("vllm/m0.py")  # indexed within: parsed again
+    assert parsed["vllm/m0.py"] == 1 and index.parsed["vllm/m0.py"] == 2

@@ -23,7 +23,7 @@ import stat
 import sys
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -105,6 +105,7 @@ class TreeIndex:
     _pool: WorkerPool | None = None  # only while build_index runs
     # The shared facts' entries (path, contents) the build made, written once it is done: see _write_shared.
     _unwritten: list[tuple[str, bytes]] = field(default_factory=list)
+    _keeps_indexed_trees: bool = True  # see facts_only
     # Files read from here instead of the disk: the edited sources a patch is checked on before writing.
     overlay: dict[str, bytes] = field(default_factory=dict)
     platform: str = "cuda"  # the branch of platform dispatches that is followed (see flatten)
@@ -260,15 +261,28 @@ class TreeIndex:
                      self.overlay.get(relpath), self.platform, None if relpath in self.overlay else self._store.shared)
                 for relpath, digest, file_rules in todo]
         for job, (result, sites, syntax, entries) in zip(jobs, _parse_many(jobs, self._pool, meanwhile)):
-            if syntax is not None:
+            if syntax is not None and self._keeps_indexed_trees:
                 self._keep(job.relpath, syntax, len(job.overlaid) if job.overlaid is not None
                            else self.stats.get(job.relpath, (0, 0))[0])
+            elif syntax is not None:
+                self.parsed[job.relpath] += 1
             self._store.keep(job.relpath, job.digest, result, job.rules_key, sites)
             if self._pool is not None:
                 self._unwritten += entries
             else:
                 _SharedFacts.unbounded += write_entries(entries)
             self._accept(job.relpath, result, sites)
+
+    @contextlib.contextmanager
+    def facts_only(self) -> Iterator[None]:
+        """The files indexed on demand within keep no syntax tree, for a stage that reads the facts of many classes
+        and the code of few: the landscape (35 base modules of vLLM 0.33.0's model classes, none read again, 2.8 MiB
+        of a cold scan's peak memory). A file read within (``syntax``) is kept as anywhere."""
+        keeps, self._keeps_indexed_trees = self._keeps_indexed_trees, False
+        try:
+            yield
+        finally:
+            self._keeps_indexed_trees = keeps
 
     def _write_shared(self, pool: WorkerPool) -> None:
         """Write the shared entries the build made. The pool's workers write them, where it has some, while this

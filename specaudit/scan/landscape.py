@@ -31,8 +31,9 @@ def landscape(index: TreeIndex, resolver: Resolver, registry: Registry | None, p
               path: TracedPath, method: Method) -> Landscape:
     """The method's landscape, cached with the index."""
     contract = _contract(path, resolver, protocols, method)
-    return index.memo(f"landscape:{method.name}:{contract.name}:{','.join(contract.members)}",
-                      lambda: _landscape(index, resolver, registry, protocols, contract, method.name))
+    with index.facts_only():
+        return index.memo(f"landscape:{method.name}:{contract.name}:{','.join(contract.members)}",
+                          lambda: _landscape(index, resolver, registry, protocols, contract, method.name))
 
 
 def _contract(path: TracedPath, resolver: Resolver, protocols: dict[str, Protocol], method: Method) -> Contract:
