@@ -33,9 +33,9 @@ from .callers import call_of, call_row, caller_row, link_callers, signature_of, 
 from .knobs import knob_of
 from .templates import file_facts
 
-FORMAT = 8  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
+FORMAT = 9  # the cache files' format: another one is built again, not read (5: asserts without a message; 6: the
 # conditions on the way to each template and what reaches them; 7: each raising function's callers, callers.py; 8: the
-# callers' callees resolved through each module's imports)
+# callers' callees resolved through each module's imports; 9: messages read by the player, a constant as its text)
 SUFFIX = f".v{FORMAT}.json.gz"  # in the name, so that a file of another format is never taken for this one's
 
 

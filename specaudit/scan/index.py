@@ -545,7 +545,9 @@ def _worker_init() -> None:
 def _end_with_parent() -> None:
     """A worker with work left to it (WorkerPool.leave) outlives the pool's end: where this process ends at once
     (Ctrl-C: the CLI leaves by os._exit), the worker ends with it, as Linux can be told, not later on the pipe's end
-    with a traceback on the terminal. Elsewhere it ends on finding the pool's pipe closed."""
+    with a traceback on the terminal. Linux tells it when the thread that started the pool ends: the scan's builds
+    run in the main thread (a left write cut short is a file parsed again). Elsewhere it ends on finding the pool's
+    pipe closed."""
     if sys.platform.startswith("linux"):
         import ctypes
 
