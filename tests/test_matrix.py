@@ -185,6 +185,30 @@ def test_the_pools_workers_write_the_shared_facts_after_the_build_and_the_parent
     assert writers and str(os.getpid()) not in writers  # the workers wrote them, not this process
 
 
+def test_the_shared_facts_a_broken_pool_cannot_take_are_written_by_the_build_itself(make_tree, tmp_path, monkeypatch):
+    """A worker that died once its parse was done breaks the pool: the entries left to it are written here, and the
+    scan goes on (a cache entry is never worth a failed scan)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from specaudit.scan.index import build_index
+    from specaudit.tree.locate import locate
+
+    index_cache_in(monkeypatch, tmp_path / "shared")
+    built = build_index(locate(str(make_tree({"vllm/model_executor/models/m.py": "class M:\n    pass\n"}))))
+    index.finish_left_work()
+    shared = index._SharedFacts("salt", "cuda")
+    built._unwritten = [shared.entry({"n": n}, "module", f"vllm/m{n}.py", "d") for n in range(3)]
+
+    class Broken:
+        started, workers = True, 2
+
+        def leave(self, *work):
+            raise BrokenProcessPool("a worker died")
+
+    built._write_shared(Broken())
+    assert [shared.get("module", f"vllm/m{n}.py", "d") for n in range(3)] == [{"n": 0}, {"n": 1}, {"n": 2}]
+
+
 _write_entries = index.write_entries
 
 

@@ -292,11 +292,14 @@ class TreeIndex:
         a later build in it, before it reads the shared facts."""
         entries, self._unwritten = self._unwritten, []
         _SharedFacts.unbounded += sum(len(blob) for _, blob in entries)
-        if not pool.started:
-            write_entries(entries)
-            return
-        for worker in range(pool.workers):
-            pool.leave(write_entries, entries[worker::pool.workers])
+        try:
+            if pool.started:
+                for worker in range(pool.workers):
+                    pool.leave(write_entries, entries[worker::pool.workers])
+                return
+        except RuntimeError:  # BrokenProcessPool: a worker died once its parse was done; they are written here
+            pass
+        write_entries(entries)
 
     def _accept(self, relpath: str, result: ModuleInfo | str, sites: dict[str, list]) -> None:
         self._accepted.add(relpath)
