@@ -193,12 +193,9 @@ class Evaluator:
 
     def satisfied(self, condition: Condition) -> bool | Unknown | Raised:
         try:
-            value = self.condition(condition)
+            holds = self._eval(self._parse(condition.source), {}, condition.module, test=True)
         except Raised as raised:
             return raised
-        if isinstance(value, Unknown):
-            return value
-        holds = truth(value)
         if isinstance(holds, Unknown):
             return holds
         return holds == condition.holds
@@ -217,16 +214,17 @@ class Evaluator:
         except Raised as raised:
             return raised
 
-    def _eval(self, node: ast.AST, local: dict[str, Any], module: str) -> Any:
-        """``node``'s value in ``module`` (its names as the resolver reads them), ``local`` over the launch's names:
-        played by the player, which explains what it cannot know (a gate's condition), the engine objects read here
-        (play.player.Explaining); Raised where Python would fail on the launch's values."""
+    def _eval(self, node: ast.AST, local: dict[str, Any], module: str, test: bool = False) -> Any:
+        """``node``'s value in ``module`` (its names as the resolver reads them), ``local`` over the launch's names
+        (``test``: its truth, as an ``if`` takes it): played by the player, which explains what it cannot know (a
+        gate's condition), the engine objects read here (play.player.Explaining); Raised where Python would fail on
+        the launch's values."""
         if not isinstance(node, ast.expr):
             return Unknown(_text(node))
         player = self._players.get(module)
         if player is None:
             player = self._players[module] = Player("", {}, _Module(self, module), objects=self, explains=True)
-        return player.evaluate(node, {**self._names, **local} if local else self._names)
+        return (player.test if test else player.evaluate)(node, {**self._names, **local} if local else self._names)
 
     def _global(self, dotted: str, module: str) -> Any:
         info = self.resolver.index.module(module)
@@ -523,7 +521,7 @@ class Evaluator:
                         return Unknown(f"{_text(stmt)} (in a function the condition calls)")
                     local[target.id] = value
             elif isinstance(stmt, ast.If):
-                test = truth(self._eval(stmt.test, local, module))
+                test = self._eval(stmt.test, local, module, test=True)
                 if isinstance(test, Unknown):
                     return test
                 result = self._statements(stmt.body if test else stmt.orelse, local, module)
