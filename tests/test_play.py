@@ -489,6 +489,7 @@ def text_of(code: str, assigned: dict[str, str] | None = None, **values: Any) ->
     ("prefix + '.'", {"prefix": "known"}, ["known."]),  # a str the player knows: its value
     ("self.config.model", {}, ["", "self.config.model", ""]),  # anything else not known: named by its code
     ("f'found {name or \"default\"}'", {}, ["found ", "name or 'default'", ""]),  # not its truth, True
+    ("f'method {custom or method!r}'", {"custom": None, "method": "ngram"}, ["method 'ngram'"]),  # known: its value
     ('"got %s" % {"n": n}', {}, ["got ", "{'n': n}", ""]),  # a dict holding what is not known: not known
 ])
 def test_the_text_an_expression_builds_is_literal_parts_and_holes_named_by_their_code(code, values, parts):
@@ -671,19 +672,3 @@ def test_any_of_a_generator_bound_to_a_name_is_the_generator_s():
     assert played(code, qualname="fc.bias", suffixes=[".bias"]) is True
     assert played(code, qualname="fc.weight", suffixes=[".bias"]) is False
     assert isinstance(played(code, qualname="fc.weight", suffixes=UNKNOWN), Unknown)
-
-
-def test_an_or_a_later_operand_decides_is_true_to_an_if_and_not_known_as_a_value():
-    """`max_bs = cfg.max_bs or 2048` (SGLang 0.5.23's cuda_graph_hook) of a max_bs not known is max_bs or 2048, no value
-    the player knows (it was True); what an `if`, an `assert`, `not` or a conditional expression takes of it, its truth,
-    is: true either way (Player.test)."""
-    code = "def f(x):\n    n = x or 2048\n    return n"
-    assert isinstance(played(code), Unknown) and played(code, x=0) == 2048 and played(code, x=3) == 3
-    assert played("def f(x):\n    if x or 'default':\n        return 1\n    return 2") == 1
-    assert played("def f(x):\n    assert x or 1, 'never'\n    return not (x or 1)") is False
-    assert played("def f(x):\n    return 'a' if x or 1 else 'b'") == "a"
-    assert isinstance(played("def f(x):\n    return (x or 1) + 1"), Unknown)  # was 2: True + 1
-    assert isinstance(played("def f(x):\n    return x and 'never'"), Unknown)  # nothing after it decides an `and`
-    # SGLang 0.5.17's _validate_cutedsl_a2a_token_budget: a product of it decides nothing
-    budget = "def f(x, ep, need):\n    n = (x or 1024) * ep\n    if n < need:\n        raise ValueError('short')\n    return 1"
-    assert played(budget, ep=2, need=4096) == 1  # not known to raise (it was: True * 2 < 4096)

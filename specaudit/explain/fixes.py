@@ -331,15 +331,15 @@ def _printed_knobs(template: Template, conditions: list[tuple[ast.expr, bool]], 
 def _holds(tree: ast.expr, branch: bool, numbers: dict[str, Any]) -> bool | None:
     """Whether the condition is as it was on the way to the raise (true in an ``if``'s body, false in its ``else``
     and for an assert); None where the player cannot tell."""
-    holds = _play(tree, numbers, test=True)
-    return None if holds is None or isinstance(holds, Unknown) else holds == branch
+    value = _play(tree, numbers)
+    if isinstance(value, Unknown) or not isinstance(value, bool | int):
+        return None
+    return bool(value) == branch
 
 
-def _play(tree: ast.expr, numbers: dict[str, Any], test: bool = False) -> Any:
-    """``tree``'s value on these numbers (``test``: its truth, as an ``if`` takes it); None where playing it fails."""
-    player = Player("", {})
+def _play(tree: ast.expr, numbers: dict[str, Any]) -> Any:
     try:
-        return (player.test if test else player.evaluate)(tree, dict(numbers))
+        return Player("", {}).evaluate(tree, dict(numbers))
     except (Raised, ValueError, TypeError, RecursionError):  # `n // 0`: the condition says nothing then
         return None
 

@@ -414,7 +414,7 @@ class Player:
             way.end(self.evaluate(self.stop[1], way.env))
             return [way]
         if isinstance(stmt, ast.If):
-            value = self._explained(stmt.test, way.env, self.test)
+            value = self._explained(stmt.test, way.env)
             if isinstance(value, Unknown) and not self.forks_every and not self._sets_method(stmt):
                 # Either way leaves the method as it is (a raise in it is a gate the path judges): no fork, but what
                 # it may assign is no longer known.
@@ -452,7 +452,7 @@ class Player:
             way.end(way.env.get(self.variable, UNKNOWN), f"{stmt.lineno}: {code}", self._raised(stmt, way.env))
             return [way]
         if isinstance(stmt, ast.Assert):
-            holds = self.test(stmt.test, way.env)
+            holds = self.evaluate(stmt.test, way.env)
             if isinstance(holds, Unknown):
                 self._opaque(stmt, stmt.test, way.env)
             if not isinstance(holds, Unknown) and not _truth(holds):
@@ -655,49 +655,18 @@ class Player:
 
     # -- expressions ---------------------------------------------------------------------------------------------
 
-    def _explained(self, node: ast.expr, env: dict[str, Any], play: Callable[[ast.expr, dict[str, Any]], Any] | None = None
-                   ) -> Any:
-        """An ``if``'s test (``play``: ``test``), or a value returned: where it is not known and does not say why
-        (``not x``, ``a and b`` give UNKNOWN), the first Unknown it met that does."""
+    def _explained(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        """An ``if``'s test, or a value returned: where it is not known and does not say why (``not x``, ``a and b``
+        give UNKNOWN), the first Unknown it met that does."""
         self._first_unknown = []
         try:
-            value = (play or self.evaluate)(node, env)
+            value = self.evaluate(node, env)
         finally:
             met, self._first_unknown = self._first_unknown, None
         return met[0] if isinstance(value, Unknown) and not value.why and met else value
 
     def evaluate(self, node: ast.expr, env: dict[str, Any]) -> Any:
         return self._noted(node, self._value(node, env))
-
-    def test(self, node: ast.expr, env: dict[str, Any]) -> bool | Unknown:
-        """What ``if node:`` takes: the truth of its value, where a boolean operation is true or false by the
-        truths of its operands, whatever its value is (``x or 2048`` of an ``x`` not known is true, and its value
-        ``x`` or 2048: not known)."""
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            holds = self.test(node.operand, env)
-            if isinstance(holds, Unknown):
-                return holds if self.explains else UNKNOWN
-            return not holds
-        if not isinstance(node, ast.BoolOp):
-            return truth(self.evaluate(node, env))
-        # Python's own short-circuit: the first operand that decides decides; one not known before it leaves it
-        # unknown, unless a later one decides the whole whatever it is (a raise there is not known to be reached).
-        deciding = isinstance(node.op, ast.Or)
-        for n, operand in enumerate(node.values):
-            holds = self.test(operand, env)
-            if isinstance(holds, Unknown):
-                if any(self._quiet_test(later, env) is deciding for later in node.values[n + 1:]):
-                    return deciding
-                return holds if self.explains else UNKNOWN
-            if holds is deciding:
-                return deciding
-        return not deciding
-
-    def _quiet_test(self, node: ast.expr, env: dict[str, Any]) -> bool | Unknown:
-        try:
-            return self.test(node, env)
-        except Raised:
-            return UNKNOWN
 
     def _noted(self, node: ast.expr, value: Any) -> Any:
         """``node``'s value as evaluate gives it: explaining, an unknown named by the code read; the first unknown
@@ -743,12 +712,12 @@ class Player:
             return parts[0] if len(parts) == 1 else UNKNOWN
         if isinstance(node, ast.BoolOp):
             return self._boolean(node, env)
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
-            return self.test(node, env)
         if isinstance(node, ast.UnaryOp):
             value = self.evaluate(node.operand, env)
             if isinstance(value, Unknown):
                 return value if self.explains else UNKNOWN
+            if isinstance(node.op, ast.Not):
+                return not _truth(value)
             try:
                 return UNARY[type(node.op)](value) if type(node.op) in UNARY else UNKNOWN
             except TypeError:  # `-"a"`: not this player's to call the engine's failure
@@ -758,10 +727,10 @@ class Player:
         if isinstance(node, ast.Compare):
             return self._compare(node, env)
         if isinstance(node, ast.IfExp):
-            test = self.test(node.test, env)
+            test = self.evaluate(node.test, env)
             if isinstance(test, Unknown):
                 return test if self.explains else UNKNOWN
-            return self.evaluate(node.body if test else node.orelse, env)
+            return self.evaluate(node.body if _truth(test) else node.orelse, env)
         if isinstance(node, ast.NamedExpr):
             env[node.target.id] = value = self.evaluate(node.value, env)
             return value
@@ -909,7 +878,7 @@ class Player:
                 if not isinstance(part, ast.FormattedValue):
                     parts = joined(parts, [str(cast(ast.Constant, part).value)])
                     continue
-                value = self.evaluate(part.value, env)
+                value = self.printed(part.value, env)
                 spec = self.text(part.format_spec, env) if part.format_spec is not None else [""]
                 field = Field(0, conversion=chr(part.conversion) if part.conversion != -1 else "", spec=spec[0])
                 parts = joined(parts, filled([field], [(ast.unparse(part.value), value if len(spec) == 1 else UNKNOWN)],
@@ -924,7 +893,7 @@ class Player:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
             template = self.evaluate(node.func.value, env)
             if isinstance(template, str):
-                keywords = {k.arg: (ast.unparse(k.value), self.evaluate(k.value, env)) for k in node.keywords if k.arg}
+                keywords = {k.arg: (ast.unparse(k.value), self.printed(k.value, env)) for k in node.keywords if k.arg}
                 return filled(formatted(template), self._arguments(node.args, env), keywords)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("str", "repr") \
                 and len(node.args) == 1:
@@ -933,8 +902,27 @@ class Player:
             expression = assigned(node.id)
             if expression is not None:
                 return self.text(expression, env, assigned, depth + 1)
-        value = self.evaluate(node, env)
+        value = self.printed(node, env)
         return [value] if isinstance(value, str) else ["", ast.unparse(node), ""]
+
+    def printed(self, node: ast.expr, env: dict[str, Any]) -> Any:
+        """The value ``node`` prints: not known where a boolean operation in it meets an operand not known before the
+        one that decides it (``name or 'default'``, of a name not known, is True to _boolean: the truth the later
+        operand decides, not what is printed)."""
+        value = self.evaluate(node, env)
+        return UNKNOWN if any(isinstance(n, ast.BoolOp) and not self._known_boolean(n, env) for n in ast.walk(node)) \
+            else value
+
+    def _known_boolean(self, node: ast.BoolOp, env: dict[str, Any]) -> bool:
+        """Whether the operands of a boolean operation are known up to the one that decides it."""
+        deciding = isinstance(node.op, ast.Or)
+        for operand in node.values:
+            value = self._quiet(operand, env)
+            if isinstance(value, Unknown):
+                return False
+            if _truth(value) == deciding:
+                return True
+        return True
 
     def _printf(self, template: str, right: ast.expr, env: dict[str, Any]) -> list[str]:
         """``template % right``: its arguments a tuple written out, else the value of ``right`` (a tuple known is
@@ -942,7 +930,7 @@ class Player:
         spreads them)."""
         if isinstance(right, ast.Tuple):
             return filled(printf(template), self._arguments(right.elts, env), {})
-        code, value = ast.unparse(right), self.evaluate(right, env)
+        code, value = ast.unparse(right), self.printed(right, env)
         positional = [(f"{code}[{i}]", item) for i, item in enumerate(value)] if isinstance(value, tuple) \
             else [(code, value)]
         keywords = {k: (k, v) for k, v in value.items() if isinstance(k, str)} if isinstance(value, dict) else {}
@@ -950,7 +938,7 @@ class Player:
 
     def _arguments(self, nodes: list[ast.expr], env: dict[str, Any]) -> list[tuple[str, Any]]:
         """The positional arguments of a call, each as (its code, its value); one spread (``*args``) is none."""
-        return [(ast.unparse(a), self.evaluate(a, env)) for a in nodes if not isinstance(a, ast.Starred)]
+        return [(ast.unparse(a), self.printed(a, env)) for a in nodes if not isinstance(a, ast.Starred)]
 
     def _dict(self, node: ast.Dict, env: dict[str, Any]) -> Any:
         result: dict[Any, Any] = {}
@@ -996,16 +984,17 @@ class Player:
             return UNKNOWN
 
     def _boolean(self, node: ast.BoolOp, env: dict[str, Any]) -> Any:
-        # Python's own short-circuit: the first value that decides is the value; an unknown one before it, unknown
-        # (its truth may be known: test).
+        # Python's own short-circuit: the first value that decides is the value; an unknown one before it, unknown.
         deciding = isinstance(node.op, ast.Or)
         value: Any = None
         for operand in node.values:
             value = self.evaluate(operand, env)
-            holds = truth(value)
-            if isinstance(holds, Unknown):
-                return holds if self.explains else UNKNOWN
-            if holds is deciding:
+            if isinstance(value, Unknown):
+                rest = [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
+                if any(not isinstance(v, Unknown) and _truth(v) == deciding for v in rest):
+                    return deciding  # a later operand decides the whole, whatever the unknown one is
+                return value if self.explains else UNKNOWN
+            if _truth(value) == deciding:
                 return value
         return value
 
@@ -1507,7 +1496,7 @@ class Player:
                         return None
                     holds: Any = True
                     for test in generator.ifs:  # the first false one decides: the rest are not evaluated
-                        holds = self.test(test, each)
+                        holds = self.evaluate(test, each)
                         if isinstance(holds, Unknown):
                             return None
                         if not _truth(holds):

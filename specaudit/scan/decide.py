@@ -191,11 +191,19 @@ class Evaluator:
         """The condition's value for the launch; Raised where evaluating it fails as the engine's code would."""
         return self._eval(self._parse(condition.source), {}, condition.module)
 
+    def printed(self, source: str, module: str) -> Any:
+        """What an expression a message formats in prints for the launch (play.player.Player.printed); Raised where
+        evaluating it fails."""
+        return self._eval(self._parse(source), {}, module, printed=True)
+
     def satisfied(self, condition: Condition) -> bool | Unknown | Raised:
         try:
-            holds = self._eval(self._parse(condition.source), {}, condition.module, test=True)
+            value = self.condition(condition)
         except Raised as raised:
             return raised
+        if isinstance(value, Unknown):
+            return value
+        holds = truth(value)
         if isinstance(holds, Unknown):
             return holds
         return holds == condition.holds
@@ -214,17 +222,17 @@ class Evaluator:
         except Raised as raised:
             return raised
 
-    def _eval(self, node: ast.AST, local: dict[str, Any], module: str, test: bool = False) -> Any:
+    def _eval(self, node: ast.AST, local: dict[str, Any], module: str, printed: bool = False) -> Any:
         """``node``'s value in ``module`` (its names as the resolver reads them), ``local`` over the launch's names
-        (``test``: its truth, as an ``if`` takes it): played by the player, which explains what it cannot know (a
-        gate's condition), the engine objects read here (play.player.Explaining); Raised where Python would fail on
-        the launch's values."""
+        (``printed``: what a message prints of it): played by the player, which explains what it cannot know (a gate's
+        condition), the engine objects read here (play.player.Explaining); Raised where Python would fail on the
+        launch's values."""
         if not isinstance(node, ast.expr):
             return Unknown(_text(node))
         player = self._players.get(module)
         if player is None:
             player = self._players[module] = Player("", {}, _Module(self, module), objects=self, explains=True)
-        return (player.test if test else player.evaluate)(node, {**self._names, **local} if local else self._names)
+        return (player.printed if printed else player.evaluate)(node, {**self._names, **local} if local else self._names)
 
     def _global(self, dotted: str, module: str) -> Any:
         info = self.resolver.index.module(module)
@@ -521,7 +529,7 @@ class Evaluator:
                         return Unknown(f"{_text(stmt)} (in a function the condition calls)")
                     local[target.id] = value
             elif isinstance(stmt, ast.If):
-                test = self._eval(stmt.test, local, module, test=True)
+                test = truth(self._eval(stmt.test, local, module))
                 if isinstance(test, Unknown):
                     return test
                 result = self._statements(stmt.body if test else stmt.orelse, local, module)
@@ -679,7 +687,7 @@ def _error(obligation: Obligation, evaluator: Evaluator) -> str | None:
     values: dict[str, Any] = {"model.__class__.__name__": cls.name, "type(model).__name__": cls.name} if cls else {}
     for hole, source in obligation.holes:  # what the launch fixes, as the engine formats it in
         try:
-            value = evaluator.condition(Condition(source, hole, True, obligation.module))
+            value = evaluator.printed(source, obligation.module)
         except Raised:
             continue
         if isinstance(value, (str, int, float, bool, type(None), list, tuple)):

@@ -449,7 +449,7 @@ def _facts(rule: Rule) -> dict[str, ast.expr]:
 
 def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
                        constants: dict[str, Any] | None = None, facts: dict[str, ast.expr] | None = None) -> Any:
-    """A condition over launch arguments, played (play.player) in three values: true, false, or Unknown where it
+    """A condition over launch arguments, played (play.player) in three values: a Python value, or Unknown where it
     reads what the launch does not fix. ``<object>.<argument>`` is the argument's value, ``__config__.<key>`` the
     target config's (None where it has no such key), a name one of ``constants``; an expression ``facts`` names is what
     it maps to (itself over the arguments, read as written: a fact does not expand another)."""
@@ -466,7 +466,7 @@ def evaluate_condition(source: str, values: dict[str, Any], objects: set[str],
         elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == TARGET_CONFIG:
             read[f"{TARGET_CONFIG}.{node.attr}"] = config.get(node.attr) if isinstance(config, dict) else UNKNOWN
     try:
-        return Player("", {}, LiteralScope(constants)).test(condition, read)
+        return Player("", {}, LiteralScope(constants)).evaluate(condition, read)
     except Raised:  # `None + 1` in a condition: which launch value it is does not settle the gate
         return UNKNOWN
 
