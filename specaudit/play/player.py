@@ -329,6 +329,8 @@ class Player:
     _given: dict[int, list[Outcome]] = field(default_factory=dict, init=False, repr=False)
     # While a condition (or a value returned) is evaluated: the first Unknown met that says why (None: not then).
     _first_unknown: list[Unknown] | None = field(default=None, init=False, repr=False)
+    # While what a message prints is evaluated (printed): a boolean operation's truth is not its value.
+    _printing: bool = field(default=False, init=False, repr=False)
 
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef, method: Any,
             env: dict[str, Any] | None = None) -> list[Outcome]:
@@ -906,23 +908,14 @@ class Player:
         return [value] if isinstance(value, str) else ["", ast.unparse(node), ""]
 
     def printed(self, node: ast.expr, env: dict[str, Any]) -> Any:
-        """The value ``node`` prints: not known where a boolean operation in it meets an operand not known before the
-        one that decides it (``name or 'default'``, of a name not known, is True to _boolean: the truth the later
-        operand decides, not what is printed)."""
-        value = self.evaluate(node, env)
-        return UNKNOWN if any(isinstance(n, ast.BoolOp) and not self._known_boolean(n, env) for n in ast.walk(node)) \
-            else value
-
-    def _known_boolean(self, node: ast.BoolOp, env: dict[str, Any]) -> bool:
-        """Whether the operands of a boolean operation are known up to the one that decides it."""
-        deciding = isinstance(node.op, ast.Or)
-        for operand in node.values:
-            value = self._quiet(operand, env)
-            if isinstance(value, Unknown):
-                return False
-            if _truth(value) == deciding:
-                return True
-        return True
+        """The value ``node`` prints: where a boolean operation meets an operand not known before the one that decides
+        it, not known (``name or 'default'``, of a name not known, is true, which _boolean gives elsewhere: not what
+        is printed)."""
+        printing, self._printing = self._printing, True
+        try:
+            return self.evaluate(node, env)
+        finally:
+            self._printing = printing
 
     def _printf(self, template: str, right: ast.expr, env: dict[str, Any]) -> list[str]:
         """``template % right``: its arguments a tuple written out, else the value of ``right`` (a tuple known is
@@ -990,9 +983,9 @@ class Player:
         for operand in node.values:
             value = self.evaluate(operand, env)
             if isinstance(value, Unknown):
-                rest = [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
+                rest = [] if self._printing else [self._quiet(o, env) for o in node.values[node.values.index(operand) + 1:]]
                 if any(not isinstance(v, Unknown) and _truth(v) == deciding for v in rest):
-                    return deciding  # a later operand decides the whole, whatever the unknown one is
+                    return deciding  # a later operand decides the whole's truth, whatever the unknown one is
                 return value if self.explains else UNKNOWN
             if _truth(value) == deciding:
                 return value

@@ -180,10 +180,14 @@ class TreeIndex:
             return self._keep(relpath, parse(source, relpath), len(source))
         return kept
 
-    def _keep(self, relpath: str, tree: ast.Module, size: int) -> _Syntax:
-        """A tree parsed here, kept among the most recent; that of a file parsed OFTEN_PARSED times, among those."""
+    def _keep(self, relpath: str, tree: ast.Module, size: int, kept: bool = True) -> _Syntax:
+        """A tree parsed here, kept (``kept``) among the most recent; that of a file parsed OFTEN_PARSED times, among
+        those."""
         self.parsed[relpath] += 1
-        return (self._often if self.parsed[relpath] >= OFTEN_PARSED else self._trees).keep(relpath, _Syntax(tree, size))
+        syntax = _Syntax(tree, size)
+        if not kept:
+            return syntax
+        return (self._often if self.parsed[relpath] >= OFTEN_PARSED else self._trees).keep(relpath, syntax)
 
     def derived(self, relpath: str, kind: str, compute: Callable[[ast.Module], Any]) -> Any:
         """What ``compute`` makes of one file's syntax tree, kept by the file's content digest as ``sha256`` is
@@ -261,11 +265,9 @@ class TreeIndex:
                      self.overlay.get(relpath), self.platform, None if relpath in self.overlay else self._store.shared)
                 for relpath, digest, file_rules in todo]
         for job, (result, sites, syntax, entries) in zip(jobs, _parse_many(jobs, self._pool, meanwhile)):
-            if syntax is not None and self._keeps_indexed_trees:
+            if syntax is not None:
                 self._keep(job.relpath, syntax, len(job.overlaid) if job.overlaid is not None
-                           else self.stats.get(job.relpath, (0, 0))[0])
-            elif syntax is not None:
-                self.parsed[job.relpath] += 1
+                           else self.stats.get(job.relpath, (0, 0))[0], kept=self._keeps_indexed_trees)
             self._store.keep(job.relpath, job.digest, result, job.rules_key, sites)
             if self._pool is not None:
                 self._unwritten += entries
